@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs posenc and what it needs on a fresh machine.
+#   bash scripts/install.sh          the library, the CLI and its runtime dependencies
+#   bash scripts/install.sh --test   also the test extras (reference libraries, hypothesis,
+#                                    ruff) and headless Chromium for the page tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# Use the installed torch if there is one; else the pinned CPU build (an unpinned torch would
+# pull gigabytes of CUDA packages).
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  "$PY" -m pip install -q "torch==2.13.0"
+fi
+
+if [[ "${1:-}" == "--test" ]]; then
+  "$PY" -m pip install -q -e ".[test]"
+  if ! command -v chromium >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+        fonts-dejavu-core) >/dev/null 2>&1 || echo "install.sh: could not install chromium" >&2
+    fi
+  fi
+else
+  "$PY" -m pip install -q -e .
+fi

@@ -1,0 +1,155 @@
+"""The `posenc` command: list, show, explain, arena, bench.
+
+Each subcommand is a module with `main(argv) -> int`, imported only when it runs, so
+`posenc list` stays fast. Errors from bad input print one line, no traceback (set
+POSENC_DEBUG=1 to see it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# name -> (module with main(argv), one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("posenc.cli", "list the encodings: name, family, one line, paper"),
+    "show": ("posenc.cli", "print an encoding's table (or head 0's bias matrix) to 4 decimals"),
+    "explain": ("posenc.explain.cli", "draw and measure what an encoding does (HTML page)"),
+    "arena": ("posenc.arena.cli", "train small models per encoding, measure length generalization"),
+    "bench": ("posenc.bench", "speed and memory side by side with other libraries"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: posenc COMMAND [options]\n\ncommands:")
+        for name, (_, line) in COMMANDS.items():
+            print(f"  {name:<9} {line}")
+        print("\n`posenc COMMAND --help` for a command's options.")
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from posenc import __version__
+
+        print(f"posenc {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        from posenc import closest_names
+
+        close = closest_names(name, COMMANDS)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        print(f"posenc: error: unknown command {name!r}{hint}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    entry = getattr(module, f"main_{name}", None) or module.main
+    try:
+        return int(entry(rest) or 0)
+    except (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError) as err:
+        if os.environ.get("POSENC_DEBUG"):
+            raise
+        print(f"posenc {name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"posenc {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+# ------------------------------------------------------------------------------ list / show
+
+
+def main_list(argv: list[str]) -> int:
+    import posenc
+
+    parser = argparse.ArgumentParser(prog="posenc list", description=COMMANDS["list"][1])
+    parser.add_argument("--family", help="only this family (absolute, rotary, bias, relative)")
+    args = parser.parse_args(argv)
+    rows = [
+        (name, cls.family, cls.summary, cls.paper)
+        for name, cls in sorted(posenc.ENCODINGS.items(), key=lambda kv: (kv[1].family, kv[0]))
+        if args.family is None or cls.family == args.family
+    ]
+    widths = [max(len(r[i]) for r in rows + [("name", "family", "", "")]) for i in range(2)]
+    print(f"{'name':<{widths[0]}}  {'family':<{widths[1]}}  summary  [paper]")
+    for name, family, summary, paper in rows:
+        print(f"{name:<{widths[0]}}  {family:<{widths[1]}}  {summary}  [{paper}]")
+    return 0
+
+
+def parse_span(text: str) -> tuple[int, int]:
+    """'A:B' -> (A, B) with 0 <= A < B (B exclusive); 'N' -> (0, N)."""
+    try:
+        if ":" in text:
+            a, b = (int(s) for s in text.split(":", 1))
+        else:
+            a, b = 0, int(text)
+    except ValueError:
+        raise ValueError(f"--positions must look like A:B with integers, got {text!r}") from None
+    if a < 0 or b <= a:
+        raise ValueError(f"--positions A:B needs 0 <= A < B, got {text!r}")
+    return a, b
+
+
+def main_show(argv: list[str]) -> int:
+    import torch
+
+    import posenc
+
+    parser = argparse.ArgumentParser(prog="posenc show", description=COMMANDS["show"][1])
+    parser.add_argument("name", help="encoding name (see `posenc list`)")
+    parser.add_argument("--dim", type=int, default=8, help="model width / head dim (default 8)")
+    parser.add_argument("--positions", default="0:8", help="A:B, end exclusive (default 0:8)")
+    parser.add_argument("--heads", type=int, default=1, help="attention heads (default 1)")
+    parser.add_argument("--head", type=int, default=0, help="which head's bias to print")
+    args = parser.parse_args(argv)
+    a, b = parse_span(args.positions)
+    cls = posenc.resolve(args.name)
+    torch.manual_seed(0)
+    enc = posenc.build(
+        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1)
+    ).eval()
+    pos = torch.arange(a, b)
+    torch.set_printoptions(precision=4, sci_mode=False, linewidth=160)
+    with torch.no_grad():
+        table, what = show_table(enc, pos, args)
+    print(f"{cls.__name__} ({cls.family}; {cls.paper}) - {what}")
+    if table is None:
+        print("(no positional signal: this encoding adds nothing)")
+        return 0
+    label_w = max(len(str(b - 1)), 3)
+    for row_pos, row in zip(pos.tolist(), table.tolist()):
+        print(f"{row_pos:>{label_w}}  " + " ".join(f"{v:8.4f}" for v in row))
+    return 0
+
+
+def show_table(enc, pos, args):
+    """The matrix `posenc show` prints, and a line saying what it is."""
+    import torch
+
+    T, D, H = len(pos), args.dim, args.heads
+    if enc.position_dims > 1:
+        pos = torch.stack([pos] * enc.position_dims, dim=-1)
+    if enc.family == "absolute":
+        x = torch.zeros(1, T, D)
+        return enc.embed(x, pos)[0], f"rows: positions, columns: the {D} dims"
+    if enc.family == "rotary":
+        angles = enc.angles(pos)  # [T, R/2]
+        return angles, "rotation angle (radians) of each rotary pair; rows: positions"
+    if enc.family in ("bias", "relative"):
+        if not 0 <= args.head < H:
+            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
+        q = torch.zeros(1, H, T, D)
+        bias = enc.bias(q, q, pos, pos)
+        if bias is None:
+            return None, "no bias"
+        what = f"head {args.head}'s bias; rows: query position i, columns: key position j"
+        if enc.content_dependent:
+            what += " (zero content: the position-only part)"
+        return bias[0, args.head], what
+    return None, "no positions"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
