@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from posenc import absolute, bias, relative, rotary
+from posenc import absolute, bias, randomized, relative, rotary
+from posenc.attention import attention
 from posenc.base import PositionalEncoding, check_positions, default_positions
+from posenc.model import TransformerLM
 
 __version__ = "0.1.0"
 
@@ -15,6 +17,7 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     **rotary.ENCODINGS,
     **bias.ENCODINGS,
     **relative.ENCODINGS,
+    **randomized.ENCODINGS,
 }
 
 
@@ -46,6 +49,8 @@ def build(name: str, **kwargs) -> PositionalEncoding:
 __all__ = [
     "ENCODINGS",
     "PositionalEncoding",
+    "TransformerLM",
+    "attention",
     "build",
     "check_positions",
     "closest_names",

@@ -1,5 +1,303 @@
-"""absolute encodings (to be filled in)."""
+"""Absolute encodings: one vector per position, added to (or concatenated with) the embeddings.
 
-from posenc.base import PositionalEncoding
+    embed(x [B, T, D], positions [T] or [B, T]) -> [B, T, embed_dim(D)], in x's dtype
 
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+2-D / 3-D encodings take positions [T, P] or [B, T, P]. Tables are computed in float32 (float64
+for float64 x or positions, or positions > 2^24) and cast to x's dtype at the end. Built without
+`dim`, a formula-based encoding takes D from x; `table(positions, dim)` returns the positional
+part alone (what embed adds or concatenates).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc import functional as PF
+from posenc.base import PositionalEncoding, check_positions
+
+
+def _check_int(name: str, value, *, required: str | None = None) -> int | None:
+    """None (allowed unless `required` says why it is needed) or a positive int."""
+    if value is None:
+        if required:
+            raise ValueError(f"{name} is required: {required}; got None")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_base(base) -> float:
+    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 0:
+        raise ValueError(f"base must be a number > 0, got {base!r}")
+    return float(base)
+
+
+class AbsoluteEncoding(PositionalEncoding):
+    """Shared validation for the absolute family. Subclasses define table()."""
+
+    family = "absolute"
+
+    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+        super().__init__()
+        self.dim = _check_int("dim", dim)
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        """positions [T] / [B, T] (+[P]) -> [T, W] / [B, T, W], the positional features."""
+        raise NotImplementedError
+
+    def _width(self, dim: int | None) -> int:
+        dim = dim if dim is not None else self.dim
+        if dim is None:
+            raise ValueError("dim (the model width D) is needed: pass dim=, or call embed(x, ...)")
+        return dim
+
+    def _check(self, x: torch.Tensor, positions: torch.Tensor) -> int:
+        """Validate x [B, T, D] and positions; return D."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be [B, T, D], got {shape}")
+        P = self.position_dims
+        check_positions(
+            positions, integer=self.integer_positions, max_len=self.max_len, position_dims=P
+        )
+        lead = positions.shape[:-1] if P > 1 else positions.shape  # [T] or [B, T]
+        B, T, D = x.shape
+        if len(lead) not in (1, 2) or lead[-1] != T or (len(lead) == 2 and lead[0] not in (1, B)):
+            want = "[T] or [B, T]" + (f" + [{P}]" if P > 1 else "")
+            raise ValueError(
+                f"positions must be {want} with T={T}, B={B} (as x), got {tuple(positions.shape)}"
+            )
+        if self.dim is not None and self.dim != D:
+            raise ValueError(f"x has width {D}, but this encoding was built with dim={self.dim}")
+        return D
+
+    @staticmethod
+    def _positions_for(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """float64 x: float64 positions, so the table is computed in float64 too."""
+        return positions.double() if x.dtype == torch.float64 else positions
+
+
+class AddedEncoding(AbsoluteEncoding):
+    """x + table(positions): the output width is D."""
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        D = self._check(x, positions)
+        return x + self.table(self._positions_for(x, positions), D).to(x.dtype)
+
+
+class ConcatEncoding(AbsoluteEncoding):
+    """[x, table(positions)]: the output width is D + width (the model projects back to D)."""
+
+    width: int = 1
+
+    def embed_dim(self, dim: int) -> int:
+        return dim + self.width
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        D = self._check(x, positions)
+        feats = self.table(self._positions_for(x, positions), D).to(x.dtype)  # [T, W] / [B, T, W]
+        return torch.cat([x, feats.expand(x.shape[0], x.shape[1], -1)], dim=-1)
+
+
+# ------------------------------------------------------------------------------ sinusoids
+
+
+class Sinusoidal(AddedEncoding):
+    """x + s * PE(t) (+ noise in training). PE: even columns sin, odd columns cos.
+
+    learned_scale: s is a learned scalar (init 1); else s = 1.
+    noise: amplitude a of seed 001's training-time noise: in `self.training` only, every
+        element gets eps ~ U[-a/2, a/2] added (a = 1 is the seed's U[-1/2, 1/2]); |eps| <= a/2.
+        Off (0) by default; eval is deterministic.
+    """
+
+    paper = "Vaswani et al. 2017"
+    summary = "fixed sin/cos table added to the embeddings; optional learned scale and noise"
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        base: float = 10000.0,
+        learned_scale: bool = False,
+        noise: float = 0.0,
+    ):
+        super().__init__(dim=dim)
+        self.base = _check_base(base)
+        if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
+            raise ValueError(f"noise must be an amplitude >= 0 (0 = off), got {noise!r}")
+        self.noise = float(noise)
+        self.scale = nn.Parameter(torch.ones(())) if learned_scale else None
+        self.trainable = bool(learned_scale)
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        pe = PF.sinusoidal_table(positions, self._width(dim), self.base)
+        return pe if self.scale is None else pe * self.scale
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        D = self._check(x, positions)
+        pe = self.table(self._positions_for(x, positions), D)
+        if self.training and self.noise > 0:
+            pe = pe + self.noise * (torch.rand(x.shape, device=x.device, dtype=pe.dtype) - 0.5)
+        return x + pe.to(x.dtype)
+
+
+class ScaledSinusoidal(AddedEncoding):
+    """x + s * [sin(t w_0..w_{D/2-1}), cos(t w_0..w_{D/2-1})], s learned, init D^-0.5.
+
+    As x-transformers' ScaledSinusoidalEmbedding (same numbers, same parameter): its layout
+    concatenates all sines then all cosines (not interleaved), w_i = base^(-2i/D); D even.
+    Built without `dim`, the parameter starts at 1 and the output is scaled by D^-0.5 too.
+    """
+
+    paper = "Hua et al. 2022 (FLASH); x-transformers"
+    summary = "sin/cos table [sin..., cos...] times a learned scalar initialised to D^-0.5"
+    trainable = True
+
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, base=10000.0
+    ):
+        super().__init__(dim=dim)
+        if dim is not None and dim % 2:
+            raise ValueError(f"dim must be even for scaled_sinusoidal (sin/cos halves), got {dim}")
+        self.base = _check_base(base)
+        self.scale = nn.Parameter(torch.tensor(dim**-0.5 if dim else 1.0))
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        D = self._width(dim)
+        if D % 2:
+            raise ValueError(f"dim must be even for scaled_sinusoidal (sin/cos halves), got {D}")
+        pe = PF.sinusoidal_table(positions, D, self.base)
+        pe = torch.cat([pe[..., 0::2], pe[..., 1::2]], dim=-1)  # [sin..., cos...]
+        return pe * (self.scale if self.dim else self.scale * D**-0.5)
+
+
+class Sinusoidal2D(AddedEncoding):
+    """Images: x + PE(row, col); values of positional-encodings' PositionalEncoding2D."""
+
+    paper = "Vaswani et al. 2017; 2-D layout of the positional-encodings package"
+    summary = "2-D sinusoids for images: first channels encode the row, the next the column"
+    position_dims = 2
+
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, base=10000.0
+    ):
+        super().__init__(dim=dim)
+        self.base = _check_base(base)
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        return PF.sinusoidal_table_2d(positions, self._width(dim), self.base)
+
+
+class Sinusoidal3D(Sinusoidal2D):
+    """Video: x + PE(time, row, col); values of positional-encodings' PositionalEncoding3D."""
+
+    paper = "Vaswani et al. 2017; 3-D layout of the positional-encodings package"
+    summary = "3-D sinusoids for video: channels split over time, row and column"
+    position_dims = 3
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        return PF.sinusoidal_table_3d(positions, self._width(dim), self.base)
+
+
+# ------------------------------------------------------------------------------ tables
+
+
+class Learned(AddedEncoding):
+    """x + W[t]: a trainable table of max_len rows (init normal, std 0.02)."""
+
+    paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
+    summary = "a trained vector per position (max_len rows); no positions past the table"
+    integer_positions = True
+    trainable = True
+
+    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+        super().__init__(dim=_check_int("dim", dim, required="learned sizes its table by it"))
+        self.max_len = _check_int("max_len", max_len, required="the number of table rows")
+        self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        check_positions(positions, integer=True, max_len=self.max_len)
+        return F.embedding(positions.long(), self.weight)
+
+
+# ------------------------------------------------------------------------------ naive baselines
+
+
+class OneHot(ConcatEncoding):
+    """[x, onehot(t)]: seed 003's one-hot position vector of length max_len, concatenated."""
+
+    paper = "naive baseline (seed 003)"
+    summary = "concatenates a one-hot vector of length max_len (embed_dim = D + max_len)"
+    integer_positions = True
+
+    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+        super().__init__(dim=dim)
+        self.max_len = _check_int("max_len", max_len, required="the one-hot vector's length")
+        self.width = self.max_len
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        check_positions(positions, integer=True, max_len=self.max_len)
+        return F.one_hot(positions.long(), self.max_len).float()
+
+
+class Index(ConcatEncoding):
+    """[x, t]: the raw position as one extra feature (unbounded, so it grows with length)."""
+
+    paper = "naive baseline (seeds 000, 003)"
+    summary = "concatenates the raw position t as one feature (embed_dim = D + 1)"
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        return positions.to(torch.promote_types(positions.dtype, torch.float32))[..., None]
+
+
+class Phase(ConcatEncoding):
+    """[x, t/(T-1)]: seed 000's phase in [0, 1], T = max position + 1 of each row.
+
+    cache_exact is False: a token's phase depends on the length of the sequence it is seen
+    in, which is exactly the flaw seed 000 points out (the gap between neighbours changes
+    with T), so a cached decode cannot reproduce a full forward.
+    """
+
+    paper = "naive baseline (seed 000)"
+    summary = "concatenates t/(T-1) in [0, 1]; depends on the sequence length"
+    cache_exact = False
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        pos = positions.to(torch.promote_types(positions.dtype, torch.float32))
+        last = pos.amax(dim=-1, keepdim=True).clamp(min=1)  # T - 1 per row (1 if T == 1)
+        return (pos / last)[..., None]
+
+
+# ------------------------------------------------------------------------------ none
+
+
+class NoPE(PositionalEncoding):
+    """No positional information at all (causal attention alone must find the order)."""
+
+    family = "none"
+    paper = "Haviv et al. 2022; Kazemnejad et al. 2023"
+    summary = "no positional encoding: every hook is the identity"
+
+    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+        super().__init__()
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    "sinusoidal": Sinusoidal,
+    "scaled_sinusoidal": ScaledSinusoidal,
+    "learned": Learned,
+    "onehot": OneHot,
+    "index": Index,
+    "phase": Phase,
+    "sinusoidal_2d": Sinusoidal2D,
+    "sinusoidal_3d": Sinusoidal3D,
+    "nope": NoPE,
+}

@@ -132,7 +132,7 @@ def show_table(enc, pos, args):
     if enc.position_dims > 1:
         pos = torch.stack([pos] * enc.position_dims, dim=-1)
     if enc.family == "absolute":
-        x = torch.zeros(1, T, D)
+        x = torch.zeros(1, T, D, dtype=torch.float64)  # float64: cos(0.01) = 0.99995 -> 1.0000
         return enc.embed(x, pos)[0], f"rows: positions, columns: the {D} dims"
     if enc.family == "rotary":
         angles = enc.angles(pos)  # [T, R/2]

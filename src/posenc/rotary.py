@@ -1,5 +1,298 @@
-"""rotary encodings (to be filled in)."""
+"""Rotary encodings: rotate queries and keys so that q.k depends on the position difference.
 
-from posenc.base import PositionalEncoding
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k) rotated, dtypes kept
+    angles(positions [T] (or [T, 2])) -> [T, R/2] float32, the rotation angle of each pair
 
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+Positions are [T] or [B, T] ([..., 2] for rope_2d), ints or floats. The head dim Dh comes from
+`head_dim`, else `dim // heads`, else `dim`, else from q at the first call; the rotary dim R
+(<= Dh, even) from `rotary_dim`, else Dh. The math lives in posenc.functional.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc import functional as PF
+from posenc.base import PositionalEncoding, check_positions
+from posenc.rope_scaling import rope_type_of
+
+
+def _head_dim(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
+    """Dh from the standard keywords, or None when none is given."""
+    for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    if head_dim is not None:
+        return head_dim
+    if dim is None:
+        return None
+    if heads and dim % heads:
+        raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
+    return dim // (heads or 1)
+
+
+def _check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(f"rotary_dim must be an int or None, got {type(rotary_dim).__name__}")
+    if rotary_dim < multiple or rotary_dim % multiple:
+        what = "pairs rotate" if multiple == 2 else "half the pairs per axis"
+        raise ValueError(
+            f"rotary_dim must be a positive multiple of {multiple} ({what}), got {rotary_dim}"
+        )
+    if head_dim is not None and rotary_dim > head_dim:
+        raise ValueError(
+            f"rotary_dim must be <= head_dim={head_dim} (allowed: multiples of {multiple} "
+            f"up to {head_dim}), got {rotary_dim}"
+        )
+    return rotary_dim
+
+
+class RotaryEncoding(PositionalEncoding):
+    """Shared set-up of the rotary family: head dim, rotary dim, base, layout."""
+
+    family = "rotary"
+    _multiple = 2  # the rotary dim must be a multiple of this
+
+    def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
+        super().__init__()
+        self.head_dim = _head_dim(dim, heads, head_dim)
+        if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
+            raise ValueError(f"base must be a number > 1, got {base!r}")
+        if layout not in PF.ROPE_LAYOUTS:
+            raise ValueError(f"layout must be one of {PF.ROPE_LAYOUTS}, got {layout!r}")
+        self.base, self.layout = float(base), layout
+        if rotary_dim is not None:
+            rotary_dim = _check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
+        self._rotary_dim = rotary_dim
+
+    def rotary_dim(self, head_dim: int | None = None) -> int:
+        """R for inputs of head dim `head_dim` (default: the constructed one)."""
+        dh = self.head_dim if head_dim is None else head_dim
+        if self.head_dim is not None and head_dim is not None and head_dim != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {head_dim}, but this encoding was built with "
+                f"head_dim={self.head_dim}"
+            )
+        if self._rotary_dim is not None:
+            return _check_rotary_dim(self._rotary_dim, dh, self._multiple)
+        if dh is None:
+            raise ValueError("head_dim is needed: pass head_dim= (or dim= and heads=)")
+        if dh % self._multiple:
+            raise ValueError(
+                f"head_dim={dh} is not a multiple of {self._multiple}: pass rotary_dim= "
+                f"(a multiple of {self._multiple}, <= {dh}) to rotate part of each head"
+            )
+        return dh
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
+
+
+class RoPE(RotaryEncoding):
+    """Rotary position embedding (Su et al. 2021), with Hugging Face rope scaling.
+
+    `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope;
+    see posenc.rope_scaling). A missing original length is taken from `max_len` (like
+    transformers' `max_position_embeddings`). `dynamic` and `longrope` depend on the current
+    length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
+    unrotated and rotated again each step never carry a stale base (a cache of already rotated
+    keys cannot follow dynamic scaling).
+    """
+
+    paper = "Su et al. 2021"
+    summary = "rotary position embedding: rotate q, k pairs by position * frequency"
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+        rotary_dim: int | None = None,
+        scaling: dict | None = None,
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        self.rope_type = rope_type_of(scaling)
+        self.scaling = dict(scaling or {})
+        if max_len is not None and self.rope_type != "default":
+            self.scaling.setdefault("max_position_embeddings", max_len)
+        prf = self.scaling.get("partial_rotary_factor")
+        if rotary_dim is None and prf is not None and self.head_dim is not None:
+            self._rotary_dim = _check_rotary_dim(int(self.head_dim * prf), self.head_dim)
+        if self._rotary_dim is None and self.rope_type == "longrope":
+            self._rotary_dim = _check_rotary_dim(
+                2 * len(self.scaling.get("short_factor") or []), self.head_dim
+            )
+        self.per_call = self.rope_type in ("dynamic", "longrope")
+        known = self._rotary_dim or self.head_dim
+        # a rotary dim is needed to check the scaling keys now; 64 stands in when none is known
+        inv_freq, self.attention_factor = PF.rope_inv_freq(
+            self.rotary_dim() if known else 64, self.base, self.scaling
+        )
+        self.register_buffer("inv_freq", inv_freq if known else None, persistent=False)
+
+    def frequencies(
+        self, positions: torch.Tensor, head_dim: int | None = None
+    ) -> tuple[torch.Tensor, float]:
+        """(inv_freq [R/2] on positions' device, attention_factor) for keys at `positions`."""
+        r = self.rotary_dim(head_dim)
+        if self.per_call:
+            seq_len = math.floor(positions.max().item()) + 1 if positions.numel() else None
+            inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling, seq_len)
+            return inv_freq.to(positions.device), af
+        if self.inv_freq is not None and 2 * self.inv_freq.numel() == r:
+            return self.inv_freq.to(positions.device), self.attention_factor
+        inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling)
+        return inv_freq.to(positions.device), af
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
+        inv_freq, af = self.frequencies(k_pos, q.shape[-1])
+        return PF.apply_rope_qk(q, k, q_pos, k_pos, inv_freq, self.layout, None, af)
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float32 angles."""
+        check_positions(positions)
+        inv_freq, _ = self.frequencies(positions)
+        dtype = PF.rope_angle_dtype(positions)
+        return (positions.to(dtype)[..., None] * inv_freq.to(dtype)).float()
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", scaling={self.scaling}" if self.scaling else "")
+
+
+class XPos(RotaryEncoding):
+    """xPos (Sun et al. 2022): RoPE whose pairs also decay with distance.
+
+    Pair i has zeta_i = (2i + 0.4 R) / (1.4 R); queries at n are scaled by
+    zeta^((n - c) / scale_base) and keys at m by zeta^(-(m - c) / scale_base), so q.k gets
+    zeta^((n - m) / scale_base) whatever c. Without c, zeta^(-m / 512) overflows float32 past
+    m ~ 36k; so each call centres on c = ceil((min k_pos + max k_pos) / 2) (rotary-embedding-
+    torch's T // 2 for positions arange(T)), which doubles the reach to key spans of ~72k
+    tokens in float32 (~9k for float16 outputs). Scores are unchanged; rotated keys differ
+    between calls with different key spans, so cache keys unrotated.
+    """
+
+    paper = "Sun et al. 2022"
+    summary = "xPos: RoPE plus a per-pair exponential decay with distance"
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        base: float = 10000.0,
+        scale_base: float = 512,
+        layout: str = "half",
+        rotary_dim: int | None = None,
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        if isinstance(scale_base, bool) or not isinstance(scale_base, int | float) or scale_base <= 0:
+            raise ValueError(f"scale_base must be a number > 0, got {scale_base!r}")
+        self.scale_base = float(scale_base)
+
+    def zeta(self, rotary_dim: int) -> torch.Tensor:
+        """[R/2] float64 decay bases zeta_i = (2i + 0.4 R) / (1.4 R)."""
+        two_i = torch.arange(0, rotary_dim, 2, dtype=torch.float64)
+        return (two_i + 0.4 * rotary_dim) / (1.4 * rotary_dim)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated, scaled."""
+        check_positions(q_pos, name="q_pos")
+        check_positions(k_pos, name="k_pos")
+        r = self.rotary_dim(q.shape[-1])
+        inv_freq, _ = PF.rope_inv_freq(r, self.base)
+        log_zeta = self.zeta(r).log().to(k_pos.device)
+        center = math.ceil((k_pos.min().item() + k_pos.max().item()) / 2) if k_pos.numel() else 0
+        out = []
+        for x, pos, sign in ((q, q_pos, 1.0), (k, k_pos, -1.0)):
+            cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)
+            power = (pos.double() - center)[..., None] * (sign / self.scale_base)
+            scale = (power * log_zeta).exp().to(cos.dtype)  # zeta^(+-(n - c) / scale_base)
+            out.append(PF.apply_rope_cos_sin(x, cos * scale, sin * scale, self.layout))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> [T, R/2] float32 rotation angles (the decay not shown)."""
+        check_positions(positions)
+        inv_freq, _ = PF.rope_inv_freq(self.rotary_dim(), self.base)
+        dtype = PF.rope_angle_dtype(positions)
+        return (positions.to(dtype)[..., None] * inv_freq.to(positions.device, dtype)).float()
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", scale_base={self.scale_base}"
+
+
+class RoPE2D(RotaryEncoding):
+    """Axial 2-D RoPE for images (Heo et al. 2024; as rotary-embedding-torch's axial freqs).
+
+    Positions [..., 2] = (row, col). The first R/4 rotary pairs turn with the row, the last R/4
+    with the column, each axis with the frequencies of a 1-D RoPE of rotary dim R/2:
+    angles = [row * f | col * f], f_j = base^(-4j / R). R must be a multiple of 4.
+    """
+
+    paper = "Heo et al. 2024"
+    summary = "axial 2-D RoPE: half the rotary pairs follow the row, half the column"
+    position_dims = 2
+    _multiple = 4
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+        rotary_dim: int | None = None,
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        if self.head_dim is not None or rotary_dim is not None:
+            self.rotary_dim()  # fail now on a head dim that is not a multiple of 4
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [..., 2] -> [..., R/2] angles in the angle dtype for inputs of `dtype`."""
+        inv_freq, _ = PF.rope_inv_freq(r // 2, self.base)  # [R/4] per axis
+        angle_dtype = PF.rope_angle_dtype(positions, dtype)
+        pos = positions.to(angle_dtype)
+        return (pos[..., :, None] * inv_freq.to(positions.device, angle_dtype)).flatten(-2)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, 2] / [B, Tq, 2] -> rotated."""
+        r = self.rotary_dim(q.shape[-1])
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            check_positions(pos, name=name, position_dims=2)
+            angles = self._angles(pos, r, x.dtype)
+            compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+            cos, sin = angles.cos().to(compute), angles.sin().to(compute)
+            out.append(PF.apply_rope_cos_sin(x, cos, sin, self.layout))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T, 2] -> [T, R/2] float32: row angles, then column angles."""
+        check_positions(positions, position_dims=2)
+        return self._angles(positions, self.rotary_dim(), torch.float32).float()
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope": RoPE, "xpos": XPos, "rope_2d": RoPE2D}

@@ -1,0 +1,194 @@
+"""`posenc arena`: train small models per encoding, measure length generalization, report.
+
+    posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--seeds N] [--steps N]
+                 [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
+                 [--device D]
+    posenc arena report [--db FILE] [--out DIR]
+
+Bad input prints one line and returns 2, before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from posenc.arena.runner import DEFAULT_ENCODINGS, TRAINED, VARIANTS, ArenaConfig
+from posenc.arena.tasks import TASK_NAMES
+
+# --quick: the README's main command; lm only, a tiny model, <= 10 minutes on 2 CPU cores.
+QUICK = dict(
+    tasks=["lm"], seeds=2, steps=400, train_len=64, eval_lens=[64, 128, 256, 512],
+    dim=64, depth=2, heads=4, batch_size=16, lr=2e-3, eval_tokens=16384,
+)  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    d = ArenaConfig()
+    p = argparse.ArgumentParser(
+        prog="posenc arena",
+        description="Train small Transformers per encoding at length L, evaluate at L..8L, "
+        "store every number in SQLite and write a report. `posenc arena report` redraws it.",
+    )
+    p.add_argument("--quick", action="store_true", help="lm only, tiny model (<= 10 min on CPU)")
+    p.add_argument("--tasks", help=f"comma-separated, from {','.join(TASK_NAMES)} (default all)")
+    p.add_argument(
+        "--encodings",
+        help=f"comma-separated (default {','.join(DEFAULT_ENCODINGS)}); any registered "
+        f"encoding, and rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model)",
+    )
+    p.add_argument("--seeds", type=int, help=f"seeds per cell (default {d.seeds})")
+    p.add_argument("--steps", type=int, help=f"training steps (default {d.steps})")
+    p.add_argument("--train-len", type=int, help=f"training length L (default {d.train_len})")
+    p.add_argument("--eval-lens", help="comma-separated eval lengths (default L,2L,4L,8L)")
+    p.add_argument("--corpus", help="text file or directory for lm (default: Python's stdlib)")
+    p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
+    p.add_argument("--out", default=d.out, help=f"report and checkpoints (default {d.out})")
+    p.add_argument("--device", default=d.device, help="cpu (default), cuda, cuda:1, ...")
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    d = ArenaConfig()
+    p = argparse.ArgumentParser(prog="posenc arena report", description="redraw the report")
+    p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
+    p.add_argument("--out", default=d.out, help=f"output directory (default {d.out})")
+    return p
+
+
+def split_names(text: str, flag: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"{flag}: give at least one name")
+    return list(dict.fromkeys(names))
+
+
+def parse_lens(text: str) -> list[int]:
+    try:
+        lens = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--eval-lens must be comma-separated integers, got {text!r}") from None
+    if not lens or any(n <= 0 for n in lens):
+        raise ValueError(f"--eval-lens must be positive integers, got {text!r}")
+    return sorted(set(lens))
+
+
+def positive(value, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{flag} must be a positive integer, got {value}")
+
+
+def config_from_args(args) -> ArenaConfig:
+    """Validate every flag (ValueError, one line) and build the run's config."""
+    from posenc.arena.runner import validate_encodings
+    from posenc.arena.tasks import build_task
+
+    cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
+    kw = {}
+    if args.tasks:
+        kw["tasks"] = split_names(args.tasks, "--tasks")
+        for name in kw["tasks"]:
+            if name not in TASK_NAMES:
+                build_task(name)  # raises with the closest names
+    if args.encodings:
+        kw["encodings"] = split_names(args.encodings, "--encodings")
+        validate_encodings(kw["encodings"])
+    for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len")):
+        value = getattr(args, key)
+        positive(value, flag)
+        if value is not None:
+            kw[key] = value
+    L = kw.get("train_len", cfg.train_len)
+    if args.eval_lens:
+        kw["eval_lens"] = parse_lens(args.eval_lens)
+    elif "train_len" in kw:
+        kw["eval_lens"] = [L, 2 * L, 4 * L, 8 * L]
+    kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
+    cfg = ArenaConfig(**{**cfg.__dict__, **kw})
+    for name in cfg.tasks:
+        task = build_task(name, corpus=True)  # lengths only; the corpus comes below
+        if L < task.min_len or min(cfg.eval_lens) < task.min_len:
+            raise ValueError(
+                f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_len}"
+            )
+    check_device(cfg.device)
+    return cfg
+
+
+def check_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")
+
+
+def load_tasks(cfg: ArenaConfig) -> dict:
+    from posenc.arena.corpus import load_corpus
+    from posenc.arena.tasks import build_task
+
+    corpus = None
+    if "lm" in cfg.tasks:
+        corpus = load_corpus(cfg.corpus)
+        need = max(cfg.eval_lens) + 1
+        if len(corpus.valid) < need or len(corpus.train) < cfg.train_len + 1:
+            raise ValueError(
+                f"--corpus: {corpus.name} is too small ({len(corpus.train)} train / "
+                f"{len(corpus.valid)} valid bytes; need {cfg.train_len + 1} / {need})"
+            )
+    return {name: build_task(name, corpus=corpus) for name in cfg.tasks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["report"]:
+            return main_report(argv[1:])
+        return main_run(argv)
+    except (ValueError, TypeError, OSError) as err:
+        if os.environ.get("POSENC_DEBUG"):
+            raise
+        print(f"posenc arena: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("posenc arena: interrupted (finished cells are saved; rerun to resume)", file=sys.stderr)
+        return 130
+
+
+def main_run(argv: list[str]) -> int:
+    from posenc.arena import report, runner
+    from posenc.arena.store import Store
+
+    args = parser().parse_args(argv)
+    cfg = config_from_args(args)
+    tasks = load_tasks(cfg)
+    if os.path.dirname(cfg.db):
+        os.makedirs(os.path.dirname(cfg.db), exist_ok=True)
+    with Store(cfg.db) as store:
+        n = runner.run(cfg, tasks, store)
+        rows = store.all_rows()
+    print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
+    index = report.write_report(rows, cfg.out)
+    print(f"arena: report at {index}")
+    return 0
+
+
+def main_report(argv: list[str]) -> int:
+    from posenc.arena import report
+    from posenc.arena.store import Store
+
+    args = report_parser().parse_args(argv)
+    with Store(args.db, create=False) as store:
+        rows = store.all_rows()
+    index = report.write_report(rows, args.out)
+    print(f"arena: report at {index}")
+    return 0
+
+
+__all__ = ["main", "TRAINED"]

@@ -1,0 +1,135 @@
+"""The arena's results store: one SQLite file, one row per measurement.
+
+A row is (task, encoding, seed, train_len, eval_len, metric) -> value, UNIQUE on those six, with
+status 'ok' or 'n/a' (+ reason), the config hash and config, posenc and torch versions and the
+cell's wall time. All rows of a cell are written in one transaction, so a kill at any moment
+leaves a cell either complete or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    id            INTEGER PRIMARY KEY,
+    task          TEXT    NOT NULL,
+    encoding      TEXT    NOT NULL,
+    seed          INTEGER NOT NULL,
+    train_len     INTEGER NOT NULL,
+    eval_len      INTEGER NOT NULL,
+    metric        TEXT    NOT NULL,
+    value         REAL,
+    status        TEXT    NOT NULL CHECK (status IN ('ok', 'n/a')),
+    reason        TEXT,
+    config_hash   TEXT    NOT NULL,
+    config        TEXT    NOT NULL,
+    posenc_version TEXT   NOT NULL,
+    torch_version TEXT    NOT NULL,
+    wall_time     REAL    NOT NULL,
+    created       TEXT    NOT NULL,
+    UNIQUE (task, encoding, seed, train_len, eval_len, metric)
+)
+"""
+COLUMNS = {
+    "id", "task", "encoding", "seed", "train_len", "eval_len", "metric", "value", "status",
+    "reason", "config_hash", "config", "posenc_version", "torch_version", "wall_time", "created",
+}  # fmt: skip
+
+
+@dataclass
+class Row:
+    task: str
+    encoding: str
+    seed: int
+    train_len: int
+    eval_len: int
+    metric: str
+    value: float | None
+    status: str = "ok"
+    reason: str | None = None
+
+
+class Store:
+    """Results in SQLite. Raises ValueError (one line) for a file that is not an arena DB."""
+
+    def __init__(self, path: str, *, create: bool = True):
+        self.path = path
+        if not create and not os.path.exists(path):
+            raise ValueError(f"--db: no such database: {path}")
+        try:
+            self.conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+            if "results" in tables:
+                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
+                if cols != COLUMNS:
+                    raise ValueError(f"--db: {path} has a 'results' table of another shape")
+            elif create:
+                self.conn.execute(SCHEMA)
+            else:
+                raise ValueError(f"--db: {path} holds no arena results")
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def cell_rows(self, task: str, encoding: str, seed: int, train_len: int) -> list[sqlite3.Row]:
+        """(eval_len, metric, value, status, config_hash) of one cell's rows."""
+        return self.conn.execute(
+            "SELECT eval_len, metric, value, status, config_hash FROM results "
+            "WHERE task=? AND encoding=? AND seed=? AND train_len=?",
+            (task, encoding, seed, train_len),
+        ).fetchall()
+
+    def write_cell(
+        self,
+        rows: Iterable[Row],
+        *,
+        config: dict,
+        config_hash: str,
+        wall_time: float,
+        posenc_version: str,
+        torch_version: str,
+    ) -> None:
+        """Insert all rows of a cell in one transaction (all or nothing)."""
+        created = time.strftime("%Y-%m-%dT%H:%M:%S")
+        cfg = json.dumps(config, sort_keys=True)
+        values = [
+            (
+                r.task, r.encoding, r.seed, r.train_len, r.eval_len, r.metric, r.value, r.status,
+                r.reason, config_hash, cfg, posenc_version, torch_version, wall_time, created,
+            )
+            for r in rows
+        ]  # fmt: skip
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(
+                "INSERT INTO results (task, encoding, seed, train_len, eval_len, metric, value, "
+                "status, reason, config_hash, config, posenc_version, torch_version, wall_time, "
+                "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            )
+
+    def all_rows(self) -> list[dict]:
+        cur = self.conn.execute(
+            "SELECT task, encoding, seed, train_len, eval_len, metric, value, status, reason, "
+            "config_hash, config, posenc_version, torch_version, wall_time FROM results "
+            "ORDER BY task, encoding, seed, train_len, eval_len, metric"
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]

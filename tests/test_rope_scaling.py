@@ -1,0 +1,238 @@
+"""posenc.rope_scaling / rope_inv_freq: every rope_type against transformers' rope init functions."""
+
+import random
+
+import pytest
+import torch
+
+from posenc.functional import rope_inv_freq
+from posenc.rope_scaling import ROPE_SCALING
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+
+CASES = 12  # random parameter sets per rope_type
+ORIGINAL_LENGTHS = [512, 2048, 4096, 8192]
+
+
+def hf(dim, base, max_pos, params, seq_len=None):
+    """transformers' (inv_freq, attention_factor) for a Llama config with these parameters."""
+    config = LlamaConfig(
+        hidden_size=dim,
+        num_attention_heads=1,
+        head_dim=dim,
+        max_position_embeddings=max_pos,
+        rope_parameters={**params, "rope_theta": base},
+    )
+    rope_type = config.rope_parameters["rope_type"]
+    if rope_type == "default":
+        return LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+    return ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
+
+
+def random_case(rng):
+    dim = rng.randrange(32, 257, 2)
+    base = 10 ** rng.uniform(4, 6)
+    factor = rng.choice([rng.uniform(2, 32), float(rng.choice([2, 4, 8, 16, 32]))])
+    original = rng.choice(ORIGINAL_LENGTHS)
+    return dim, base, factor, original
+
+
+def seq_lens(rng, original):
+    return [None, rng.randrange(1, original), original, original + 1, rng.randrange(original, 40 * original)]
+
+
+def assert_same(ours, theirs):
+    inv, af = ours
+    inv_ref, af_ref = theirs
+    assert inv.dtype == torch.float32 and inv.shape == inv_ref.shape
+    assert (inv - inv_ref).abs().max().item() <= 1e-5
+    # relative too: the low frequencies are tiny, an absolute bound alone would not see them
+    torch.testing.assert_close(inv, inv_ref.float(), rtol=2e-6, atol=0)
+    assert af == pytest.approx(float(af_ref), rel=1e-12)
+
+
+@pytest.mark.parametrize("rope_type", ["default", "linear"])
+def test_default_and_linear_match_transformers(rope_type):
+    rng = random.Random(rope_type)
+    for _ in range(CASES):
+        dim, base, factor, original = random_case(rng)
+        params = {"rope_type": rope_type} | ({"factor": factor} if rope_type == "linear" else {})
+        assert_same(rope_inv_freq(dim, base, params), hf(dim, base, original, params))
+
+
+def test_dynamic_matches_transformers_at_every_seq_len():
+    rng = random.Random(1)
+    for _ in range(CASES):
+        dim, base, factor, original = random_case(rng)
+        params = {"rope_type": "dynamic", "factor": factor}
+        for seq_len in seq_lens(rng, original):
+            ours = rope_inv_freq(
+                dim, base, {**params, "original_max_position_embeddings": original}, seq_len
+            )
+            assert_same(ours, hf(dim, base, original, params, seq_len))
+        # the legacy key `type` and max_position_embeddings as the original length
+        legacy = {"type": "dynamic", "factor": factor, "max_position_embeddings": original}
+        assert_same(rope_inv_freq(dim, base, legacy, 3 * original), hf(dim, base, original, params, 3 * original))
+
+
+def test_yarn_matches_transformers():
+    rng = random.Random(2)
+    for i in range(4 * CASES):
+        dim, base, factor, original = random_case(rng)
+        params = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}
+        options = {
+            "beta_fast": rng.choice([None, 32, 16, 64, rng.uniform(8, 64)]),
+            "beta_slow": rng.choice([None, 1, 2, rng.uniform(0.5, 4)]),
+            "truncate": rng.choice([True, False]),
+            "attention_factor": rng.choice([None, rng.uniform(0.5, 2)]),
+        }
+        mscale = [(None, None), (1.0, 1.0), (rng.uniform(0.5, 1.5), rng.uniform(0.5, 1.5)), (0.7, None)]
+        options["mscale"], options["mscale_all_dim"] = mscale[i % 4]
+        params |= {k: v for k, v in options.items() if v is not None or rng.random() < 0.3}
+        if i % 6 == 5:  # DeepSeek style: no factor, max / original instead
+            params["factor"] = None
+        max_pos = int(original * factor)
+        ours = rope_inv_freq(dim, base, {**params, "max_position_embeddings": max_pos})
+        assert_same(ours, hf(dim, base, max_pos, params))
+
+
+def test_yarn_truncate_changes_the_ramp():
+    params = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096}
+    a, _ = rope_inv_freq(128, 10000.0, params)
+    b, _ = rope_inv_freq(128, 10000.0, {**params, "truncate": False})
+    assert not torch.allclose(a, b)
+
+
+def test_llama3_matches_transformers():
+    rng = random.Random(3)
+    for i in range(2 * CASES):
+        dim, base, factor, original = random_case(rng)
+        low = rng.choice([1.0, rng.uniform(0.5, 2)])
+        params = {
+            "rope_type": "llama3",
+            "factor": factor,
+            "low_freq_factor": low,
+            "high_freq_factor": low + rng.choice([3.0, rng.uniform(0.5, 6)]),
+            "original_max_position_embeddings": original,
+        }
+        if i == 0:  # Llama 3.1 itself
+            dim, base = 128, 500000.0
+            params |= {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+            params["original_max_position_embeddings"] = 8192
+        max_pos = int(params["original_max_position_embeddings"] * params["factor"])
+        assert_same(rope_inv_freq(dim, base, params), hf(dim, base, max_pos, params))
+
+
+def test_longrope_matches_transformers_short_and_long():
+    rng = random.Random(4)
+    for i in range(CASES):
+        dim, base, factor, original = random_case(rng)
+        params = {
+            "rope_type": "longrope",
+            "short_factor": [rng.uniform(1, 2) for _ in range(dim // 2)],
+            "long_factor": [rng.uniform(1, factor) for _ in range(dim // 2)],
+            "original_max_position_embeddings": original,
+        }
+        if i % 3 == 0:
+            params["factor"] = factor
+        if i % 4 == 1:
+            params["attention_factor"] = rng.uniform(0.8, 1.5)
+        max_pos = int(original * factor)
+        ours_params = {**params, "max_position_embeddings": max_pos}
+        for seq_len in seq_lens(rng, original):
+            ours = rope_inv_freq(dim, base, ours_params, seq_len)
+            assert_same(ours, hf(dim, base, max_pos, params, seq_len))
+    # seq_len picks the factors: long past the original length, short up to it
+    short, _ = rope_inv_freq(dim, base, ours_params, original)
+    long, _ = rope_inv_freq(dim, base, ours_params, original + 1)
+    assert not torch.allclose(short, long)
+
+
+def test_ntk_is_the_static_base_change():
+    """ntk is not in transformers: check the formula base' = base * s^(d/(d-2)) in float64,
+    transformers' dynamic at the length where the two coincide, L = L0 (2 - 1/s), and
+    rotary-embedding-torch's theta_rescale_factor, which is the same change of base."""
+    ret = pytest.importorskip("rotary_embedding_torch")
+    rng = random.Random(5)
+    for _ in range(CASES):
+        dim, base, _, original = random_case(rng)
+        factor = float(rng.choice([2, 4, 8, 16, 32]))
+        ours, af = rope_inv_freq(dim, base, {"rope_type": "ntk", "factor": factor})
+        assert af == 1.0
+        new_base = base * factor ** (dim / (dim - 2))
+        formula = new_base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        torch.testing.assert_close(ours.double(), formula, rtol=2e-6, atol=0)
+        seq_len = original * (2 * factor - 1) / factor
+        assert seq_len == int(seq_len)
+        dynamic = hf(dim, base, original, {"rope_type": "dynamic", "factor": factor}, int(seq_len))
+        assert_same((ours, af), dynamic)
+        lucid = ret.RotaryEmbedding(dim, theta=base, theta_rescale_factor=factor).freqs.detach()
+        torch.testing.assert_close(ours, lucid, rtol=2e-6, atol=0)
+
+
+def test_ntk_golden_value():
+    # d = 4, base 10000, s = 4: base' = 10000 * 4^2 = 160000, inv_freq = [1, 160000^-1/2]
+    inv_freq, _ = rope_inv_freq(4, 10000.0, {"rope_type": "ntk", "factor": 4.0})
+    torch.testing.assert_close(inv_freq, torch.tensor([1.0, 1 / 400.0]))
+
+
+def test_registry_signature_and_rope_theta_override():
+    assert set(ROPE_SCALING) == {"default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope"}
+    inv, af = ROPE_SCALING["default"](4, 100.0, {}, None)  # 100^(-2i/4)
+    torch.testing.assert_close(inv, torch.tensor([1.0, 0.1]))
+    assert af == 1.0
+    # a ported v5 `rope_parameters` dict carries its own base
+    a, _ = rope_inv_freq(4, 10000.0, {"rope_type": "default", "rope_theta": 100.0})
+    torch.testing.assert_close(a, inv)
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+def test_unknown_rope_type_lists_known_ones_closest_first():
+    with pytest.raises(ValueError, match=r"unknown rope_type 'yarm'.*closest first\): yarn, ") as err:
+        rope_inv_freq(64, 10000.0, {"rope_type": "yarm", "factor": 2.0})
+    for name in ROPE_SCALING:
+        assert name in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"rope_type": "linear"}, "factor"),
+        ({"rope_type": "ntk"}, "factor"),
+        ({"type": "dynamic", "original_max_position_embeddings": 2048}, "factor"),
+        ({"rope_type": "dynamic", "factor": 2.0}, "original_max_position_embeddings"),
+        ({"rope_type": "yarn", "factor": 2.0}, "original_max_position_embeddings"),
+        ({"rope_type": "yarn", "original_max_position_embeddings": 2048}, "factor"),
+        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}, "high_freq_factor"),
+        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1, "high_freq_factor": 4},
+         "original_max_position_embeddings"),
+        ({"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
+         "original_max_position_embeddings"),
+        ({"rope_type": "longrope", "long_factor": [1.0] * 4}, "short_factor"),
+    ],
+)
+def test_missing_required_key_names_key_and_rope_type(params, key):
+    rope_type = params.get("rope_type", params.get("type"))
+    with pytest.raises(ValueError, match=rf"rope_type='{rope_type}'.*'{key}'"):
+        rope_inv_freq(8, 10000.0, params)
+
+
+def test_bad_dims():
+    with pytest.raises(ValueError, match="dim .* must be an even int"):
+        rope_inv_freq(7)
+    with pytest.raises(ValueError, match="needs dim > 2"):
+        rope_inv_freq(2, 10000.0, {"rope_type": "ntk", "factor": 2.0})
+    longrope = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 3,
+        "long_factor": [1.0] * 4,
+        "original_max_position_embeddings": 64,
+        "factor": 2.0,
+    }
+    with pytest.raises(ValueError, match="short_factor must have dim // 2 = 4 entries, got 3"):
+        rope_inv_freq(8, 10000.0, longrope)
