@@ -58,7 +58,7 @@ def test_t5_bucket_equals_transformers(bidirectional, num_buckets, max_distance)
     got = t5_bucket(rel, bidirectional, num_buckets, max_distance)
     assert got.dtype == torch.int64 and got.shape == rel.shape
     assert torch.equal(got, ref)
-    assert 0 <= got.min() and got.max() < num_buckets
+    assert got.min() >= 0 and got.max() < num_buckets
 
 
 def test_t5_bucket_int32_input_gives_the_same_buckets():

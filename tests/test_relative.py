@@ -178,10 +178,16 @@ def test_shaw_matches_paper_equations(values, causal):
         for i in range(t):
             js = range(i + 1) if causal else range(t)
             a = [max(-kk, min(kk, j - i)) + kk for j in js]  # clip(j - i, -k, k)
-            e = torch.stack(
-                [(q[:, :, i] * (k[:, :, j] + enc.rel_keys[a[n]])).sum(-1) for n, j in enumerate(js)],
-                dim=-1,
-            ) / DH**0.5  # e_ij = q_i (k_j + a^K_ij) / sqrt(d)
+            e = (
+                torch.stack(
+                    [
+                        (q[:, :, i] * (k[:, :, j] + enc.rel_keys[a[n]])).sum(-1)
+                        for n, j in enumerate(js)
+                    ],
+                    dim=-1,
+                )
+                / DH**0.5
+            )  # e_ij = q_i (k_j + a^K_ij) / sqrt(d)
             alpha = e.softmax(-1)
             z = 0
             for n, j in enumerate(js):  # z_i = sum_j alpha_ij (v_j + a^V_ij)

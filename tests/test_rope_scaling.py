@@ -1,4 +1,5 @@
-"""posenc.rope_scaling / rope_inv_freq: every rope_type against transformers' rope init functions."""
+"""posenc.rope_scaling / rope_inv_freq: every rope_type against transformers' rope init
+functions."""
 
 import random
 
@@ -41,7 +42,13 @@ def random_case(rng):
 
 
 def seq_lens(rng, original):
-    return [None, rng.randrange(1, original), original, original + 1, rng.randrange(original, 40 * original)]
+    return [
+        None,
+        rng.randrange(1, original),
+        original,
+        original + 1,
+        rng.randrange(original, 40 * original),
+    ]
 
 
 def assert_same(ours, theirs):
@@ -75,21 +82,33 @@ def test_dynamic_matches_transformers_at_every_seq_len():
             assert_same(ours, hf(dim, base, original, params, seq_len))
         # the legacy key `type` and max_position_embeddings as the original length
         legacy = {"type": "dynamic", "factor": factor, "max_position_embeddings": original}
-        assert_same(rope_inv_freq(dim, base, legacy, 3 * original), hf(dim, base, original, params, 3 * original))
+        assert_same(
+            rope_inv_freq(dim, base, legacy, 3 * original),
+            hf(dim, base, original, params, 3 * original),
+        )
 
 
 def test_yarn_matches_transformers():
     rng = random.Random(2)
     for i in range(4 * CASES):
         dim, base, factor, original = random_case(rng)
-        params = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}
+        params = {
+            "rope_type": "yarn",
+            "factor": factor,
+            "original_max_position_embeddings": original,
+        }
         options = {
             "beta_fast": rng.choice([None, 32, 16, 64, rng.uniform(8, 64)]),
             "beta_slow": rng.choice([None, 1, 2, rng.uniform(0.5, 4)]),
             "truncate": rng.choice([True, False]),
             "attention_factor": rng.choice([None, rng.uniform(0.5, 2)]),
         }
-        mscale = [(None, None), (1.0, 1.0), (rng.uniform(0.5, 1.5), rng.uniform(0.5, 1.5)), (0.7, None)]
+        mscale = [
+            (None, None),
+            (1.0, 1.0),
+            (rng.uniform(0.5, 1.5), rng.uniform(0.5, 1.5)),
+            (0.7, None),
+        ]
         options["mscale"], options["mscale_all_dim"] = mscale[i % 4]
         params |= {k: v for k, v in options.items() if v is not None or rng.random() < 0.3}
         if i % 6 == 5:  # DeepSeek style: no factor, max / original instead
@@ -180,7 +199,15 @@ def test_ntk_golden_value():
 
 
 def test_registry_signature_and_rope_theta_override():
-    assert set(ROPE_SCALING) == {"default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope"}
+    assert set(ROPE_SCALING) == {
+        "default",
+        "linear",
+        "ntk",
+        "dynamic",
+        "yarn",
+        "llama3",
+        "longrope",
+    }
     inv, af = ROPE_SCALING["default"](4, 100.0, {}, None)  # 100^(-2i/4)
     torch.testing.assert_close(inv, torch.tensor([1.0, 0.1]))
     assert af == 1.0
@@ -193,7 +220,9 @@ def test_registry_signature_and_rope_theta_override():
 
 
 def test_unknown_rope_type_lists_known_ones_closest_first():
-    with pytest.raises(ValueError, match=r"unknown rope_type 'yarm'.*closest first\): yarn, ") as err:
+    with pytest.raises(
+        ValueError, match=r"unknown rope_type 'yarm'.*closest first\): yarn, "
+    ) as err:
         rope_inv_freq(64, 10000.0, {"rope_type": "yarm", "factor": 2.0})
     for name in ROPE_SCALING:
         assert name in str(err.value)
@@ -209,10 +238,14 @@ def test_unknown_rope_type_lists_known_ones_closest_first():
         ({"rope_type": "yarn", "factor": 2.0}, "original_max_position_embeddings"),
         ({"rope_type": "yarn", "original_max_position_embeddings": 2048}, "factor"),
         ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}, "high_freq_factor"),
-        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1, "high_freq_factor": 4},
-         "original_max_position_embeddings"),
-        ({"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
-         "original_max_position_embeddings"),
+        (
+            {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1, "high_freq_factor": 4},
+            "original_max_position_embeddings",
+        ),
+        (
+            {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
+            "original_max_position_embeddings",
+        ),
         ({"rope_type": "longrope", "long_factor": [1.0] * 4}, "short_factor"),
     ],
 )

@@ -5,7 +5,7 @@ Two layers. Pure functions on tensors (a table of position vectors `[T, F]`, a s
 probes that get those tensors out of any registered encoding through its hooks (posenc.base):
 
     absolute  vector of position t      = embed(zeros, t)            (the added/concatenated part)
-    rotary    vector of position t      = rotate(ones / sqrt(Dh), t) (a fixed query turned to t)
+    rotary    vector of position t      = [q_t, k_t], a fixed q = k = ones / sqrt(Dh) rotated to t
     score of (query i, key j)           = <v_i, v_j> for absolute and rotary; bias(q0, k0, i, j)
                                           for bias / relative (q0, k0 one fixed random vector)
 """
@@ -73,22 +73,27 @@ def uniqueness(vectors: torch.Tensor, *, what: str = "positions") -> Measure:
     return Measure("uniqueness", dist, verdict, unique, detail)
 
 
-def boundedness(near: torch.Tensor, far: torch.Tensor | None, far_label: str) -> Measure:
-    """Largest |value| inside the range vs far outside it; bounded if it does not grow."""
+def boundedness(near: torch.Tensor, far: list[torch.Tensor] | None, far_label: str) -> Measure:
+    """Largest |value| inside the range against windows ever further out (`far`, in order).
+
+    Unbounded when the maxima of the far windows keep growing, by 10% or more from each
+    window to the next (linear, logarithmic or exponential growth all do). A bounded
+    oscillation (sandwich) may exceed the in-range max but does not grow window after window.
+    """
     near_max = float(near.double().abs().max()) if near.numel() else 0.0
     if far is None:
-        return Measure(
-            "boundedness",
-            near_max,
-            "bounded (table)",
-            True,
-            f"max |value| = {near_max:.4g} inside the table; past it: {far_label}",
-        )
-    far_max = float(far.double().abs().max()) if far.numel() else 0.0
-    bounded = far_max <= 1.05 * near_max + 1e-9
-    verdict = "bounded" if bounded else "unbounded"
-    detail = f"max |value| = {near_max:.4g} within the range, {far_max:.4g} at {far_label}"
-    return Measure("boundedness", max(near_max, far_max), verdict, bounded, detail)
+        detail = f"max |value| = {near_max:.4g} inside the table; past it: {far_label}"
+        return Measure("boundedness", near_max, "bounded (table)", True, detail)
+    maxima = [float(w.double().abs().max()) for w in far]
+    growing = all(b > 1.1 * a for a, b in zip(maxima, maxima[1:]))
+    bounded = not growing and all(math.isfinite(m) for m in maxima)
+    top = max([near_max] + maxima)
+    detail = (
+        f"max |value| {near_max:.4g} within the range; "
+        + ", ".join(f"{m:.4g}" for m in maxima)
+        + f" at {far_label}"
+    )
+    return Measure("boundedness", top, "bounded" if bounded else "unbounded", bounded, detail)
 
 
 def shift_residual(scores: torch.Tensor, max_offset: int | None = None) -> float:
@@ -207,17 +212,10 @@ def wavelengths(angles: torch.Tensor) -> torch.Tensor:
 
 
 def lay_out(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
-    """[T] indices -> the positions the encoding takes: 2-D / 3-D in raster order [T, P]."""
+    """[T] -> the positions the encoding takes: for 2-D / 3-D ones the diagonal (t, t[, t])
+    [T, P], so an offset k in t is the same offset (k, k) everywhere."""
     P = enc.position_dims
-    if P == 1:
-        return positions
-    side = max(2, math.ceil(len(positions) ** (1 / P)) + 1)
-    comps = []
-    rest = positions
-    for _ in range(P):
-        comps.append(rest % side)
-        rest = rest // side
-    return torch.stack(comps[::-1], dim=-1)
+    return positions if P == 1 else positions[:, None].expand(-1, P).contiguous()
 
 
 @torch.no_grad()
@@ -225,7 +223,8 @@ def position_vectors(enc: PositionalEncoding, positions: torch.Tensor, *, dim: i
     """What the encoding attaches to each position, [T, F] float64; None for score encodings.
 
     absolute: embed(zeros) (for concatenating encodings the zeros of x come along);
-    rotary: a fixed query ones(Dh) / sqrt(Dh) rotated to each position.
+    rotary: a fixed query and key ones(Dh) / sqrt(Dh) rotated to each position, [T, 2 Dh]
+    (they differ for xPos, which scales q and k apart).
     """
     pos = lay_out(enc, positions)
     T = len(positions)
@@ -233,8 +232,8 @@ def position_vectors(enc: PositionalEncoding, positions: torch.Tensor, *, dim: i
         return enc.embed(torch.zeros(1, T, dim), pos)[0].double()
     if enc.family == "rotary":
         q = torch.full((1, 1, T, dim), dim**-0.5)
-        q, _ = enc.rotate(q, q, pos, pos)
-        return q[0, 0].double()
+        q, k = enc.rotate(q, q, pos, pos)
+        return torch.cat([q[0, 0], k[0, 0]], dim=-1).double()
     return None
 
 
@@ -356,7 +355,7 @@ def permutation_change(
     return float((y_perm - y[:, perm]).norm() / y.norm())
 
 
-def permutation(name: str, *, dim: int, heads: int, max_len: int) -> Measure:
+def permutation_test(name: str, *, dim: int, heads: int, max_len: int) -> Measure:
     if not hasattr(posenc, "attention"):
         return na("permutation test", "posenc.attention is not available yet")
     try:
@@ -376,9 +375,18 @@ def permutation(name: str, *, dim: int, heads: int, max_len: int) -> Measure:
 
 
 def measure(
-    enc: PositionalEncoding, name: str, *, dim: int, heads: int, max_pos: int
+    enc: PositionalEncoding,
+    name: str,
+    *,
+    dim: int,
+    heads: int,
+    max_pos: int,
+    permutation: bool = True,
 ) -> list[Measure]:
-    """Every property of one built encoding (built with max_len=max_pos), in page order."""
+    """Every property of one built encoding (built with max_len=max_pos), in page order.
+
+    The permutation test builds fresh encodings by `name` (skip it for trained ones).
+    """
     pos = torch.arange(max_pos)
     out: list[Measure] = []
     vectors = position_vectors(enc, pos, dim=dim)
@@ -399,25 +407,25 @@ def measure(
         out.append(linear_relation(vectors))
     else:
         out.append(na("linear relation", "no position vectors (the encoding acts on scores)"))
-    if enc.family == "rotary" and hasattr(enc, "angles"):
+    if enc.family == "rotary" and enc.position_dims == 1 and hasattr(enc, "angles"):
         out.append(decay(su_bound(enc.angles(torch.arange(4 * max_pos)).float())))
     else:
         out.append(na("long-term decay", "defined for rotary encodings (Su et al. 2021)"))
-    out.append(permutation(name, dim=dim, heads=heads, max_len=max_pos))
+    if permutation:
+        out.append(permutation_test(name, dim=dim, heads=heads, max_len=max_pos))
     out.append(beyond_length(enc, max_pos, dim=dim, heads=heads))
     return out
 
 
 def _boundedness(enc, vectors, curve, *, dim, heads, n) -> Measure:
-    far_pos = torch.tensor([2 * n, 8 * n, 64 * n, 1024 * n])
+    starts = [4 * n, 32 * n, 256 * n, 2048 * n]
+    label = ", ".join(f"{s}..{s + 31}" for s in starts)
     try:
         if vectors is not None:
-            far = position_vectors(enc, far_pos, dim=dim)
-            label = f"positions {', '.join(map(str, far_pos.tolist()))}"
-            return boundedness(vectors, far, label)
-        zero = torch.tensor([0])
-        far = torch.cat([scores(enc, p[None], zero, dim=dim, heads=heads)[:, 0] for p in far_pos])
-        return boundedness(curve, far, f"distances {', '.join(map(str, far_pos.tolist()))}")
+            far = [position_vectors(enc, torch.arange(s, s + 32), dim=dim) for s in starts]
+            return boundedness(vectors, far, f"positions {label}")
+        keys = torch.arange(32)
+        far = [scores(enc, torch.tensor([s + 31]), keys, dim=dim, heads=heads) for s in starts]
+        return boundedness(curve, far, f"distances {label}")
     except (ValueError, IndexError) as err:
-        near = vectors if vectors is not None else curve
-        return boundedness(near, None, describe_error(err))
+        return boundedness(vectors if vectors is not None else curve, None, describe_error(err))

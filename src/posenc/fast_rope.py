@@ -8,6 +8,7 @@ Three engines compute the same rotation as `posenc.functional`'s reference
                 bfloat16. The only engine that rotates in place in a single pass.
     "compiled"  torch.compile of the same math (any float dtype; in place it takes 2 passes).
     "eager"     plain PyTorch, the fallback.
+    "triton"    on CUDA: posenc.triton_rope, q and k in one kernel launch (rope_qk).
 
 "auto" takes the first that is available for the input; an engine that fails once (no compiler,
 torch.compile raising) is remembered as unavailable for the rest of the process and a warning
@@ -30,12 +31,13 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import types
 import warnings
 from pathlib import Path
 
 import torch
 
-ENGINES = ("auto", "cpp", "compiled", "eager")
+ENGINES = ("auto", "cpp", "compiled", "eager", "triton")
 ENV_VAR = "POSENC_ROPE_ENGINE"
 
 # engine -> False once it failed in this process (and why, for `engine_status()`)
@@ -64,7 +66,7 @@ static inline uint16_t f32_to_bf16(float f) {  /* round to nearest even, like c1
 #define ROPE_BODY(T, LOAD, STORE)                                                        \
     int64_t d0 = shape[0], d1 = shape[1], d2 = shape[2], h = shape[3], dh = shape[4];    \
     int64_t rows = d0 * d1 * d2;                                                          \
-    _Pragma("omp parallel for num_threads(nthreads) schedule(static)")                   \
+    _Pragma("omp parallel for num_threads(nthreads) schedule(static) if(rows * dh > 65536)") \
     for (int64_t r = 0; r < rows; r++) {                                                  \
         int64_t i2 = r % d2, i01 = r / d2, i1 = i01 % d1, i0 = i01 / d1;                  \
         const T* xr = x + i0 * xs[0] + i1 * xs[1] + i2 * xs[2];                           \
@@ -154,11 +156,15 @@ def _build_kernel() -> ctypes.CDLL:
     for name in _C_DTYPES.values():
         fn = getattr(lib, name)
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_void_p] * 4 + [
-            ctypes.c_int,
-            ctypes.c_float,
-            ctypes.c_int,
-        ]
+        fn.argtypes = (
+            [ctypes.c_void_p] * 4
+            + [ctypes.c_void_p] * 4
+            + [
+                ctypes.c_int,
+                ctypes.c_float,
+                ctypes.c_int,
+            ]
+        )
     return lib
 
 
@@ -180,7 +186,7 @@ def _i64(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
 
-def _cpp_rotate(x, cos, sin, out, interleaved: bool, sign: float) -> None:
+def _cpp_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
     """out[..., :R] = rotate(x[..., :R]); out[..., R:] = x[..., R:] (out may be x)."""
     x4, o4 = _as4d(x), _as4d(out)
     c4 = _as4d(cos.expand(*x.shape[:-1], cos.shape[-1]))
@@ -204,8 +210,10 @@ def _cpp_rotate(x, cos, sin, out, interleaved: bool, sign: float) -> None:
 # ------------------------------------------------------------------------ compiled / eager
 
 
-def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float) -> None:
-    """The same math in plain PyTorch (float32 compute, one rounding to x's dtype)."""
+def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
+    """The same math in plain PyTorch (float32 compute, one rounding to x's dtype).
+
+    copy_rest: copy the pass-through channels x[..., R:] to out (out is not x)."""
     r = 2 * cos.shape[-1]
     xr = x[..., :r].float()
     if interleaved:
@@ -216,26 +224,38 @@ def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float) -> None:
     ra, rb = a * cos - b * s, b * cos + a * s
     rot = torch.stack((ra, rb), -1).flatten(-2) if interleaved else torch.cat((ra, rb), -1)
     out[..., :r].copy_(rot)
-    if out.data_ptr() != x.data_ptr() and r < x.shape[-1]:
+    if copy_rest and r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
 
 
-_COMPILED = None
+_COMPILED: dict[tuple, object] = {}
 
 
-def _compiled_rotate(x, cos, sin, out, interleaved: bool, sign: float) -> None:
-    global _COMPILED
-    if _COMPILED is None:
-        # dynamic=None: the first shape is specialized, a second one recompiles with dynamic
-        # sizes once (not once per shape).
-        _COMPILED = torch.compile(_eager_rotate, dynamic=None, fullgraph=True)
-    _COMPILED(x, cos, sin, out, interleaved, sign)
+def _compiled_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
+    """torch.compile of _eager_rotate, one compiled function per variant (dtype, layout,
+    direction, in place or not) so variants never evict each other; within a variant the first
+    shape is specialized and a second one recompiles with dynamic sizes once."""
+    key = (x.dtype, interleaved, sign, copy_rest, out is x)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        code = _eager_rotate.__code__.replace()  # a fresh code object: dynamo caches per code
+        fresh = types.FunctionType(code, _eager_rotate.__globals__, "_eager_rotate")
+        fn = _COMPILED[key] = torch.compile(fresh, dynamic=None, fullgraph=True)
+    fn(x, cos, sin, out, interleaved, sign, copy_rest)
 
 
 _ROTATE = {"cpp": _cpp_rotate, "compiled": _compiled_rotate, "eager": _eager_rotate}
 
 
 # ------------------------------------------------------------------------------- dispatch
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return not torch.compiler.is_compiling()
 
 
 def _requested(engine: str | None) -> str:
@@ -259,7 +279,8 @@ def supports(x: torch.Tensor, cos: torch.Tensor, engine: str) -> bool:
 def pick_engine(x: torch.Tensor, cos: torch.Tensor, engine: str | None = None) -> str:
     """The engine that will run: the requested one if it works for x, else the next in line."""
     want = _requested(engine)
-    order = ("cpp", "compiled", "eager") if want == "auto" else (want, "compiled", "eager")
+    auto = ("cpp", "compiled", "eager")
+    order = auto if want in ("auto", "triton") else (want, "compiled", "eager")
     if torch.compiler.is_compiling():  # inside someone's torch.compile: plain ops trace best
         return "eager"
     for name in order:
@@ -276,7 +297,7 @@ def engine_status() -> dict[str, str]:
             status[name] = f"unavailable: {_BROKEN[name]}"
         elif name == "cpp" and _LIB is None:
             status[name] = "not built yet"
-        elif name == "compiled" and _COMPILED is None:
+        elif name == "compiled" and not _COMPILED:
             status[name] = "not compiled yet"
         else:
             status[name] = "ok"
@@ -288,7 +309,7 @@ def _run(x, cos, sin, out, interleaved: bool, sign: float, engine: str | None) -
     while True:
         name = pick_engine(x, cos, engine)
         try:
-            _ROTATE[name](x, cos, sin, out, interleaved, sign)
+            _ROTATE[name](x, cos, sin, out, interleaved, sign, out.data_ptr() != x.data_ptr())
             return name
         except Exception as err:  # noqa: BLE001 - any failure of a fast engine -> fall back
             if name == "eager":
@@ -344,9 +365,7 @@ def rotate(
         raise ValueError("fast RoPE does not differentiate through cos/sin; use the reference")
     if inplace or out is not None:
         if needs_grad:
-            raise ValueError(
-                "inplace=True / out= do not support autograd on x; call without them"
-            )
+            raise ValueError("inplace=True / out= do not support autograd on x; call without them")
         target = x if inplace else out
         if out is not None and not inplace:
             if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
@@ -406,6 +425,10 @@ def rope_qk(
     k_cs = q_cs if same else rope_cos_sin(k_pos, inv_freq, attention_factor, k.dtype)
     qc, qs = (_rope_align(t, q, "q_pos") for t in q_cs)
     kc, ks = (_rope_align(t, k, "k_pos") for t in k_cs)
+    if q.is_cuda and k.is_cuda and _requested(engine) in ("auto", "triton") and _has_triton():
+        from posenc import triton_rope
+
+        return triton_rope.rope_qk(q, k, (qc, qs), (kc, ks), layout, inplace=inplace, out=out)
     oq, ok = out if out is not None else (None, None)
     return (
         rotate(q, qc, qs, layout, inplace=inplace, out=oq, engine=engine),

@@ -198,9 +198,9 @@ def _apply_rope_reference(
         torch.mul(a, cos, out=oa).addcmul_(b, sin, value=-1)
         torch.mul(b, cos, out=ob).addcmul_(a, sin)
         return out
-    a_sin = a * sin  # rotate `work` in place: keep a * sin before a is overwritten
+    rb = torch.mul(b, cos).addcmul_(a, sin)  # rotate `work` in place, same ops as above
     a.mul_(cos).addcmul_(b, sin, value=-1)
-    b.mul_(cos).add_(a_sin)
+    b.copy_(rb)
     if inplace:
         if work is not xr:
             xr.copy_(work)
@@ -222,7 +222,9 @@ def _rope_check(x: torch.Tensor, layout: str, rotary_dim: int | None, half_r: in
         if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
             raise TypeError(f"rotary_dim must be an int or None, got {type(rotary_dim).__name__}")
         if rotary_dim < 2 or rotary_dim % 2:
-            raise ValueError(f"rotary_dim must be an even int >= 2 (pairs rotate), got {rotary_dim}")
+            raise ValueError(
+                f"rotary_dim must be an even int >= 2 (pairs rotate), got {rotary_dim}"
+            )
         if rotary_dim > dh:
             raise ValueError(
                 f"rotary_dim must be <= the head dim Dh={dh} (allowed: even values 2..{dh}), "
@@ -337,6 +339,7 @@ def apply_rope_qk(
         _apply_rope_reference(k, k_cos, k_sin, layout, False),
     )
 
+
 # ============================================================================ biases
 # (alibi_slopes, t5_bucket, sandwich_curve)
 
@@ -448,6 +451,7 @@ def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
     for i in range(1, half + 1):
         total = total + torch.cos(d * 10000.0 ** (-2.0 * i / dim))
     return total - half
+
 
 # ============================================================================ relative
 # (deberta_bucket, rel_shift)

@@ -83,38 +83,44 @@ def heatmap(
 
 
 def head_matrices(
-    mats, *, title: str, cbar: str = "bias added to the logit", max_heads: int = 8
+    mats, *, title: str, cbar: str = "added to the logit", max_heads: int = 8, causal: bool = True
 ) -> Figure:
-    """mats [H, Tq, Tk] -> one panel per head (up to max_heads), a shared colour scale."""
-    a = _np(mats)[:max_heads]
-    H = a.shape[0]
+    """mats [H, Tq, Tk] -> one panel per head (up to max_heads), each with its own colour scale
+    (slopes differ by orders of magnitude between heads). causal: blank out keys j > i."""
+    a = _np(mats)[:max_heads].copy()
+    H, Tq, Tk = a.shape
+    if causal:
+        a[:, np.triu(np.ones((Tq, Tk), bool), k=1 + Tk - Tq)] = np.nan
     cols = min(H, 4)
     rows = math.ceil(H / cols)
-    fig = figure((6.4, 1.2 + 1.75 * rows) if H > 1 else WIDE)
+    fig = figure((6.4, 0.9 + 2.0 * rows))
     with matplotlib.rc_context(STYLE):
-        axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
-        finite = a[np.isfinite(a)]
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        if lo == hi:
-            lo, hi = lo - 1, hi + 1
-        im = None
+        axes = fig.subplots(rows, cols, squeeze=False)
+        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
         for h, ax in enumerate(axes.flat):
             ax.grid(False)
             if h >= H:
                 ax.set_visible(False)
                 continue
-            im = ax.imshow(a[h], cmap="viridis", vmin=lo, vmax=hi, interpolation="nearest")
-            ax.set_title(f"head {h}" if H > 1 else "", fontsize=9)
+            finite = a[h][np.isfinite(a[h])]
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            if hi - lo < 1e-12:
+                lo, hi = lo - 1, hi + 1
+            im = ax.imshow(a[h], cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest")
+            ax.set_title(f"head {h}", fontsize=9)
+            ax.tick_params(labelsize=7.5)
             if h % cols == 0:
                 ax.set_ylabel("query i")
-            if h // cols == rows - 1:
-                ax.set_xlabel("key j")
-        fig.suptitle(title)
-        fig.colorbar(im, ax=axes, label=cbar, shrink=0.9)
+            ax.set_xlabel("key j", fontsize=8.5)
+            cb = fig.colorbar(im, ax=ax, shrink=0.8, location="bottom", pad=0.02)
+            cb.ax.tick_params(labelsize=7, rotation=45)
+        fig.suptitle(f"{title}\n({cbar}; own colour scale per head)", fontsize=10.5)
     return fig
 
 
-def waveforms(table, dims, *, title: str, ylabel: str = "value", x0: int = 0) -> Figure:
+def waveforms(
+    table, dims, *, title: str, ylabel: str = "value", x0: int = 0, what: str = "dim"
+) -> Figure:
     """table [T, F] -> one line per chosen column over positions."""
     a = _np(table)
     fig = figure()
@@ -122,9 +128,9 @@ def waveforms(table, dims, *, title: str, ylabel: str = "value", x0: int = 0) ->
         ax = fig.add_subplot()
         t = np.arange(a.shape[0]) + x0
         for c, d in enumerate(dims):
-            ax.plot(t, a[:, d], color=COLORS[c % len(COLORS)], lw=1.4, label=f"dim {d}")
+            ax.plot(t, a[:, d], color=COLORS[c % len(COLORS)], lw=1.4, label=f"{what} {d}")
         ax.set(title=title, xlabel="position t", ylabel=ylabel)
-        ax.legend(loc="upper right", ncols=min(len(dims), 3), framealpha=0.9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), framealpha=0.9)
     return fig
 
 
@@ -137,22 +143,30 @@ def curves(
     ylabel: str,
     logy: bool = False,
     note: str | None = None,
+    overlay: bool = False,
 ) -> Figure:
-    """Several labelled lines over a shared x (e.g. score against distance)."""
+    """Several labelled lines over a shared x (e.g. score against distance).
+
+    overlay: lines expected to coincide; drawn wide-to-thin with different dashes so that
+    every one stays visible on top of the others.
+    """
     xs = _np(x)
     fig = figure()
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
         for c, (label, y) in enumerate(lines.items()):
             style = "--" if label.startswith("bound") else "-"
-            ax.plot(xs, _np(y), style, color=COLORS[c % len(COLORS)], lw=1.4, label=label)
+            lw = 1.4
+            if overlay:
+                style, lw = ["-", "--", ":", "-."][c % 4], max(4.0 - 1.2 * c, 1.2)
+            ax.plot(xs, _np(y), style, color=COLORS[c % len(COLORS)], lw=lw, label=label)
         if logy:
             ax.set_yscale("log")
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         if len(lines) > 1:
             ax.legend(loc="best", ncols=2 if len(lines) > 4 else 1, framealpha=0.9)
         if note:
-            ax.text(0.01, 0.02, note, transform=ax.transAxes, fontsize=8, color="#444")
+            ax.text(0.5, 0.6, note, transform=ax.transAxes, ha="center", fontsize=9, color="#444")
     return fig
 
 
@@ -183,7 +197,7 @@ def clocks(angles, positions, pairs, *, title: str) -> Figure:
     """
     a = _np(angles)
     n = len(positions)
-    fig = figure((6.4, 2.3))
+    fig = figure((6.4, 2.6))
     with matplotlib.rc_context(STYLE):
         axes = fig.subplots(1, n, squeeze=False)[0]
         theta = np.linspace(0, 2 * math.pi, 100)
@@ -199,7 +213,8 @@ def clocks(angles, positions, pairs, *, title: str) -> Figure:
             ax.axis("off")
             ax.set_title(f"t = {p}", fontsize=9)
         handles = [
-            matplotlib.lines.Line2D([], [], color=COLORS[c % len(COLORS)], lw=2) for c in pairs
+            matplotlib.lines.Line2D([], [], color=COLORS[c % len(COLORS)], lw=2)
+            for c in range(len(pairs))
         ]
         fig.legend(
             handles,
@@ -220,10 +235,10 @@ def binary_counter(table, *, bits: int = 4, title: str) -> Figure:
     fig = figure((6.4, 3.6))
     with matplotlib.rc_context(STYLE):
         left, right = fig.subplots(1, 2, width_ratios=[bits, a.shape[1]])
-        left.imshow(b, cmap="Greys", vmin=0, vmax=1.4, aspect="auto", interpolation="nearest")
+        left.imshow(b, cmap="Blues", vmin=0, vmax=2.2, aspect="auto", interpolation="nearest")
         for t in range(T):
             for i in range(bits):
-                left.text(i, t, int(b[t, i]), ha="center", va="center", fontsize=7, color="#c00")
+                left.text(i, t, int(b[t, i]), ha="center", va="center", fontsize=7.5)
         left.set(title="binary t (bit 0 first)", xlabel="bit", ylabel="position t")
         left.set_xticks(range(bits))
         left.set_yticks(range(0, T, 2))

@@ -67,7 +67,8 @@ def _relative(
     out = []
     for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
         check_positions(pos, name=name, integer=integer)
-        if pos.dim() not in (1, 2) or pos.shape[-1] != t or pos.dim() == 2 and pos.shape[0] not in (1, batch):
+        bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
+        if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
             raise ValueError(
                 f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got {tuple(pos.shape)}"
             )
@@ -209,7 +210,7 @@ class TransformerXL(PositionalEncoding):
         qv = q + self.v.to(q.dtype)[:, None, :]  # [B, H, Tq, Dh]
         q0, k0 = _contiguous_start(q_pos), _contiguous_start(k_pos)
         if self.shift and q0 is not None and k0 is not None:
-            position = self.position_shift(qv, q0 - k0 + 1, tk)
+            position = self.position_shift(qv, q0 - k0, tk)
         else:
             position = self.position_gather(qv, rel)
         return (content + position) * self.softmax_scale(dh)
@@ -278,12 +279,16 @@ class DeBERTa(PositionalEncoding):
             raise ValueError(f"norm_rel_ebd must be 'none' or 'layer_norm', got {norm_rel_ebd!r}")
         types = tuple(pos_att_type)
         if not types or any(t not in ("c2p", "p2c") for t in types) or len(set(types)) < len(types):
-            raise ValueError(f"pos_att_type must be a non-empty subset of ('c2p', 'p2c'), got {pos_att_type!r}")
+            raise ValueError(
+                f"pos_att_type must be a non-empty subset of ('c2p', 'p2c'), got {pos_att_type!r}"
+            )
         self.pos_att_type = types
-        self.position_buckets, self.max_relative_positions = position_buckets, max_relative_positions
+        self.position_buckets = position_buckets
+        self.max_relative_positions = max_relative_positions
         self.span = position_buckets if position_buckets > 0 else max_relative_positions
         self.rel_embeddings = nn.Parameter(torch.randn(2 * self.span, d) * 0.02)  # [2 span, D]
-        self.rel_norm = nn.LayerNorm(d, eps=layer_norm_eps) if norm_rel_ebd == "layer_norm" else None
+        norm = norm_rel_ebd == "layer_norm"
+        self.rel_norm = nn.LayerNorm(d, eps=layer_norm_eps) if norm else None
         hd = self.heads * self.head_dim
         self.pos_key_proj = nn.Linear(d, hd) if "c2p" in types else None
         self.pos_query_proj = nn.Linear(d, hd) if "p2c" in types else None

@@ -142,7 +142,9 @@ def yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
     ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     extrapolation = 1 - ramp  # 1: keep the original frequency, 0: interpolate
     pos_freqs = base ** _exponents(dim)
-    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (
+        1.0 / pos_freqs
+    ) * extrapolation
     return inv_freq, float(attention_factor)
 
 
@@ -211,17 +213,22 @@ def rope_type_of(params: dict | None) -> str:
     if not params:
         return "default"
     if not isinstance(params, dict):
-        raise TypeError(f"rope scaling must be a dict (HF rope_scaling), got {type(params).__name__}")
+        raise TypeError(
+            f"rope scaling must be a dict (HF rope_scaling), got {type(params).__name__}"
+        )
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in ROPE_SCALING:
-        close = difflib.get_close_matches(str(rope_type), list(ROPE_SCALING), n=len(ROPE_SCALING), cutoff=0)
+        close = difflib.get_close_matches(
+            str(rope_type), list(ROPE_SCALING), n=len(ROPE_SCALING), cutoff=0
+        )
         raise ValueError(
             f"unknown rope_type {rope_type!r}; known rope_types (closest first): {', '.join(close)}"
         )
     unknown = set(params) - KNOWN_KEYS
     if unknown:
         warnings.warn(
-            f"rope scaling: ignoring unrecognized keys {sorted(unknown)} for rope_type={rope_type!r}",
+            f"rope scaling: ignoring unrecognized keys {sorted(unknown)} "
+            f"for rope_type={rope_type!r}",
             stacklevel=3,
         )
     return rope_type

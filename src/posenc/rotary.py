@@ -16,13 +16,15 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding, check_positions
-from posenc.rope_scaling import rope_type_of
+from posenc.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
 def _head_dim(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
     """Dh from the standard keywords, or None when none is given."""
     for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
     if head_dim is not None:
         return head_dim
@@ -119,8 +121,10 @@ class RoPE(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
-        self.rope_type = rope_type_of(scaling)
-        self.scaling = dict(scaling or {})
+        self.rope_type = rope_type_of(scaling)  # warns once about unrecognized keys, dropped here
+        self.scaling = {k: v for k, v in (scaling or {}).items() if k in KNOWN_KEYS}
+        if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
+            self.base = float(self.scaling["rope_theta"])
         if max_len is not None and self.rope_type != "default":
             self.scaling.setdefault("max_position_embeddings", max_len)
         prf = self.scaling.get("partial_rotary_factor")
@@ -200,7 +204,11 @@ class XPos(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
-        if isinstance(scale_base, bool) or not isinstance(scale_base, int | float) or scale_base <= 0:
+        if (
+            isinstance(scale_base, bool)
+            or not isinstance(scale_base, int | float)
+            or scale_base <= 0
+        ):
             raise ValueError(f"scale_base must be a number > 0, got {scale_base!r}")
         self.scale_base = float(scale_base)
 

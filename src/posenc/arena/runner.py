@@ -240,6 +240,7 @@ class Progress:
         self.n_cells, self.finished = n_cells, 0
         self.start = time.time()
         self.tty = sys.stderr.isatty()
+        self.rate = None  # training steps/s of the last trained cell
 
     def left(self, extra_steps: int = 0) -> str:
         done = self.done_steps + extra_steps
@@ -258,9 +259,11 @@ class Progress:
 
     def cell_done(self, cell: Cell, summary: str, wall: float) -> None:
         self.finished += 1
+        rate = f"{self.rate:.1f} steps/s, " if self.rate else ""
+        self.rate = None
         print(
             f"[{self.finished}/{self.n_cells}] {cell.name}: {summary} "
-            f"({wall:.1f} s, ~{self.left()} left)",
+            f"({rate}{wall:.1f} s, ~{self.left()} left)",
             file=sys.stderr,
             flush=True,
         )
@@ -297,6 +300,7 @@ def train(cell: Cell, task, cfg: ArenaConfig, progress: Progress):
             step = st["step"]
             print(f"{cell.name}: resuming at step {step}", file=sys.stderr, flush=True)
     progress.done_steps += step
+    t_train, first = time.time(), step
     model.train()
     bar = progress.bar(cell, cfg.steps, step)
     last_save, loss_ema = time.time(), None
@@ -335,10 +339,12 @@ def train(cell: Cell, task, cfg: ArenaConfig, progress: Progress):
             )
             last_save = time.time()
     bar.close()
+    if step > first:
+        progress.rate = (step - first) / (time.time() - t_train)
     os.makedirs(os.path.dirname(final), exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     arena_meta = {"train_hash": cell.train_hash, "train_cfg": cell.train_cfg, "loss": loss_ema}
-    atomic_save({"config": kwargs, "model": sd, "arena": arena_meta}, final)
+    atomic_save({"config": dict(model.config), "model": sd, "arena": arena_meta}, final)
     if os.path.exists(state_path):
         os.remove(state_path)
     return model.eval()
@@ -370,7 +376,11 @@ def evaluate(model, task, cell: Cell, eval_len: int, cfg: ArenaConfig) -> list[R
     else:
         rng = np.random.default_rng([EVAL_SEED, task_seed(cell.task), eval_len])
         batch = task.sample_batch(rng, cfg.eval_samples, eval_len)
-    per_chunk = max(1, 8192 // eval_len)  # sequences per forward
+    # sequences per forward: <= 8192 tokens, and a bias small enough for sdpa to materialize
+    heads = cell.train_cfg["model"]["heads"]
+    per_chunk = min(max(1, 8192 // eval_len), 2**22 // (heads * eval_len * eval_len))
+    model.attn_backend = "auto" if per_chunk < 1 else "sdpa"
+    per_chunk = max(1, per_chunk)
     nll, hit = [], []
     for i in range(0, batch.inputs.shape[0], per_chunk):
         x, y = (t[i : i + per_chunk].to(cfg.device) for t in batch[:2])
@@ -380,7 +390,9 @@ def evaluate(model, task, cell: Cell, eval_len: int, cfg: ArenaConfig) -> list[R
     nll, hit, mask = torch.cat(nll), torch.cat(hit), batch.mask
     if cell.task != "lm":
         exact = (hit | ~mask).all(dim=1).float().mean().item()
+        model.attn_backend = "auto"
         return [row("accuracy", exact), row("token_accuracy", hit[mask].float().mean().item())]
+    model.attn_backend = "auto"
     loss = nll.mean().item()
     rows = [row("loss", loss), row("ppl", math.exp(loss))]
     for a, b in position_bands(cell.train_len, eval_len):

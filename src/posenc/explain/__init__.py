@@ -1,0 +1,268 @@
+"""`posenc explain`: draw and measure what an encoding does, and check the seeds' claims.
+
+    explain(name, out)     out/index.html + PNG figures beside it, for one encoding
+    explain_all(out)       out/index.html, out/compare.html, out/<name>/index.html for each
+
+Pages open from disk with no network: inline CSS, figures as PNG files next to the page.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+import torch
+
+import posenc
+from posenc import analysis
+from posenc.analysis import Measure
+from posenc.explain import claims as claims_mod
+from posenc.explain import figures, page
+from posenc.explain.claims import Claim
+from posenc.explain.figures import KINDS, Fig
+
+
+@dataclass
+class Page:
+    name: str
+    cls: type
+    measures: list[Measure]
+    figs: list[Fig]
+    trained_measures: list[Measure] = field(default_factory=list)
+    checkpoint: str | None = None
+    seconds: float = 0.0
+
+
+def registry_key(name: str) -> str:
+    """The registry name of `name` (ValueError with close matches if unknown)."""
+    posenc.resolve(name)
+    return name.strip().lower().replace("-", "_")
+
+
+def check_sizes(dim: int, heads: int, max_pos: int) -> None:
+    if not isinstance(dim, int) or dim < 4 or dim % 2:
+        raise ValueError(f"--dim must be an even integer >= 4, got {dim!r}")
+    if not isinstance(heads, int) or not 1 <= heads <= 64:
+        raise ValueError(f"--heads must be an integer in 1..64, got {heads!r}")
+    if not isinstance(max_pos, int) or not 16 <= max_pos <= 2048:
+        raise ValueError(f"--max-pos must be an integer in 16..2048, got {max_pos!r}")
+
+
+def build(name: str, *, dim: int, heads: int, max_pos: int):
+    """The encoding as the page shows it: seed 0, head_dim = dim, table length max_pos."""
+    torch.manual_seed(0)
+    return posenc.build(name, dim=dim, heads=heads, head_dim=dim, max_len=max_pos).eval()
+
+
+def load_trained(path: str | Path, name: str, max_pos: int):
+    """(encoding, probe dim, heads, length) from a TransformerLM checkpoint."""
+    from posenc.model import TransformerLM
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--checkpoint not found: {path}")
+    model = TransformerLM.from_checkpoint(path).eval()
+    cfg = model.config
+    if registry_key(cfg["encoding"]) != name:
+        raise ValueError(
+            f"--checkpoint {path} holds a model with encoding {cfg['encoding']!r}, "
+            f"not {name!r}: run `posenc explain {cfg['encoding']} --checkpoint {path}`"
+        )
+    enc = model.encodings[0]
+    probe_dim = cfg["dim"] if enc.family == "absolute" else cfg["dim"] // cfg["heads"]
+    return enc, probe_dim, cfg["heads"], cfg.get("max_len") or max_pos
+
+
+def render_encoding(
+    name: str,
+    out: Path,
+    *,
+    dim: int = 64,
+    heads: int = 4,
+    max_pos: int = 128,
+    checkpoint: str | Path | None = None,
+) -> Page:
+    """Measure and draw one encoding into `out` (figures only; the HTML comes after)."""
+    start = time.perf_counter()
+    name = registry_key(name)
+    out.mkdir(parents=True, exist_ok=True)
+    enc = build(name, dim=dim, heads=heads, max_pos=max_pos)
+    measures = analysis.measure(enc, name, dim=dim, heads=heads, max_pos=max_pos)
+    figs = figures.draw(enc, name, out, dim=dim, heads=heads, max_pos=max_pos)
+    pg = Page(name, type(enc), measures, figs)
+    if checkpoint is not None:
+        tenc, tdim, theads, tlen = load_trained(checkpoint, name, max_pos)
+        n = min(tlen, 2048)
+        pg.trained_measures = analysis.measure(
+            tenc, name, dim=tdim, heads=theads, max_pos=n, permutation=False
+        )
+        pg.figs += figures.draw(tenc, name, out, dim=tdim, heads=theads, max_pos=n, state="trained")
+        pg.checkpoint = str(checkpoint)
+    pg.seconds = time.perf_counter() - start
+    return pg
+
+
+def relevant(claims: list[Claim], name: str) -> tuple[list[Claim], list[Claim]]:
+    mine = [c for c in claims if name in c.about]
+    return mine, [c for c in claims if name not in c.about]
+
+
+def encoding_html(
+    pg: Page, claims: list[Claim], *, dim, heads, max_pos, standalone: bool
+) -> str:
+    cls = pg.cls
+    body = [
+        f"<p>{escape(cls.summary)}</p>",
+        f'<p class="meta">family: <b>{escape(cls.family)}</b> · paper: {escape(cls.paper)} · '
+        f"dim {dim}, heads {heads}, positions 0..{max_pos - 1}"
+        + (" · trainable: figures show the initial state (seed 0)" if cls.trainable else "")
+        + "</p>",
+        "<h2 id=\"properties\">Measured properties</h2>",
+        page.measures_table(pg.measures),
+    ]
+    if pg.trained_measures:
+        body += [
+            f"<h2 id=\"trained-properties\">Measured properties, trained "
+            f"({escape(Path(pg.checkpoint).name)})</h2>",
+            page.measures_table(pg.trained_measures),
+        ]
+    body.append('<h2 id="figures">Figures</h2><div class="figs">')
+    body += [page.figure_html(f) for f in pg.figs]
+    body.append("</div>")
+    mine, others = relevant(claims, pg.name)
+    body.append('<h2 id="claims">Claims of the seeds</h2>')
+    if mine:
+        body.append(page.claims_section(mine, f"Claims about {pg.name}:"))
+    else:
+        body.append(f'<p class="meta">No seed makes a claim about {escape(pg.name)}.</p>')
+    if standalone and others:
+        body.append(
+            f"<details><summary>the other {len(others)} claims of the seeds</summary>"
+            + page.claims_section(others)
+            + "</details>"
+        )
+    elif not standalone:
+        body.append('<p><a href="../index.html#claims">All claims of the seeds</a></p>')
+    nav = [] if standalone else [("all encodings", "../index.html"), ("compare", "../compare.html")]
+    return page.document(
+        f"posenc explain: {pg.name}", f"{cls.__name__} ({cls.family}) — {cls.paper}", nav,
+        "".join(body),
+    )
+
+
+def explain(
+    name: str,
+    out: str | Path,
+    *,
+    dim: int = 64,
+    heads: int = 4,
+    max_pos: int = 128,
+    checkpoint: str | Path | None = None,
+    arena: str | Path | None = None,
+) -> Page:
+    """Write out/index.html (+ figures) for one encoding; returns what was measured."""
+    check_sizes(dim, heads, max_pos)
+    out = Path(out)
+    claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
+    pg = render_encoding(name, out, dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint)
+    html = encoding_html(pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=True)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    return pg
+
+
+def explain_all(
+    out: str | Path,
+    *,
+    dim: int = 64,
+    heads: int = 4,
+    max_pos: int = 128,
+    arena: str | Path | None = None,
+) -> list[Page]:
+    """A page per registered encoding, an index with all claims, and a comparison page."""
+    check_sizes(dim, heads, max_pos)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
+    names = sorted(posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n))
+    pages = []
+    for name in names:
+        pg = render_encoding(name, out / name, dim=dim, heads=heads, max_pos=max_pos)
+        html = encoding_html(pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=False)
+        (out / name / "index.html").write_text(html, encoding="utf-8")
+        pages.append(pg)
+    (out / "index.html").write_text(index_html(pages, claims, dim, heads, max_pos), "utf-8")
+    (out / "compare.html").write_text(compare_html(pages, dim, heads, max_pos), "utf-8")
+    return pages
+
+
+FAMILY_ORDER = {"absolute": 0, "rotary": 1, "bias": 2, "relative": 3, "none": 4}
+
+
+def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos) -> str:
+    props = [m.name for m in pages[0].measures] if pages else []
+    head = "".join(f"<th>{escape(p)}</th>" for p in props)
+    rows = []
+    for pg in pages:
+        cells = "".join(
+            f'<td title="{escape(m.detail)}">{page.measure_badge(m)}</td>' for m in pg.measures
+        )
+        rows.append(
+            f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
+            f"<td>{escape(pg.cls.family)}</td>{cells}</tr>"
+        )
+    body = (
+        f'<p class="meta">dim {dim}, heads {heads}, positions 0..{max_pos - 1}. '
+        'Each encoding has a page of figures and measurements; <a href="compare.html">the '
+        "comparison page</a> puts each kind of figure side by side.</p>"
+        '<h2 id="encodings">Encodings</h2>'
+        f"<table><thead><tr><th>encoding</th><th>family</th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<h2 id="claims">Claims of the seeds</h2>'
+        + page.claims_section(
+            claims,
+            "What the five tutorials in shared/seeds/ say, each checked by a computation.",
+        )
+    )
+    return page.document(
+        "posenc explain: all encodings",
+        f"{len(pages)} positional encodings, measured and drawn",
+        [("compare", "compare.html")],
+        body,
+    )
+
+
+def compare_html(pages: list[Page], dim, heads, max_pos) -> str:
+    props = [m.name for m in pages[0].measures] if pages else []
+    head = "".join(f"<th>{escape(p)}</th>" for p in props)
+    rows = "".join(
+        f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
+        + "".join(
+            f'<td class="num" title="{escape(m.verdict)}">'
+            f"{page.badge('–' if m.value is None else f'{m.value:.3g}', {True: 'good', False: 'bad', None: 'na'}[m.good])}</td>"
+            for m in pg.measures
+        )
+        + "</tr>"
+        for pg in pages
+    )
+    body = [
+        '<h2 id="properties">Measured properties</h2>',
+        f"<table><thead><tr><th>encoding</th>{head}</tr></thead><tbody>{rows}</tbody></table>",
+    ]
+    for kind, title in KINDS.items():
+        figs = [(pg, f) for pg in pages for f in pg.figs if f.kind == kind]
+        if not figs:
+            continue
+        body.append(f'<h2 id="kind-{kind}">{escape(title)}</h2><div class="figs">')
+        body += [
+            page.figure_html(f, f"{pg.name}/", title=pg.name, anchor=f"fig-{pg.name}-{kind}")
+            for pg, f in figs
+        ]
+        body.append("</div>")
+    return page.document(
+        "posenc explain: comparison",
+        f"each kind of figure for every encoding (dim {dim}, heads {heads}, "
+        f"positions 0..{max_pos - 1})",
+        [("all encodings", "index.html")],
+        "".join(body),
+    )

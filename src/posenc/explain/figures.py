@@ -1,0 +1,269 @@
+"""Which figures an encoding gets, drawn from its hooks (see posenc.analysis for the probes).
+
+Figure kinds, in page order (the comparison page groups by kind):
+    heatmap      the table (positions x dims), rotation angles, or per-head bias matrices
+    waveforms    chosen dims over positions
+    similarity   <p_t, p_(t+k)>, or the effective score against distance k
+    wavelengths  wavelength of each sin/cos pair (2π .. base·2π)
+    clock        seed 004's clock: each pair a hand turning at its own speed
+    binary       seed 000's binary counter next to the sinusoids
+    trained      the trained state from a checkpoint (trainable encodings)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from posenc import analysis, plots
+from posenc.base import PositionalEncoding
+
+KINDS = {
+    "heatmap": "The encoding",
+    "waveforms": "Waveforms",
+    "similarity": "Similarity / score against distance",
+    "wavelengths": "Wavelengths",
+    "clock": "Clock view (seed 004)",
+    "binary": "Binary counter (seed 000)",
+    "trained": "Trained state",
+}
+
+
+@dataclass
+class Fig:
+    kind: str
+    file: str  # PNG file name, relative to the page
+    caption: str
+    width: int = 0
+    height: int = 0
+
+
+def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
+    """n columns spread geometrically over 0..F-1 (multiples of `step`: the sin columns of
+    interleaved pairs), so fast and slow ones both show."""
+    if F <= n * step:
+        return list(range(0, F, step))
+    top = (F - 1) // step
+    picks = {0} | {int(round(top ** (i / (n - 1)))) for i in range(1, n)}
+    return sorted(p * step for p in picks)
+
+
+def rotary_angles(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor | None:
+    """[T, R/2] rotation angles of a 1-D rotary encoding, or None."""
+    if enc.family != "rotary" or enc.position_dims != 1 or not hasattr(enc, "angles"):
+        return None
+    return enc.angles(positions).double()
+
+
+def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
+    """Angles of each sin/cos pair over positions, when the encoding has them."""
+    if enc.position_dims != 1:
+        return None
+    a = rotary_angles(enc, positions)
+    if a is not None:
+        return a
+    if enc.family == "absolute" and vectors is not None:
+        return analysis.pair_angles(vectors)
+    return None
+
+
+def positional_part(vectors: torch.Tensor, dim: int) -> torch.Tensor:
+    """Concatenating encodings: keep only the columns they append after x's D zeros."""
+    return vectors[:, dim:] if vectors.shape[1] > dim else vectors
+
+
+@torch.no_grad()
+def draw(
+    enc: PositionalEncoding,
+    name: str,
+    out: Path,
+    *,
+    dim: int,
+    heads: int,
+    max_pos: int,
+    state: str = "initial",
+) -> list[Fig]:
+    """Draw every figure that applies to `enc` into `out`; returns them in page order."""
+    figs: list[Fig] = []
+    stem = "trained_" if state == "trained" else ""
+    title_state = " (trained)" if state == "trained" else (
+        " (initial state)" if enc.trainable else ""
+    )
+
+    def put(kind: str, fig, caption: str) -> None:
+        file = f"{stem}{kind}.png"
+        plots.save(fig, out / file)
+        w, h = (int(round(v)) for v in fig.get_size_inches() * fig.dpi)
+        figs.append(Fig("trained" if state == "trained" else kind, file, caption, w, h))
+
+    pos = torch.arange(max_pos)
+    vectors = analysis.position_vectors(enc, pos, dim=dim)
+    angles = encoding_angles(enc, vectors, pos)
+
+    # heatmap ---------------------------------------------------------------------------
+    if enc.family == "absolute":
+        part = positional_part(vectors, dim)
+        put(
+            "heatmap",
+            plots.heatmap(
+                part.float(),
+                title=f"{name}: value per position and dim{title_state}",
+                xlabel="dimension" if part is vectors else "appended feature",
+                cbar="encoding value",
+            ),
+            "Each row is the vector the encoding adds (or appends) at that position.",
+        )
+    elif enc.family == "rotary" and angles is not None:
+        put(
+            "heatmap",
+            plots.heatmap(
+                torch.cos(angles),
+                title=f"{name}: cos(rotation angle){title_state}",
+                xlabel="rotary pair i (dims rotated together)",
+                cbar="cos(angle)",
+            ),
+            "Rotary encodings add nothing: they turn each pair of query/key dims by an angle "
+            "that grows with the position. Shown: the cosine of that angle.",
+        )
+    elif enc.family == "rotary":
+        put(
+            "heatmap",
+            plots.heatmap(
+                vectors.float(),
+                title=f"{name}: rotated query{title_state}",
+                cbar="component",
+            ),
+            "A fixed query (all ones) rotated to each position.",
+        )
+    elif enc.family in ("bias", "relative"):
+        n = min(max_pos, 64)
+        p = torch.arange(n)
+        mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
+        what = "bias" if enc.family == "bias" else "position part of the score"
+        put(
+            "heatmap",
+            plots.head_matrices(
+                mats, title=f"{name}: {what} per head{title_state}", cbar="added to the logit"
+            ),
+            "Added to q·k/√Dh before the softmax, for query i and key j"
+            + ("" if enc.family == "bias" else " (one fixed random q and k at every position)")
+            + "; keys after the query (j > i, grey) are left out, as a causal model masks them.",
+        )
+
+    # waveforms -------------------------------------------------------------------------
+    if state == "initial":
+        if enc.family == "absolute":
+            part = positional_part(vectors, dim)
+            interleaved = angles is not None and analysis.pair_angles(part[:, :2]) is not None
+            dims = pick_dims(part.shape[1], step=2 if interleaved else 1)
+            T = min(max_pos, 64)
+            put(
+                "waveforms",
+                plots.waveforms(part[:T], dims, title=f"{name}: chosen dims over positions"),
+                "Each line is one dimension of the encoding as the position grows"
+                + (" (the sin column of pairs spread from fast to slow)." if interleaved else "."),
+            )
+        elif angles is not None:
+            dims = pick_dims(angles.shape[1])
+            T = min(max_pos, 64)
+            put(
+                "waveforms",
+                plots.waveforms(
+                    torch.cos(angles[:T]), dims, title=f"{name}: cos(angle) of chosen pairs",
+                    ylabel="cos(angle)", what="pair",
+                ),
+                "Low pairs turn fast, high pairs slowly.",
+            )
+
+    # similarity / score against distance ----------------------------------------------
+    if enc.family == "absolute":
+        K = max_pos // 2
+        G = vectors @ vectors.T
+        starts = [0, max_pos // 4, max_pos // 2 - 1]
+        lines = {f"t = {t}": G[t, t : t + K] for t in starts}
+        put(
+            "similarity",
+            plots.curves(
+                torch.arange(K), lines,
+                title=f"{name}: <p_t, p_(t+k)> against k{title_state}",
+                xlabel="offset k (positions)", ylabel="dot product", overlay=True,
+            ),
+            "If the lines for different t coincide, the similarity depends only on the offset.",
+        )
+    elif enc.family == "rotary":
+        n = 4 * max_pos
+        s = analysis.score_vs_distance(enc, n, dim=dim, heads=heads)[0]
+        lines = {"score, q = k = ones/√Dh": s}
+        a = rotary_angles(enc, torch.arange(n))
+        if a is not None:
+            bound = analysis.su_bound(a)
+            lines["bound (Su et al.), scaled"] = bound / bound[0]
+        put(
+            "similarity",
+            plots.curves(
+                torch.arange(n), lines,
+                title=f"{name}: score against distance{title_state}",
+                xlabel="distance k = i - j (positions)", ylabel="q·k after rotation",
+            ),
+            "Su et al.'s long-term decay: the score of a fixed query with keys further away. "
+            "Dashed: their bound (1/(R/2))·Σ_j |Σ_(i<j) e^(i·k·θ_i)|, divided by its value at "
+            "k = 0.",
+        )
+    else:
+        curve = analysis.score_vs_distance(enc, max_pos, dim=dim, heads=heads)[:8]
+        lines = {f"head {h}": curve[h] for h in range(curve.shape[0])}
+        if len(lines) == 1:
+            lines = {"score": curve[0]}
+        put(
+            "similarity",
+            plots.curves(
+                torch.arange(max_pos), lines,
+                title=f"{name}: score against distance{title_state}",
+                xlabel="distance k = i - j (positions)", ylabel="added to the logit",
+                note="no positional signal" if float(curve.abs().max()) == 0 else None,
+            ),
+            "What the encoding adds to the logit of a key k positions before the query.",
+        )
+
+    # wavelengths, clock, binary counter (sin/cos pairs only) ---------------------------
+    if state == "initial" and angles is not None:
+        wl = analysis.wavelengths(angles)
+        keep = torch.isfinite(wl)
+        base = getattr(enc, "base", None)
+        base = float(base) if isinstance(base, int | float) else 10000.0
+        put(
+            "wavelengths",
+            plots.wavelengths(wl[keep], title=f"{name}: wavelength of each pair", base=base),
+            "Positions per full turn of each pair, fitted from the angles; dotted: 2π and "
+            f"{base:g}·2π (seed 000).",
+        )
+        n_pairs = angles.shape[1]
+        pairs = sorted({0, n_pairs // 8, n_pairs // 4, n_pairs // 2} - {n_pairs})
+        show = [t for t in (0, 1, 2, 5, 10, 20) if t < max_pos]
+        put(
+            "clock",
+            plots.clocks(
+                angles[show][:, pairs], show, pairs,
+                title=f"{name}: each pair a clock hand (seed 004)",
+            ),
+            "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
+            "they tell the position like a clock tells the time.",
+        )
+        if enc.family == "absolute":
+            table = positional_part(vectors, dim)[:16, : min(8, vectors.shape[1])]
+        else:
+            table = torch.stack([torch.sin(angles[:16]), torch.cos(angles[:16])], -1).flatten(1)
+            table = table[:, :8]
+        put(
+            "binary",
+            plots.binary_counter(
+                table, title=f"{name}: binary counter vs sinusoids (seed 000)"
+            ),
+            "Low bits flip fastest and high bits slowest; the sinusoids do the same "
+            "continuously, the first dims fastest.",
+        )
+    return figs
+

@@ -1,0 +1,307 @@
+"""posenc.attention: every backend equals `eager` for every encoding; memory; bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import posenc
+from posenc.attention import AUTO_MATERIALIZE, choose_backend
+
+NAMES = sorted(posenc.ENCODINGS)
+B, H, HKV, DH = 2, 4, 2, 16
+
+
+def make(name: str, heads: int = H, head_dim: int = DH, seed: int = 0, **kwargs):
+    """The encoding with standard keywords, parameters nudged off their init (t5 starts tiny)."""
+    torch.manual_seed(seed)
+    std = dict(dim=heads * head_dim, heads=heads, head_dim=head_dim, max_len=64)
+    enc = posenc.build(name, **std, **kwargs)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return enc
+
+
+def positions(T: int, P: int, offset: int = 0, batch: int | None = None) -> torch.Tensor:
+    """Sorted random integer positions (gaps, offset) [T] or [B, T] (+ [P])."""
+    rows = [torch.randperm(48)[:T].sort().values + offset for _ in range(batch or 1)]
+    pos = torch.stack(rows) if batch else rows[0]
+    return pos[..., None].expand(*pos.shape, P) if P > 1 else pos
+
+
+def qkv(Tq: int, Tk: int, dtype=torch.float32, heads: int = H, kv_heads: int = HKV):
+    q = torch.randn(B, heads, Tq, DH, dtype=dtype)
+    k = torch.randn(B, kv_heads, Tk, DH, dtype=dtype)
+    v = torch.randn(B, kv_heads, Tk, DH, dtype=dtype)
+    return q, k, v
+
+
+CASES = [  # (causal, Tq, Tk, explicit positions)
+    (True, 6, 6, False),
+    (False, 6, 6, False),
+    (True, 3, 9, False),  # decoding: queries are the last Tq keys
+    (False, 4, 7, False),
+    (True, 5, 5, True),  # [B, T] positions with gaps: causal by position value
+    (False, 3, 8, True),
+]
+
+
+# encodings again with options that take other code paths
+VARIANTS = [
+    (name, kwargs)
+    for name, kwargs in [
+        ("shaw", dict(values=True)),  # the values() hook: sdpa refuses, chunked slices probs
+        ("alibi", dict(bidirectional=True)),
+        ("t5", dict(bidirectional=True)),
+        ("kerple", dict(variant="power")),
+        ("randomized", dict(base="t5")),
+    ]
+    if name in posenc.ENCODINGS
+]
+
+
+@pytest.mark.parametrize(
+    "name, kwargs", [(n, {}) for n in NAMES] + VARIANTS, ids=lambda x: str(x) if x else ""
+)
+def test_backends_equal_eager(name, kwargs):
+    enc = make(name, **kwargs)
+    P = enc.position_dims
+    for causal, Tq, Tk, explicit in CASES:
+        torch.manual_seed(Tq * Tk)
+        q, k, v = qkv(Tq, Tk)
+        pos = {}
+        if explicit:
+            kp = positions(Tk, P, batch=B)
+            pos = dict(q_positions=kp[:, Tk - Tq :], k_positions=kp)
+        ref = posenc.attention(q, k, v, enc, causal=causal, backend="eager", **pos)
+        assert ref.shape == (B, H, Tq, DH) and torch.isfinite(ref).all()
+        for backend in ("chunked", "auto", "sdpa"):
+            if backend == "sdpa" and enc.has_values:
+                with pytest.raises(ValueError, match="sdpa"):
+                    posenc.attention(q, k, v, enc, causal=causal, backend=backend, **pos)
+                continue
+            out = posenc.attention(q, k, v, enc, causal=causal, backend=backend, block_size=2, **pos)
+            torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4, msg=f"{backend} {causal}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_mask_and_packed_documents(name):
+    """A document mask with positions restarting per document = each document on its own."""
+    enc = make(name)
+    P = enc.position_dims
+    lens = [3, 5, 2]
+    T = sum(lens)
+    doc = torch.cat([torch.full((n,), i) for i, n in enumerate(lens)])
+    restart = torch.cat([torch.arange(n) for n in lens])
+    pos = restart[:, None].expand(T, P) if P > 1 else restart
+    mask = doc[:, None] == doc[None, :]  # [T, T]
+    q, k, v = qkv(T, T)
+    for backend in ("eager", "chunked", "auto"):
+        out = posenc.attention(
+            q, k, v, enc, q_positions=pos, k_positions=pos, mask=mask, backend=backend, block_size=3
+        )
+        start = 0
+        for n in lens:
+            s = slice(start, start + n)
+            alone = posenc.attention(q[:, :, s], k[:, :, s], v[:, :, s], enc, backend="eager")
+            torch.testing.assert_close(out[:, :, s], alone, atol=2e-5, rtol=1e-4)
+            start += n
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_chunked_gradients_equal_eager(name):
+    enc = make(name)
+    q, k, v = qkv(5, 7)
+    grads = {}
+    for backend in ("eager", "chunked"):
+        enc.zero_grad()
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = posenc.attention(*leaves, enc, causal=True, backend=backend, block_size=2)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        params = [p.grad.clone() for p in enc.parameters() if p.grad is not None]
+        grads[backend] = [t.grad for t in leaves] + params
+    assert len(grads["eager"]) == len(grads["chunked"])
+    for a, b in zip(grads["eager"], grads["chunked"]):
+        torch.testing.assert_close(b, a, atol=5e-5, rtol=1e-4)
+
+
+def test_decode_row_equals_full_last_rows():
+    """Default positions: Tq < Tk queries are the last Tq keys (a KV-cache decode step)."""
+    for name in NAMES:
+        enc = make(name)
+        q, k, v = qkv(7, 7)
+        full = posenc.attention(q, k, v, enc, backend="eager")
+        last = posenc.attention(q[:, :, -2:], k, v, enc, backend="auto")
+        torch.testing.assert_close(last, full[:, :, -2:], atol=2e-5, rtol=1e-4, msg=name)
+
+
+def test_fully_masked_row_gives_zeros_and_finite_grads():
+    enc = make("alibi") if "alibi" in posenc.ENCODINGS else None
+    q, k, v = (t.requires_grad_() for t in qkv(4, 4))
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[1] = False
+    for backend in ("eager", "chunked", "sdpa"):
+        out = posenc.attention(q, k, v, enc, causal=False, mask=mask, backend=backend)
+        assert torch.equal(out[:, :, 1], torch.zeros_like(out[:, :, 1])), backend
+        if backend != "sdpa":
+            (g,) = torch.autograd.grad(out.sum(), q)
+            assert torch.isfinite(g).all()
+
+
+# ---------------------------------------------------------------------------- flex
+
+FLEX_NAMES = [n for n in ("alibi",) if n in posenc.ENCODINGS]  # ~15 s of compile each
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FLEX_NAMES)
+def test_flex_equals_eager(name):
+    """Compiles FlexAttention (seconds per encoding): a few representative encodings."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    enc = make(name)
+    q, k, v = qkv(5, 9)
+    mask = torch.rand(B, 1, 5, 9) > 0.3
+    mask[..., -1] = True  # every query keeps its own key
+    with torch.no_grad():
+        for kwargs in (dict(causal=True), dict(causal=False, mask=mask)):
+            ref = posenc.attention(q, k, v, enc, backend="eager", **kwargs)
+            out = posenc.attention(q, k, v, enc, backend="flex", **kwargs)
+            torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4, msg=str(kwargs.keys()))
+
+
+def test_flex_refuses_what_it_cannot_run():
+    q, k, v = qkv(4, 4)
+    if "alibi" in posenc.ENCODINGS:
+        with pytest.raises(NotImplementedError, match="chunked"):
+            posenc.attention(q.requires_grad_(), k, v, make("alibi"), backend="flex")
+    for name in NAMES:
+        enc = make(name)
+        if enc.content_dependent:
+            with torch.no_grad(), pytest.raises(ValueError, match="flex"):
+                posenc.attention(q, k, v, enc, backend="flex")
+            break
+
+
+# ---------------------------------------------------------------------------- auto rule
+
+
+def meta_qk(T: int, heads: int = 8):
+    return torch.empty(1, heads, T, 64, device="meta"), torch.empty(1, heads, T, 64, device="meta")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_auto_rule(name):
+    enc = make(name, heads=8, head_dim=64)
+    pos = torch.arange(4)
+    small, big = meta_qk(64), meta_qk(4096)
+    assert 8 * 4096 * 4096 > AUTO_MATERIALIZE >= 8 * 64 * 64
+    if not (enc.has_bias or enc.has_values):
+        assert choose_backend(enc, *small, pos) == choose_backend(enc, *big, pos) == "sdpa"
+    elif enc.has_values:
+        assert choose_backend(enc, *small, pos) == choose_backend(enc, *big, pos) == "chunked"
+    else:
+        assert choose_backend(enc, *small, pos) == "sdpa"
+        assert choose_backend(enc, *big, pos) == "chunked"  # CPU: never flex (no backward)
+    assert choose_backend(None, *big, pos) == "sdpa"
+
+
+# ---------------------------------------------------------------------------- memory
+
+
+class LargestAllocation(TorchDispatchMode):
+    """Records the largest number of elements of any tensor an op returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.op = 0, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.numel() > self.largest:
+                self.largest, self.op = t.numel(), func
+        return out
+
+
+SCORE_NAMES = [n for n in NAMES if posenc.ENCODINGS[n].family in ("bias", "relative")]
+
+
+@pytest.mark.parametrize("name", SCORE_NAMES)
+def test_chunked_never_allocates_a_full_score_matrix(name):
+    # T well above the encodings' own table sizes (DeBERTa's 2·256 buckets)
+    heads, T, block = 4, 1024, 32
+    enc = make(name, heads=heads)
+    q = torch.randn(1, heads, T, DH)
+    k, v = torch.randn(2, 1, 2, T, DH).unbind(0)
+    full = heads * T * T
+    with torch.no_grad():
+        with LargestAllocation() as eager:
+            posenc.attention(q, k, v, enc, backend="eager")
+        assert eager.largest >= full  # the detector sees the eager score matrix
+        with LargestAllocation() as chunked:
+            posenc.attention(q, k, v, enc, backend="chunked", block_size=block)
+    assert chunked.largest < full, f"{chunked.op} returned {chunked.largest} >= H·Tq·Tk elements"
+
+
+def test_chunked_backward_is_memory_bounded():
+    """Checkpointed blocks: the backward pass does not hold every block's probabilities."""
+    name = "t5" if "t5" in posenc.ENCODINGS else (SCORE_NAMES or [None])[0]
+    if name is None:
+        pytest.skip("no bias encoding registered yet")
+    heads, T, block = 4, 256, 32
+    enc = make(name, heads=heads)
+    q = torch.randn(1, heads, T, DH, requires_grad=True)
+    k, v = torch.randn(2, 1, heads, T, DH).unbind(0)
+    with LargestAllocation() as mode:
+        out = posenc.attention(q, k, v, enc, backend="chunked", block_size=block)
+        out.sum().backward()
+    assert mode.largest < heads * T * T
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def test_bad_input():
+    q, k, v = qkv(4, 6)
+    with pytest.raises(ValueError, match="q must be 4-D"):
+        posenc.attention(q[0], k, v)
+    with pytest.raises(ValueError, match="k and v"):
+        posenc.attention(q, k, v[:, :, :5])
+    with pytest.raises(ValueError, match="k must be"):
+        posenc.attention(q, k[..., :8], v[..., :8])
+    with pytest.raises(ValueError, match="k must be"):
+        posenc.attention(q, k[:1], v[:1])
+    q3 = torch.randn(B, 3, 4, DH)
+    with pytest.raises(ValueError, match="multiple of k/v heads"):
+        posenc.attention(q3, k, v)
+    with pytest.raises(ValueError, match="q_positions"):
+        posenc.attention(q, k, v, q_positions=torch.arange(5))
+    with pytest.raises(ValueError, match="k_positions"):
+        posenc.attention(q, k, v, k_positions=torch.arange(4))
+    with pytest.raises(ValueError, match="k_positions"):
+        posenc.attention(q, k, v, k_positions=torch.zeros(3, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match="q_positions must be >= 0"):
+        posenc.attention(q, k, v, q_positions=torch.arange(4) - 1)
+    with pytest.raises(ValueError, match="q_positions must be given"):
+        posenc.attention(q, k[:, :, :2], v[:, :, :2])  # Tq > Tk
+    with pytest.raises(ValueError, match="mask must be broadcastable"):
+        posenc.attention(q, k, v, mask=torch.ones(4, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match="mask must be a bool"):
+        posenc.attention(q, k, v, mask=torch.ones(4, 6))
+    with pytest.raises(ValueError, match="backend must be one of"):
+        posenc.attention(q, k, v, backend="fast")
+    with pytest.raises(ValueError, match="block_size"):
+        posenc.attention(q, k, v, backend="chunked", block_size=0)
+    with pytest.raises(TypeError, match="encoding must be"):
+        posenc.attention(q, k, v, "rope")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n in ("alibi", "t5", "deberta", "shaw")])
+def test_encoding_built_for_other_head_count(name):
+    q, k, v = qkv(4, 4)
+    enc = make(name, heads=8)
+    with pytest.raises(ValueError, match="heads=8"):
+        posenc.attention(q, k, v, enc)

@@ -1,0 +1,141 @@
+"""The contract every registered encoding keeps: shapes, dtypes, default positions, compile."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc import TransformerLM
+
+NAMES = sorted(posenc.ENCODINGS)
+B, H, HKV, DH, D, V = 2, 4, 2, 8, 32, 11
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+TOL = {torch.float32: 2e-5, torch.bfloat16: 6e-2, torch.float16: 1e-2}
+
+
+def make(name: str):
+    torch.manual_seed(0)
+    enc = posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=64)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return enc
+
+
+def arange_positions(T: int, P: int, offset: int = 0) -> torch.Tensor:
+    pos = torch.arange(offset, offset + T)
+    return pos[:, None].expand(T, P) if P > 1 else pos
+
+
+def qkv(Tq: int, Tk: int, dtype=torch.float32):
+    torch.manual_seed(1)
+    shapes = [(B, H, Tq, DH), (B, HKV, Tk, DH), (B, HKV, Tk, DH)]
+    return [torch.randn(s).to(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_class_attributes(name):
+    cls = posenc.ENCODINGS[name]
+    assert issubclass(cls, posenc.PositionalEncoding)
+    assert cls.family in posenc.base.FAMILIES
+    assert cls.position_dims in (1, 2, 3) and cls.paper and cls.summary
+    with pytest.raises(TypeError):
+        posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=64, not_a_keyword=1)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hook_shapes(name):
+    enc = make(name)
+    P = enc.position_dims
+    Tq, Tk = 3, 7
+    qp, kp = arange_positions(Tq, P, Tk - Tq), arange_positions(Tk, P)
+    x = torch.randn(B, Tk, D)
+    assert enc.embed(x, kp).shape == (B, Tk, enc.embed_dim(D))
+    q, k, v = qkv(Tq, Tk)
+    rq, rk = enc.rotate(q, k, qp, kp)
+    assert rq.shape == q.shape and rk.shape == k.shape
+    krep = rk.repeat_interleave(H // HKV, dim=1)
+    bias = enc.bias(rq, krep, qp, kp)
+    assert bias is None or tuple(bias.shape) in ((B, H, Tq, Tk), (1, H, Tq, Tk))
+    assert enc.has_bias or bias is None
+    probs = torch.softmax(torch.randn(B, H, Tq, Tk), dim=-1)
+    extra = enc.values(probs, qp, kp)
+    assert extra is None or extra.shape == (B, H, Tq, DH)
+    assert posenc.attention(q, k, v, enc).shape == (B, H, Tq, DH)
+    model = TransformerLM(V, D, 1, H, encoding=name, max_len=64, kv_heads=HKV)
+    assert model(torch.randint(0, V, (B, Tk))).shape == (B, Tk, V)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", NAMES)
+def test_dtype_in_equals_dtype_out(name, dtype):
+    enc = make(name)
+    P = enc.position_dims
+    Tq, Tk = 4, 6
+    qp, kp = arange_positions(Tq, P, Tk - Tq), arange_positions(Tk, P)
+    x = torch.randn(B, Tk, D, dtype=dtype)
+    assert enc.embed(x, kp).dtype == dtype
+    q, k, v = qkv(Tq, Tk, dtype)
+    rq, rk = enc.rotate(q, k, qp, kp)
+    assert rq.dtype == rk.dtype == dtype
+    bias = enc.bias(rq, rk.repeat_interleave(H // HKV, dim=1), qp, kp)
+    assert bias is None or bias.dtype == dtype
+    ref = posenc.attention(*qkv(Tq, Tk, dtype), enc, backend="eager").float()  # float32 math
+    exact = posenc.attention(*(t.float() for t in qkv(Tq, Tk, dtype)), enc, backend="eager")
+    torch.testing.assert_close(ref, exact, atol=TOL[dtype], rtol=TOL[dtype])
+    for backend in ("eager", "chunked", "auto"):
+        out = posenc.attention(q, k, v, enc, backend=backend)
+        assert out.dtype == dtype, backend
+        torch.testing.assert_close(out.float(), exact, atol=TOL[dtype], rtol=TOL[dtype])
+    model = TransformerLM(V, D, 1, H, encoding=name, max_len=64).to(dtype).eval()
+    with torch.no_grad():
+        assert model(torch.randint(0, V, (B, 5))).dtype == dtype
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_explicit_arange_positions_equal_the_default(name):
+    enc = make(name)
+    P = enc.position_dims
+    for Tq, Tk in ((6, 6), (2, 6)):
+        q, k, v = qkv(Tq, Tk)
+        default = posenc.attention(q, k, v, enc)
+        explicit = posenc.attention(
+            q, k, v, enc, arange_positions(Tq, P, Tk - Tq), arange_positions(Tk, P)
+        )
+        torch.testing.assert_close(explicit, default, atol=1e-6, rtol=1e-5)
+    torch.manual_seed(0)
+    model = TransformerLM(V, D, 2, H, encoding=name, max_len=64).eval()
+    tokens = torch.randint(0, V, (B, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(tokens, positions=arange_positions(6, P)), model(tokens), atol=1e-6, rtol=1e-5
+        )
+        batched = arange_positions(6, P).expand(B, *arange_positions(6, P).shape)
+        torch.testing.assert_close(model(tokens, positions=batched), model(tokens))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torch_compile_runs(name):
+    """Dynamo traces attention with each encoding (backend="eager": no inductor codegen)."""
+    torch._dynamo.reset()
+    enc = make(name)
+    q, k, v = qkv(5, 5)
+
+    def fn(q, k, v):
+        return posenc.attention(q, k, v, enc)
+
+    compiled = torch.compile(fn, backend="eager")
+    torch.testing.assert_close(compiled(q, k, v), fn(q, k, v))
+
+
+def test_torch_compile_inductor_model():
+    """The default inductor backend on one model (rope, or the first encoding registered)."""
+    torch._dynamo.reset()
+    name = "rope" if "rope" in posenc.ENCODINGS else NAMES[0]
+    torch.manual_seed(0)
+    model = TransformerLM(V, D, 1, H, encoding=name, max_len=64).eval()
+    tokens = torch.randint(0, V, (B, 8))
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(tokens), model(tokens), atol=1e-5, rtol=1e-4)

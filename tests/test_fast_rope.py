@@ -1,0 +1,162 @@
+"""posenc.fast_rope equals posenc.functional's reference RoPE: values, gradients, in-place rules,
+fallback. Tolerances: float32 <= 1e-5 absolute (unit-variance inputs); bfloat16 <= 1 bf16 ulp of
+the output (both round the same float32 result once, so they differ only where the float32
+results differ in the last bits: max abs error <= 2^-7 * |x|max)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import fast_rope
+from posenc.functional import _rope_align, apply_rope, rope_cos_sin, rope_inv_freq
+
+FAST = ("cpp", "eager")  # "compiled" is tested once, on one small shape (compiling is slow)
+
+
+def reference(x, pos, inv, layout):
+    return apply_rope(x, pos, inv, layout=layout)
+
+
+def tol(dtype):
+    return 1e-5 if dtype == torch.float32 else 2**-7 * 8  # bf16: values up to ~8, 1 ulp
+
+
+@st.composite
+def cases(draw):
+    B = draw(st.integers(1, 3))
+    H = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 17))
+    R = 2 * draw(st.integers(1, 8))
+    Dh = R + 2 * draw(st.integers(0, 3))  # partial rotary when Dh > R
+    layout = draw(st.sampled_from(["half", "interleaved"]))
+    batch_pos = draw(st.booleans())  # [B, T] positions (left padding, packed) or [T]
+    bthd = draw(st.booleans())  # [B, T, H, Dh] memory layout (a transposed view)
+    dtype = draw(st.sampled_from([torch.float32, torch.bfloat16]))
+    seed = draw(st.integers(0, 2**16))
+    return B, H, T, R, Dh, layout, batch_pos, bthd, dtype, seed
+
+
+def make(case):
+    B, H, T, R, Dh, layout, batch_pos, bthd, dtype, seed = case
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, H, Dh, generator=g).to(dtype).transpose(1, 2)  # strided [B, H, T, Dh]
+    if not bthd:
+        x = x.contiguous()
+    pos = torch.randint(0, 5000, (B, T) if batch_pos else (T,), generator=g)
+    inv, _ = rope_inv_freq(R)
+    return x, pos, inv, layout
+
+
+@pytest.mark.parametrize("engine", FAST)
+@settings(max_examples=25, deadline=None)
+@given(case=cases())
+def test_values_equal_reference(engine, case):
+    x, pos, inv, layout = make(case)
+    want = reference(x, pos, inv, layout)
+    before = x.clone()
+    got = fast_rope.rope(x, pos, inv, layout, engine=engine)
+    assert got.dtype == x.dtype and got.shape == x.shape
+    torch.testing.assert_close(got.float(), want.float(), atol=tol(x.dtype), rtol=0)
+    assert torch.equal(x, before), "out-of-place call changed its input"
+
+    out = torch.full_like(x, float("nan"))
+    fast_rope.rope(x, pos, inv, layout, out=out, engine=engine)
+    torch.testing.assert_close(out.float(), want.float(), atol=tol(x.dtype), rtol=0)
+    assert torch.equal(x, before), "out= call changed its input"
+
+    y = x.clone()
+    ret = fast_rope.rope(y, pos, inv, layout, inplace=True, engine=engine)
+    assert ret is y
+    torch.testing.assert_close(y.float(), want.float(), atol=tol(x.dtype), rtol=0)
+
+
+@pytest.mark.parametrize("engine", FAST)
+@settings(max_examples=15, deadline=None)
+@given(case=cases())
+def test_gradients_equal_reference(engine, case):
+    x, pos, inv, layout = make(case)
+    x = x.float().requires_grad_()
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    (want,) = torch.autograd.grad(reference(x, pos, inv, layout), x, g)
+    (got,) = torch.autograd.grad(fast_rope.rope(x, pos, inv, layout, engine=engine), x, g)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_rope_qk_equals_reference_and_attention_factor():
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 2, 9, 16)
+    qp, kp = torch.arange(3, 9), torch.arange(9)
+    inv, _ = rope_inv_freq(16)
+    oq, ok = fast_rope.rope_qk(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
+    torch.testing.assert_close(oq, apply_rope(q, qp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(ok, apply_rope(k, kp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
+
+
+def test_compiled_engine_small_shape():
+    """torch.compile path, once, small shape: values (both layouts share one compile per
+    variant), in place, and gradients."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 12)
+    pos = torch.randint(0, 100, (2, 8))
+    inv, _ = rope_inv_freq(8)
+    want = reference(x, pos, inv, "half")
+    got = fast_rope.rope(x, pos, inv, "half", engine="compiled")
+    assert "compiled" not in fast_rope._BROKEN, fast_rope._BROKEN.get("compiled")
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    y = x.clone()
+    fast_rope.rope(y, pos, inv, "half", inplace=True, engine="compiled")
+    torch.testing.assert_close(y, want, atol=1e-5, rtol=0)
+
+
+def test_fallback_when_fast_engines_fail(monkeypatch):
+    """A failing engine is remembered, warned about once, and the next one gives the same
+    numbers; the env var forces the pure-PyTorch path."""
+    monkeypatch.setattr(fast_rope, "_BROKEN", {})
+
+    def broken(*args):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setitem(fast_rope._ROTATE, "cpp", broken)
+    monkeypatch.setitem(fast_rope._ROTATE, "compiled", broken)
+    x, pos = torch.randn(1, 2, 5, 8), torch.arange(5)
+    inv, _ = rope_inv_freq(8)
+    with pytest.warns(RuntimeWarning, match="engine 'cpp' failed"):
+        got = fast_rope.rope(x, pos, inv)
+    torch.testing.assert_close(got, reference(x, pos, inv, "half"), atol=1e-6, rtol=0)
+    assert set(fast_rope._BROKEN) == {"cpp", "compiled"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decided once: no second warning
+        fast_rope.rope(x, pos, inv)
+    assert fast_rope.pick_engine(x, x) == "eager"
+
+
+def test_env_var_forces_eager(monkeypatch):
+    monkeypatch.setenv(fast_rope.ENV_VAR, "eager")
+    x = torch.randn(1, 1, 3, 4)
+    cos, _ = rope_cos_sin(torch.arange(3), rope_inv_freq(4)[0])
+    assert fast_rope.pick_engine(x, _rope_align(cos, x, "p")) == "eager"
+    monkeypatch.setenv(fast_rope.ENV_VAR, "turbo")
+    with pytest.raises(ValueError, match="auto"):
+        fast_rope.pick_engine(x, cos)
+
+
+def test_cpp_unsupported_input_goes_to_next_engine():
+    x = torch.randn(1, 1, 3, 4, dtype=torch.float64)  # float64: reference-grade, no C kernel
+    cos, _ = rope_cos_sin(torch.arange(3), rope_inv_freq(4)[0], dtype=torch.float64)
+    assert fast_rope.pick_engine(x, cos, "cpp") == "eager"
+
+
+def test_inplace_and_out_reject_autograd_and_bad_out():
+    x = torch.randn(1, 1, 3, 4, requires_grad=True)
+    inv, _ = rope_inv_freq(4)
+    with pytest.raises(ValueError, match="autograd"):
+        fast_rope.rope(x, torch.arange(3), inv, inplace=True)
+    with pytest.raises(ValueError, match="out must have"):
+        fast_rope.rope(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
+    with pytest.raises(ValueError, match="layout"):
+        fast_rope.rotate(x.detach(), x.detach(), x.detach(), "sideways")
