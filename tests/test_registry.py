@@ -5,9 +5,11 @@ import pytest
 import posenc
 from posenc.base import FAMILIES, PositionalEncoding
 
-DESIGN_NAMES = """sinusoidal learned scaled_sinusoidal onehot index phase sinusoidal_2d sinusoidal_3d
-rope xpos rope_2d alibi t5 kerple fire sandwich shaw transformer_xl deberta cope nope
-randomized""".split()
+DESIGN_NAMES = [
+    *("sinusoidal", "learned", "scaled_sinusoidal", "onehot", "index", "phase"),
+    *("sinusoidal_2d", "sinusoidal_3d", "rope", "xpos", "rope_2d", "alibi", "t5", "kerple"),
+    *("fire", "sandwich", "shaw", "transformer_xl", "deberta", "cope", "nope", "randomized"),
+]
 
 
 def test_registry_is_a_plain_dict_of_encoding_classes():

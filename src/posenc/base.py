@@ -58,7 +58,7 @@ class PositionalEncoding(nn.Module):
         return x
 
     def embed_dim(self, dim: int) -> int:
-        """Width of embed()'s output for an input of width `dim` (concatenating encodings grow it)."""
+        """Width of embed()'s output for input width `dim` (concatenating encodings grow it)."""
         return dim
 
     def rotate(
@@ -141,16 +141,15 @@ def check_positions(
             f"{name} must have a trailing axis of size {position_dims} "
             f"(one component per axis), got shape {tuple(positions.shape)}"
         )
-    if positions.numel() == 0:
-        return positions
+    if positions.numel() == 0 or torch.compiler.is_compiling():
+        return positions  # value checks need .item(); under torch.compile they would break graphs
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
-    if positions.is_floating_point():
-        if integer and not torch.equal(positions, positions.round()):
-            raise ValueError(
-                f"{name} must be integers for this encoding (a table or buckets index them); "
-                "got non-integer float values"
-            )
+    if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
+        raise ValueError(
+            f"{name} must be integers for this encoding (a table or buckets index them); "
+            "got non-integer float values"
+        )
     low = positions.min().item()
     if low < 0:
         raise ValueError(f"{name} must be >= 0, got a minimum of {low}")

@@ -314,7 +314,7 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
     for task, L in res.groups:
         lens = res.eval_lens(task, L)
         for metric, by in ((main_metric(task), "eval"), ("loss@", "band")):
-            if by == "band" and task != "lm":
+            if by == "band" and not any(m.startswith("loss@") for m in res.metrics(task, L)):
                 continue
             fig, ax = plt.subplots(figsize=(7, 4.5))
             for i, enc in enumerate(res.encodings(task, L)):

@@ -1,0 +1,166 @@
+"""posenc arena end to end: a tiny run, resume after SIGKILL, bad input."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from posenc.arena.cli import main
+
+TINY = ["--tasks", "copy", "--encodings", "learned,alibi", "--seeds", "1", "--steps", "3",
+        "--train-len", "8", "--eval-lens", "8,16"]  # fmt: skip
+
+
+def count(db):
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("arena")
+    db, out = str(d / "arena.sqlite"), str(d / "out")
+    assert main([*TINY, "--db", db, "--out", out]) == 0
+    return db, out
+
+
+def test_tiny_run_writes_rows_and_report(tiny_run):
+    db, out = tiny_run
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT encoding, eval_len, metric, value, status, reason FROM results"
+        ).fetchall()
+    assert len(rows) == 2 * 2 * 2  # encodings x eval lengths x (accuracy, token_accuracy)
+    for enc, E, metric, value, status, reason in rows:
+        if enc == "learned" and E == 16:
+            assert status == "n/a" and value is None and "table of 8 positions" in reason
+        else:
+            assert status == "ok" and 0.0 <= value <= 1.0
+    assert os.path.exists(os.path.join(out, "index.html"))
+    assert "Published findings" in open(os.path.join(out, "results.md")).read()
+    assert glob.glob(os.path.join(out, "copy_L8_accuracy.png"))
+    assert len(glob.glob(os.path.join(out, "models", "*.ckpt"))) == 2  # loadable by explain
+    from posenc import TransformerLM
+
+    model = TransformerLM.from_checkpoint(glob.glob(os.path.join(out, "models", "*alibi*"))[0])
+    assert model.config["encoding"] == "alibi"
+
+
+def test_rerun_skips_finished_cells(tiny_run, capsys):
+    db, out = tiny_run
+    before = count(db)
+    assert main([*TINY, "--db", db, "--out", out]) == 0
+    assert count(db) == before
+    assert "0 rows written" in capsys.readouterr().err
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from posenc.arena.cli import load_tasks
+    from posenc.arena.runner import ArenaConfig, run
+    from posenc.arena.store import Store
+    cfg = ArenaConfig(tasks=["copy"], encodings=["nope", "alibi"], seeds=1, steps=300,
+                      train_len=8, eval_lens=[8, 16], dim=16, depth=1, heads=2, batch_size=8,
+                      eval_samples=32, db=sys.argv[1], out=sys.argv[2], checkpoint_seconds=0.0)
+    with Store(cfg.db) as store:
+        run(cfg, load_tasks(cfg), store)
+    """
+)
+
+
+def start(db, out):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, db, out], env=env,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_sigkill_mid_training_resumes_without_losing_rows(tmp_path):
+    db, out = str(tmp_path / "a.sqlite"), str(tmp_path / "out")
+    proc = start(db, out)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:  # first cell done, second training
+        if os.path.exists(db) and count(db) >= 4 and glob.glob(f"{out}/models/*alibi*.train.ckpt"):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(db) as conn:
+        first = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
+    assert len(first) == 4 and {r[2] for r in first} == {"nope"}
+    proc = start(db, out)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "copy/alibi/seed0: resuming at step" in err
+    with sqlite3.connect(db) as conn:
+        after = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
+        dups = conn.execute(
+            "SELECT COUNT(*) FROM results GROUP BY task, encoding, seed, train_len, eval_len, "
+            "metric HAVING COUNT(*) > 1"
+        ).fetchall()
+    assert len(after) == 8 and not dups
+    assert after[:4] == first  # cells finished before the kill keep their values
+    # the resumed run equals an uninterrupted one
+    ref_db, ref_out = str(tmp_path / "ref.sqlite"), str(tmp_path / "ref")
+    proc = start(ref_db, ref_out)
+    proc.communicate(timeout=300)
+    with sqlite3.connect(ref_db) as conn:
+        ref = conn.execute("SELECT encoding, eval_len, metric, value FROM results").fetchall()
+    got = {r[2:4] + (r[4],): r[5] for r in [(*a[:2], a[2], a[5], a[6], a[7]) for a in after]}
+    assert {(e, E, m): v for e, E, m, v in ref} == got
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "copi"], "unknown task 'copi'; did you mean 'copy'"),
+        (["--encodings", "alibi,ropee"], "unknown encoding 'ropee'; did you mean 'rope'"),
+        (["--encodings", "rope+yarm"], "did you mean 'rope+yarn'"),
+        (["--tasks", "lm", "--corpus", "/nonexistent/corpus"], "no such file or directory"),
+        (["--eval-lens", "8,0"], "--eval-lens must be positive integers"),
+        (["--eval-lens", "-8"], "--eval-lens must be positive integers"),
+        (["--steps", "0"], "--steps must be a positive integer"),
+    ],
+)
+def test_bad_input_one_line_exit_2_nothing_written(tiny_run, capsys, argv, message):
+    db, out = tiny_run
+    before, h = count(db), digest(db)
+    assert main([*TINY, *argv, "--db", db, "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert count(db) == before and digest(db) == h
+
+
+def test_unreadable_corpus_and_corrupt_db(tmp_path, capsys):
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 10)
+    assert main(["--tasks", "lm", "--corpus", str(binary), "--db", str(tmp_path / "x.sqlite")]) == 2
+    assert "not a text file" in capsys.readouterr().err
+    assert not (tmp_path / "x.sqlite").exists()
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"garbage" * 1000)
+    assert main([*TINY, "--db", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not a usable SQLite database" in err and err.count("\n") == 1
+    assert bad.read_bytes() == b"garbage" * 1000
+    assert main(["report", "--db", str(bad), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_report_subcommand(tiny_run, tmp_path, capsys):
+    db, _ = tiny_run
+    assert main(["report", "--db", db, "--out", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "index.html").exists() and (tmp_path / "r" / "results.md").exists()
