@@ -14,6 +14,7 @@ object followed by a NUL byte. `Browser` starts a headless chromium with a fresh
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -102,7 +103,11 @@ class Browser:
                 continue
             chunk = os.read(self._from_chrome, 1 << 20)
             if not chunk:
-                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+                err = (
+                    self.proc.stderr.read().decode(errors="replace")[-2000:]
+                    if self.proc.stderr
+                    else ""
+                )
                 raise CDPError(f"chromium closed the pipe; stderr: {err}")
             self._buf += chunk
         raw, self._buf = self._buf.split(b"\0", 1)
@@ -130,7 +135,9 @@ class Browser:
         seen = 0
         while True:
             for ev in self.events[seen:]:
-                if ev.get("method") == method and (session is None or ev.get("sessionId") == session):
+                if ev.get("method") == method and (
+                    session is None or ev.get("sessionId") == session
+                ):
                     return ev
             seen = len(self.events)
             self.events.append(self._recv(deadline))
@@ -166,10 +173,8 @@ class Browser:
     def close(self) -> None:
         try:
             if self.proc.poll() is None:
-                try:
+                with contextlib.suppress(CDPError, TimeoutError, OSError):
                     self.send("Browser.close")
-                except (CDPError, TimeoutError, OSError):
-                    pass
                 try:
                     self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
@@ -177,10 +182,8 @@ class Browser:
                     self.proc.wait()
         finally:
             for fd in (self._to_chrome, self._from_chrome):
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             if self.proc.stderr:
                 self.proc.stderr.close()
             shutil.rmtree(self.profile, ignore_errors=True)
@@ -254,8 +257,10 @@ class Page:
             w, h = self.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
             )
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": w,
-                                                           "height": h, "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": w, "height": h, "scale": 1},
+            )
         data = self.browser.send("Page.captureScreenshot", params, session=self.session)["data"]
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,13 +40,14 @@ def test_tiny_run_writes_rows_and_report(tiny_run):
             "SELECT encoding, eval_len, metric, value, status, reason FROM results"
         ).fetchall()
     assert len(rows) == 2 * 2 * 2  # encodings x eval lengths x (accuracy, token_accuracy)
-    for enc, E, metric, value, status, reason in rows:
+    for enc, E, _metric, value, status, reason in rows:
         if enc == "learned" and E == 16:
             assert status == "n/a" and value is None and "table of 8 positions" in reason
         else:
             assert status == "ok" and 0.0 <= value <= 1.0
     assert os.path.exists(os.path.join(out, "index.html"))
-    assert "Published findings" in open(os.path.join(out, "results.md")).read()
+    with open(os.path.join(out, "results.md")) as fh:
+        assert "Published findings" in fh.read()
     assert glob.glob(os.path.join(out, "copy_L8_accuracy.png"))
     assert len(glob.glob(os.path.join(out, "models", "*.ckpt"))) == 2  # loadable by explain
     from posenc import TransformerLM
@@ -116,7 +117,7 @@ def test_sigkill_mid_training_resumes_without_losing_rows(tmp_path):
     proc.communicate(timeout=300)
     with sqlite3.connect(ref_db) as conn:
         ref = conn.execute("SELECT encoding, eval_len, metric, value FROM results").fetchall()
-    got = {r[2:4] + (r[4],): r[5] for r in [(*a[:2], a[2], a[5], a[6], a[7]) for a in after]}
+    got = {(a[2], a[5], a[6]): a[7] for a in after}  # (encoding, eval_len, metric) -> value
     assert {(e, E, m): v for e, E, m, v in ref} == got
 
 

@@ -80,7 +80,12 @@ def test_findings_are_computed_from_the_numbers(tmp_path):
     verdicts = {f["claim"][:12]: f["verdict"] for f in findings(Results(fake_lm_rows(good)))}
     assert list(verdicts.values()).count("reproduced") == 5
     assert verdicts["Copy/reverse"] == "not measured"  # no tasks in these rows
-    bad = dict(good, sinusoidal=[10, 10.5, 11, 12], alibi=[10, 12, 15, 30], **{"rope+ntk": [10, 12, 25, 50]})
+    bad = dict(
+        good,
+        sinusoidal=[10, 10.5, 11, 12],
+        alibi=[10, 12, 15, 30],
+        **{"rope+ntk": [10, 12, 25, 50]},
+    )
     found = {f["claim"][:12]: f for f in findings(Results(fake_lm_rows(bad)))}
     assert found["Sinusoidal p"]["verdict"] == "not reproduced"
     assert "10.01 at L=8 → 10.51 at 16" in found["Sinusoidal p"]["numbers"]  # medians

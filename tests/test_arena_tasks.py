@@ -68,7 +68,7 @@ def test_addition_against_python_ints(T, seed):
         a_digits = prompt[:n]
         assert prompt[n] == task.PLUS and prompt[-1] == task.EQ
         b_digits = prompt[n + 1 : 2 * n + 1]
-        as_int = lambda ds: int("".join(str(t - d) for t in reversed(ds)))  # noqa: E731
+        as_int = lambda ds, d=d: int("".join(str(t - d) for t in reversed(ds)))  # noqa: E731
         assert len(ans) == n + 1
         assert as_int(ans) == as_int(a_digits) + as_int(b_digits)  # LSD first
 
@@ -99,7 +99,9 @@ def test_lm_windows_and_eval_chunks(tmp_path):
     chunks = task.eval_chunks(8, 64)
     assert chunks.inputs.shape == (8, 8)
     assert torch.equal(chunks.inputs.flatten()[1:], chunks.targets.flatten()[:-1])
-    assert torch.equal(chunks.inputs.flatten(), torch.from_numpy(corpus.valid[:64].astype(np.int64)))
+    assert torch.equal(
+        chunks.inputs.flatten(), torch.from_numpy(corpus.valid[:64].astype(np.int64))
+    )
 
 
 def test_directory_corpus_split_is_deterministic_by_file(tmp_path):

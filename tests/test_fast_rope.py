@@ -12,14 +12,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import fast_rope
-from posenc.functional import _rope_align, apply_rope, rope_cos_sin, rope_inv_freq
+from posenc import fast_rope, functional
+from posenc.functional import _apply_rope_reference, _rope_align, rope_cos_sin, rope_inv_freq
 
 FAST = ("cpp", "eager")  # "compiled" is tested once, on one small shape (compiling is slow)
 
 
-def reference(x, pos, inv, layout):
-    return apply_rope(x, pos, inv, layout=layout)
+def reference(x, pos, inv, layout="half", attention_factor=1.0):
+    """posenc.functional's pure-PyTorch reference (apply_rope itself dispatches to the fast
+    path, so the comparison goes through the reference directly)."""
+    cos, sin = rope_cos_sin(pos, inv, attention_factor, x.dtype)
+    cos, sin = _rope_align(cos, x, "positions"), _rope_align(sin, x, "positions")
+    return _apply_rope_reference(x, cos, sin, layout, False)
 
 
 def tol(dtype):
@@ -93,8 +97,8 @@ def test_rope_qk_equals_reference_and_attention_factor():
     qp, kp = torch.arange(3, 9), torch.arange(9)
     inv, _ = rope_inv_freq(16)
     oq, ok = fast_rope.rope_qk(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
-    torch.testing.assert_close(oq, apply_rope(q, qp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
-    torch.testing.assert_close(ok, apply_rope(k, kp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(oq, reference(q, qp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(ok, reference(k, kp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
 
 
 def test_compiled_engine_small_shape():
@@ -128,7 +132,7 @@ def test_fallback_when_fast_engines_fail(monkeypatch):
     with pytest.warns(RuntimeWarning, match="engine 'cpp' failed"):
         got = fast_rope.rope(x, pos, inv)
     torch.testing.assert_close(got, reference(x, pos, inv, "half"), atol=1e-6, rtol=0)
-    assert set(fast_rope._BROKEN) == {"cpp", "compiled"}
+    assert set(fast_rope._BROKEN) == {"cpp"}  # auto never compiles; it went to eager
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # decided once: no second warning
         fast_rope.rope(x, pos, inv)
@@ -160,3 +164,27 @@ def test_inplace_and_out_reject_autograd_and_bad_out():
         fast_rope.rope(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
     with pytest.raises(ValueError, match="layout"):
         fast_rope.rotate(x.detach(), x.detach(), x.detach(), "sideways")
+
+
+def test_apply_rope_dispatches_to_fast_path_and_env_var_turns_it_off(monkeypatch):
+    calls = []
+    real = functional._apply_rope_reference
+    monkeypatch.setattr(functional, "_apply_rope_reference", lambda *a: calls.append(1) or real(*a))
+    x, pos = torch.randn(2, 3, 7, 8), torch.arange(7)
+    inv, _ = rope_inv_freq(8)
+    want = real(x, *(_rope_align(t, x, "p") for t in rope_cos_sin(pos, inv)), "half", False)
+    got = functional.apply_rope(x, pos, inv)
+    assert calls == [] and fast_rope.pick_engine(x, x) == "cpp"
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    monkeypatch.setenv(fast_rope.ENV_VAR, "eager")
+    torch.testing.assert_close(functional.apply_rope(x, pos, inv), want, atol=0, rtol=0)
+    assert calls == [1]
+
+
+def test_double_backward_raises_instead_of_wrong_numbers():
+    x = torch.randn(1, 1, 3, 4, requires_grad=True)
+    inv, _ = rope_inv_freq(4)
+    y = fast_rope.rope(x, torch.arange(3), inv, engine="cpp")
+    (g,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(g.sum(), x)

@@ -14,11 +14,21 @@ import torch  # noqa: E402
 
 pytest.importorskip("triton")
 from posenc import triton_rope  # noqa: E402
-from posenc.functional import _rope_align, apply_rope, rope_cos_sin, rope_inv_freq  # noqa: E402
+from posenc.functional import (  # noqa: E402
+    _apply_rope_reference,
+    _rope_align,
+    rope_cos_sin,
+    rope_inv_freq,
+)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("no GPU and TRITON_INTERPRET is off", allow_module_level=True)
+
+
+def apply_rope(x, pos, inv, layout):
+    """posenc.functional's pure-PyTorch reference (apply_rope itself may take a fast path)."""
+    return _apply_rope_reference(x, *cos_sin(pos, inv, x), layout, False)
 
 
 def cos_sin(pos, inv, x):

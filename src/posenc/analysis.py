@@ -118,7 +118,7 @@ def shift_invariance(scores: torch.Tensor, *, what: str) -> Measure:
         return Measure("shift invariance", 0.0, "trivial (no signal)", None, "all scores are 0")
     r = shift_residual(scores)
     ok = r < SHIFT_TOL
-    verdict = "shift-invariant" if ok else "depends on absolute position"
+    verdict = "shift-invariant" if ok else "not shift-invariant"
     detail = (
         f"{what}: largest spread of score(i, i - k) over i, for each distance k, "
         f"relative to max |score| (T = {scores.shape[-1]})"
@@ -133,7 +133,7 @@ def linear_residual(vectors: torch.Tensor, k: int) -> float | None:
     a, b = v[:-k], v[k:]
     if a.shape[0] <= a.shape[1] + 1:
         return None
-    m = torch.linalg.lstsq(a, b).solution
+    m = torch.linalg.lstsq(a, b, rcond=1e-10, driver="gelsd").solution  # SVD: rank-safe
     return float((a @ m - b).norm() / b.norm().clamp_min(1e-300))
 
 
@@ -147,7 +147,7 @@ def linear_relation(vectors: torch.Tensor, offsets=(1, 8)) -> Measure:
         )
     worst = max(res)
     ok = worst < LINEAR_TOL
-    verdict = "exact (a fixed linear map)" if ok else "no single linear map"
+    verdict = "exact" if ok else "no exact map"
     detail = (
         f"least-squares M_k for k in {list(offsets)}; residual |PE[t+k] - PE[t] M_k| / |PE[t+k]|"
     )
@@ -188,7 +188,10 @@ def pair_angles(vectors: torch.Tensor, rtol: float = 1e-3) -> torch.Tensor | Non
     T, F = v.shape
     if T < 2 or F < 2:
         return None
-    for s, c in ((v[:, 0 : F - F % 2 : 2], v[:, 1::2]), (v[:, : F // 2], v[:, F // 2 : 2 * (F // 2)])):
+    for s, c in (
+        (v[:, 0 : F - F % 2 : 2], v[:, 1::2]),
+        (v[:, : F // 2], v[:, F // 2 : 2 * (F // 2)]),
+    ):
         r = torch.sqrt(s * s + c * c)
         if float(r.min()) > 0 and float((r - r[:1]).abs().max()) <= rtol * float(r.max()):
             a = torch.atan2(s, c)
@@ -291,11 +294,15 @@ def beyond_length(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> M
     name = "past the length"
     try:
         vectors = position_vectors(enc, far, dim=dim)
-        curve = None if vectors is not None else score_vs_distance(enc, 4 * limit, dim=dim, heads=heads)
+        curve = (
+            None if vectors is not None else score_vs_distance(enc, 4 * limit, dim=dim, heads=heads)
+        )
     except (ValueError, IndexError, RuntimeError) as err:
         clear = isinstance(err, ValueError)
-        verdict = "error (clear message)" if clear else "crash"
-        return Measure(name, float(limit), verdict, clear, f"at position {limit}: {describe_error(err)}")
+        verdict = "error (clear)" if clear else "crash"
+        return Measure(
+            name, float(limit), verdict, clear, f"at position {limit}: {describe_error(err)}"
+        )
     values = vectors if vectors is not None else curve
     if not bool(torch.isfinite(values).all()):
         return Measure(name, float(limit), "not finite", False, f"NaN/inf past position {limit}")
@@ -303,7 +310,7 @@ def beyond_length(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> M
     if vectors is not None:
         dist = torch.cdist(vectors[limit:], vectors[:limit]).min()
         new = bool(dist > 1e-6)
-        verdict = "defined, new vectors" if new else "defined, repeats vectors"
+        verdict = "defined, new" if new else "defined, repeats"
         detail = (
             f"positions {limit}..{last} are finite; the smallest distance from one of them to a "
             f"position inside 0..{limit - 1} is {float(dist):.4g}"
@@ -312,7 +319,7 @@ def beyond_length(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> M
     tail = curve[:, limit - 1 :]
     flat = bool((tail - tail[:, :1]).abs().max() < 1e-9)
     has_signal = float(curve.abs().max()) > 0
-    verdict = "defined, constant past it" if flat and has_signal else "defined"
+    verdict = "defined, constant" if flat and has_signal else "defined"
     detail = f"scores at distances up to {last} are finite" + (
         f"; every distance >= {limit - 1} gets the same score" if flat and has_signal else ""
     )
@@ -403,8 +410,8 @@ def measure(
     S = scores(enc, pos, pos, dim=dim, heads=heads)
     what = {"absolute": "<p_i, p_j>", "rotary": "<R_i q, R_j k>"}.get(enc.family, "bias(i, j)")
     out.append(shift_invariance(S, what=what))
-    if vectors is not None:
-        out.append(linear_relation(vectors))
+    if vectors is not None:  # rotary: the rotated query alone (q and k rotate alike)
+        out.append(linear_relation(vectors[:, :dim] if enc.family == "rotary" else vectors))
     else:
         out.append(na("linear relation", "no position vectors (the encoding acts on scores)"))
     if enc.family == "rotary" and enc.position_dims == 1 and hasattr(enc, "angles"):

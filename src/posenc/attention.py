@@ -94,9 +94,11 @@ def attention(
         return flex_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale)
     k, v = repeat_kv(k, H), repeat_kv(v, H)
     if backend == "eager":
-        allowed = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P)
+        allowed = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P, Tk - Tq)
         return attend_block(q, k, v, encoding, q_pos, k_pos, allowed, scale)
-    return chunked_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size)
+    return chunked_backend(
+        q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size, default_pos
+    )
 
 
 # ------------------------------------------------------------------------------ validation
@@ -186,16 +188,19 @@ def repeat_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
 
 
-def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1):
-    """Bool [B or 1, H or 1, stop - start, Tk] (True = may attend) for query rows start:stop."""
+def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1, offset=0):
+    """Bool [B or 1, H or 1, stop - start, Tk] (True = may attend) for query rows start:stop.
+
+    Causal compares position values; for 2-D / 3-D positions it compares indices, query row r
+    being key `offset + r` (offset = Tk - Tq: the queries are the last Tq keys).
+    """
     allowed = None
     if causal:
-        if P == 1:  # by position values: [Tq] or [B, Tq] against [Tk] or [B, Tk]
+        if P == 1:  # [Tq] or [B, Tq] against [Tk] or [B, Tk]
             qp, kp = q_pos[..., start:stop], k_pos
-        else:  # 2-D / 3-D positions: by index, the queries being the last Tq keys
-            Tq, Tk = q_pos.shape[-2], k_pos.shape[-2]
-            qp = torch.arange(Tk - Tq + start, Tk - Tq + stop, device=k_pos.device)
-            kp = torch.arange(Tk, device=k_pos.device)
+        else:
+            qp = torch.arange(offset + start, offset + stop, device=k_pos.device)
+            kp = torch.arange(k_pos.shape[-2], device=k_pos.device)
         allowed = (kp.unsqueeze(-2) <= qp.unsqueeze(-1)).unsqueeze(-3)  # [(B,) 1, tq, Tk]
         if allowed.dim() == 3:
             allowed = allowed.unsqueeze(0)
@@ -259,7 +264,8 @@ def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
     if causal and default_pos and mask is None and Tq == Tk and bias is None:
         attn_mask, is_causal = None, True  # the fused causal kernel, no mask tensor
     else:
-        attn_mask, is_causal = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P), False
+        attn_mask = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P, Tk - Tq)
+        is_causal = False
         if bias is not None:
             bias = bias.to(q.dtype)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, -torch.inf)
@@ -268,22 +274,30 @@ def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
     )
 
 
-def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size):
-    """Query blocks; the bias and mask are built per block: memory O(B·H·block_size·Tk)."""
-    Tq = q.shape[2]
+def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size, default_pos):
+    """Query blocks; the bias and mask are built per block: memory O(B·H·block_size·Tk).
+
+    With causal attention and default positions a block reads only the keys up to its last
+    query (half the work of a full pass); otherwise every block reads every key.
+    """
+    Tq, Tk = q.shape[2], k.shape[2]
     P = enc.position_dims if enc is not None else 1
     params = list(enc.parameters()) if enc is not None else []
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in [q, k, v, *params])
 
     def block(qb, kb, vb, start, stop):
+        end = kb.shape[2]
         qp = q_pos[..., start:stop] if P == 1 else q_pos[..., start:stop, :]
-        allowed = allowed_mask(q_pos, k_pos, causal, mask, start, stop, P)
-        return attend_block(qb, kb, vb, enc, qp, k_pos, allowed, scale)
+        kp = k_pos[..., :end] if P == 1 else k_pos[..., :end, :]
+        m = None if mask is None else mask[..., :end] if mask.shape[-1] > 1 else mask
+        allowed = allowed_mask(q_pos, kp, causal, m, start, stop, P, Tk - Tq)
+        return attend_block(qb, kb, vb, enc, qp, kp, allowed, scale)
 
     outs = []
     for start in range(0, Tq, block_size):
         stop = min(start + block_size, Tq)
-        args = (q[:, :, start:stop], k, v, start, stop)
+        end = Tk - Tq + stop if causal and default_pos else Tk  # later keys are all masked
+        args = (q[:, :, start:stop], k[:, :, :end], v[:, :, :end], start, stop)
         # recompute each block in backward: saved activations stay O(block_size·Tk)
         outs.append(checkpoint(block, *args, use_reentrant=False) if grad else block(*args))
     return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]

@@ -121,7 +121,10 @@ def sizes_for(args) -> Sizes:
             train_encodings=("rope",),
         )  # fmt: skip
     if args.quick:  # the target RoPE shape, fewer repeats, short bias sweep
-        return Sizes(repeats=3, bias_T=(1024, 4096), train_steps=6, train_encodings=("rope",))
+        return Sizes(
+            repeats=3, bias_T=(1024, 4096), bias_encodings=("alibi", "t5"), train_steps=6,
+            train_encodings=("rope",),
+        )  # fmt: skip
     return Sizes()
 
 
@@ -153,10 +156,21 @@ def bench_copy(rep: Report, s: Sizes, device: str) -> float:
 # --------------------------------------------------------------------------------- rope
 
 
+def reference_qk(q, k, pos, inv):
+    """posenc.functional's pure-PyTorch reference RoPE on q and k (no fast path)."""
+    from posenc.functional import _apply_rope_reference, _rope_align, rope_cos_sin
+
+    cos, sin = rope_cos_sin(pos, inv)
+    return tuple(
+        _apply_rope_reference(x, _rope_align(cos, x, "p"), _rope_align(sin, x, "p"), "half", False)
+        for x in (q, k)
+    )
+
+
 def rope_impls(s: Sizes, device: str, notes: list[str]):
     """name -> (fwd(q, k) -> (q', k'), supports_backward). posenc first."""
     from posenc import fast_rope
-    from posenc.functional import apply_rope_qk, rope_inv_freq
+    from posenc.functional import rope_inv_freq
 
     inv, _ = rope_inv_freq(s.Dh)
     inv = inv.to(device)
@@ -168,7 +182,7 @@ def rope_impls(s: Sizes, device: str, notes: list[str]):
             lambda q, k: fast_rope.rope_qk(q, k, pos, None, inv, inplace=True),
             False,
         ),
-        "posenc reference": (lambda q, k: apply_rope_qk(q, k, pos, pos, inv), True),
+        "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
     }
     tf = optional("transformers.models.llama.modeling_llama")
     if tf is not None:
@@ -323,6 +337,8 @@ def bench_table(rep: Report, s: Sizes, device: str) -> None:
 # --------------------------------------------------------------------------------- bias
 
 BIAS_PATHS = ("posenc", "materialized")
+# FIRE runs an MLP on every (query, key) distance: minutes per case past this length on 2 cores
+BIAS_MAX_T = {"fire": 8192}
 
 
 def materialized_attention(name: str, q, k, v, enc):
@@ -422,12 +438,15 @@ def run_worker(spec: dict) -> list[dict]:
 def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
     if optional("transformers") is None:
         rep.notes.append("transformers not installed: the materialized T5/BLOOM paths skipped")
+    for name, top in BIAS_MAX_T.items():
+        if name in s.bias_encodings and max(s.bias_T) > top:
+            rep.notes.append(f"{name}: measured up to T={top} only (its MLP bias is slow on CPU)")
     avail = available_memory()
     out: dict = {}
     for name in s.bias_encodings:
         results = {}
         for path in BIAS_PATHS:
-            Ts = list(s.bias_T)
+            Ts = [T for T in s.bias_T if BIAS_MAX_T.get(name, T) >= T]
             if path == "materialized":
                 # bias + scores + probabilities, float32, [H, T, T] each (T5 and BLOOM keep all 3)
                 need = {T: 3 * s.bias_H * T * T * 4 for T in Ts}

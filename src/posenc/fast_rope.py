@@ -10,7 +10,8 @@ Three engines compute the same rotation as `posenc.functional`'s reference
     "eager"     plain PyTorch, the fallback.
     "triton"    on CUDA: posenc.triton_rope, q and k in one kernel launch (rope_qk).
 
-"auto" takes the first that is available for the input; an engine that fails once (no compiler,
+"auto" takes "cpp" where it is available for the input, else "eager" ("compiled" only when
+asked for: it compiles for ~15 s per variant on first use); an engine that fails once (no compiler,
 torch.compile raising) is remembered as unavailable for the rest of the process and a warning
 says so. Force one with `engine=` or the env var POSENC_ROPE_ENGINE (auto|cpp|compiled|eager);
 POSENC_ROPE_ENGINE=eager turns every fast path off.
@@ -36,6 +37,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from torch.autograd.function import once_differentiable
 
 ENGINES = ("auto", "cpp", "compiled", "eager", "triton")
 ENV_VAR = "POSENC_ROPE_ENGINE"
@@ -279,14 +281,27 @@ def supports(x: torch.Tensor, cos: torch.Tensor, engine: str) -> bool:
 def pick_engine(x: torch.Tensor, cos: torch.Tensor, engine: str | None = None) -> str:
     """The engine that will run: the requested one if it works for x, else the next in line."""
     want = _requested(engine)
-    auto = ("cpp", "compiled", "eager")
-    order = auto if want in ("auto", "triton") else (want, "compiled", "eager")
+    # auto never compiles: a first torch.compile costs ~15 s per variant and shape class, too
+    # much to spring on a caller (or a test suite); ask for engine="compiled" to get it.
+    order = ("cpp", "eager") if want in ("auto", "triton") else (want, "eager")
     if torch.compiler.is_compiling():  # inside someone's torch.compile: plain ops trace best
         return "eager"
     for name in order:
         if name not in _BROKEN and supports(x, cos, name):
             return name
     return "eager"
+
+
+def use_fast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inplace: bool) -> bool:
+    """Whether posenc.functional.apply_rope should hand x to the C kernel (else: reference)."""
+    if cos.requires_grad or sin.requires_grad:
+        return False
+    if inplace and torch.is_grad_enabled() and x.requires_grad:
+        return False
+    try:
+        return pick_engine(x, cos) == "cpp"
+    except ValueError:  # a bad POSENC_ROPE_ENGINE value: the reference path, no crash here
+        return False
 
 
 def engine_status() -> dict[str, str]:
@@ -334,6 +349,7 @@ class _RopeFn(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # double backward: raise rather than return wrong numbers
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
         grad_x = torch.empty_like(grad, memory_format=torch.contiguous_format)

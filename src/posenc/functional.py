@@ -306,6 +306,17 @@ def apply_rope(
     _rope_check(x, layout, rotary_dim, inv_freq.shape[-1])
     cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
     cos, sin = _rope_align(cos, x, "positions"), _rope_align(sin, x, "positions")
+    return _apply_rope_dispatch(x, cos, sin, layout, inplace)
+
+
+def _apply_rope_dispatch(x, cos, sin, layout: str, inplace: bool) -> torch.Tensor:
+    """posenc.fast_rope's one-pass C kernel where it applies (CPU, float32/bfloat16, no
+    gradient through cos/sin; same numbers), else the reference. POSENC_ROPE_ENGINE=eager
+    forces the reference."""
+    from posenc import fast_rope
+
+    if fast_rope.use_fast(x, cos, sin, inplace):
+        return fast_rope.rotate(x, cos, sin, layout, inplace=inplace)
     return _apply_rope_reference(x, cos, sin, layout, inplace)
 
 
@@ -335,8 +346,8 @@ def apply_rope_qk(
     q_cos, q_sin = (_rope_align(t, q, "q_pos") for t in q_cs)
     k_cos, k_sin = (_rope_align(t, k, "k_pos") for t in k_cs)
     return (
-        _apply_rope_reference(q, q_cos, q_sin, layout, False),
-        _apply_rope_reference(k, k_cos, k_sin, layout, False),
+        _apply_rope_dispatch(q, q_cos, q_sin, layout, False),
+        _apply_rope_dispatch(k, k_cos, k_sin, layout, False),
     )
 
 

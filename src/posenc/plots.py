@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -77,6 +78,7 @@ def heatmap(
             extent=(-0.5, a.shape[1] - 0.5, y0 + a.shape[0] - 0.5, y0 - 0.5),
         )
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.grid(False)
         fig.colorbar(im, ax=ax, label=cbar, shrink=0.9)
     return fig
@@ -243,7 +245,9 @@ def binary_counter(table, *, bits: int = 4, title: str) -> Figure:
         left.set_xticks(range(bits))
         left.set_yticks(range(0, T, 2))
         lo, hi = _sym_limits(a)
-        im = right.imshow(a, cmap="RdBu_r", vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
+        im = right.imshow(
+            a, cmap="RdBu_r", vmin=lo, vmax=hi, aspect="auto", interpolation="nearest"
+        )
         right.set(title="sinusoids (same positions)", xlabel="dimension")
         right.set_yticks(range(0, T, 2))
         for ax in (left, right):

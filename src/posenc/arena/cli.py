@@ -108,7 +108,7 @@ def config_from_args(args) -> ArenaConfig:
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below
-        if L < task.min_len or min(cfg.eval_lens) < task.min_len:
+        if min(L, *cfg.eval_lens) < task.min_len:
             raise ValueError(
                 f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_len}"
             )
@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posenc arena: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("posenc arena: interrupted (finished cells are saved; rerun to resume)", file=sys.stderr)
+        print(
+            "posenc arena: interrupted (finished cells are saved; rerun to resume)", file=sys.stderr
+        )
         return 130
 
 

@@ -28,11 +28,15 @@ class Results:
         self.groups = sorted({(r["task"], r["train_len"]) for r in rows})
 
     def encodings(self, task: str, L: int) -> list[str]:
-        return sorted({r["encoding"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)},
-                      key=_enc_order)  # fmt: skip
+        return sorted({r["encoding"] for r in self._group(task, L)}, key=_enc_order)
+
+    def _group(self, task: str, L: int) -> list[dict]:
+        return [r for r in self.rows if (r["task"], r["train_len"]) == (task, L)]
 
     def eval_lens(self, task: str, L: int) -> list[int]:
-        return sorted({r["eval_len"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)})
+        return sorted(
+            {r["eval_len"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)}
+        )
 
     def metrics(self, task: str, L: int) -> list[str]:
         return sorted({r["metric"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)},
@@ -50,7 +54,9 @@ class Results:
         return None if s is None else s[0]
 
     def is_na(self, task, L, metric, enc, E) -> bool:
-        return (task, L, metric, enc, E) in self.na and not self.values.get((task, L, metric, enc, E))
+        return (task, L, metric, enc, E) in self.na and not self.values.get(
+            (task, L, metric, enc, E)
+        )
 
 
 def _enc_order(name: str):
@@ -125,9 +131,10 @@ def findings(res: Results) -> list[dict]:
     paper = "Press et al. 2022: not evaluable past L"
     past = [(t, L_, E) for t, L_ in res.groups for E in res.eval_lens(t, L_) if E > L_]
     within = [(t, L_, E) for t, L_ in res.groups for E in res.eval_lens(t, L_) if E <= L_]
-    m = lambda t: main_metric(t)  # noqa: E731
-    na_past = [res.is_na(t, L_, m(t), "learned", E) for t, L_, E in past
-               if (t, L_, m(t), "learned", E) in res.na or res.values.get((t, L_, m(t), "learned", E))]  # fmt: skip
+    m = main_metric
+    measured = [k for k in ((t, L_, m(t), "learned", E) for t, L_, E in past)
+                if res.stat(*k) or res.is_na(*k)]  # fmt: skip
+    na_past = [res.is_na(*k) for k in measured]
     ok_within = [res.med(t, L_, m(t), "learned", E) is not None for t, L_, E in within]
     if not na_past:
         add(claim, paper, "needs learned evaluated past L", "not measured")
@@ -214,8 +221,11 @@ def _kazemnejad(res: Results):
     encs = ("nope", "t5", "alibi", "rope", "sinusoidal")
     ood = {e: _ood_mean(res, KAZEMNEJAD_TASKS, e, "accuracy") for e in encs}
     if any(v is None for v in ood.values()):
-        return claim, paper, "needs copy/reverse/sort with nope, t5, alibi, rope, sinusoidal", (
-            "not measured"
+        return (
+            claim,
+            paper,
+            "needs copy/reverse/sort with nope, t5, alibi, rope, sinusoidal",
+            ("not measured"),
         )
     ind = {}
     for e in encs:
@@ -253,7 +263,10 @@ def _addition(res: Results):
         return claim, paper, "needs an eval length past 1.25L", "not measured"
     parts, learned, held = [], 0, []
     for enc in res.encodings("addition", L):
-        a, b = res.med("addition", L, "accuracy", enc, L), res.med("addition", L, "accuracy", enc, E)
+        a, b = (
+            res.med("addition", L, "accuracy", enc, L),
+            res.med("addition", L, "accuracy", enc, E),
+        )
         if a is None:
             continue
         parts.append(f"{enc} {a:.2f}→" + ("n/a" if b is None else f"{b:.2f}"))
@@ -352,7 +365,8 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
             ax.set_title(title, fontsize=10)
             ax.legend(fontsize=7, ncol=2)
             ax.grid(alpha=0.3, which="both")
-            name = f"{task}_L{L}_{'ppl' if metric == 'ppl' else 'position' if by == 'band' else metric}.png"
+            kind = "position" if by == "band" else metric
+            name = f"{task}_L{L}_{kind}.png"
             fig.tight_layout()
             fig.savefig(os.path.join(out, name), dpi=110)
             plt.close(fig)
@@ -404,7 +418,9 @@ def write_report(rows: list[dict], out: str) -> str:
     md += ["## Plots", ""] + [f"![{c}]({n})" for n, c in pngs] + [""]
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write("\n".join(md))
-    body = [f"<h1>posenc arena</h1><p>{html.escape(_run_summary(res) if rows else 'No rows yet.')}</p>"]
+    body = [
+        f"<h1>posenc arena</h1><p>{html.escape(_run_summary(res) if rows else 'No rows yet.')}</p>"
+    ]
     body += ["<h2>Published findings</h2>", _html_table(header, finding_rows)]
     body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>{html.escape(c)}'
              "</figcaption></figure>" for n, c in pngs]  # fmt: skip

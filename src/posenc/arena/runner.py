@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.arena.store import Row, Store
-from posenc.arena.tasks import TASK_NAMES, build_task
+from posenc.arena.tasks import TASK_NAMES
 
 PROTOCOL = "arena-1"
 TRAINED = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire")
@@ -49,7 +49,7 @@ class ArenaConfig:
     dim: int = 128
     depth: int = 2
     heads: int = 4
-    batch_size: int = 32
+    batch_size: int = 16
     lr: float = 1e-3
     eval_samples: int = 128  # sequences per eval length (tasks)
     eval_tokens: int = 32768  # bytes of the valid split (lm), the same for every length

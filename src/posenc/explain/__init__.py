@@ -108,9 +108,7 @@ def relevant(claims: list[Claim], name: str) -> tuple[list[Claim], list[Claim]]:
     return mine, [c for c in claims if name not in c.about]
 
 
-def encoding_html(
-    pg: Page, claims: list[Claim], *, dim, heads, max_pos, standalone: bool
-) -> str:
+def encoding_html(pg: Page, claims: list[Claim], *, dim, heads, max_pos, standalone: bool) -> str:
     cls = pg.cls
     body = [
         f"<p>{escape(cls.summary)}</p>",
@@ -118,12 +116,12 @@ def encoding_html(
         f"dim {dim}, heads {heads}, positions 0..{max_pos - 1}"
         + (" · trainable: figures show the initial state (seed 0)" if cls.trainable else "")
         + "</p>",
-        "<h2 id=\"properties\">Measured properties</h2>",
+        '<h2 id="properties">Measured properties</h2>',
         page.measures_table(pg.measures),
     ]
     if pg.trained_measures:
         body += [
-            f"<h2 id=\"trained-properties\">Measured properties, trained "
+            f'<h2 id="trained-properties">Measured properties, trained '
             f"({escape(Path(pg.checkpoint).name)})</h2>",
             page.measures_table(pg.trained_measures),
         ]
@@ -146,7 +144,9 @@ def encoding_html(
         body.append('<p><a href="../index.html#claims">All claims of the seeds</a></p>')
     nav = [] if standalone else [("all encodings", "../index.html"), ("compare", "../compare.html")]
     return page.document(
-        f"posenc explain: {pg.name}", f"{cls.__name__} ({cls.family}) — {cls.paper}", nav,
+        f"posenc explain: {pg.name}",
+        f"{cls.__name__} ({cls.family}) — {cls.paper}",
+        nav,
         "".join(body),
     )
 
@@ -184,7 +184,9 @@ def explain_all(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
-    names = sorted(posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n))
+    names = sorted(
+        posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n)
+    )
     pages = []
     for name in names:
         pg = render_encoding(name, out / name, dim=dim, heads=heads, max_pos=max_pos)
@@ -216,7 +218,7 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos) -> s
         'Each encoding has a page of figures and measurements; <a href="compare.html">the '
         "comparison page</a> puts each kind of figure side by side.</p>"
         '<h2 id="encodings">Encodings</h2>'
-        f"<table><thead><tr><th>encoding</th><th>family</th>{head}</tr></thead>"
+        f'<table class="grid"><thead><tr><th>encoding</th><th>family</th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
         '<h2 id="claims">Claims of the seeds</h2>'
         + page.claims_section(
@@ -239,7 +241,7 @@ def compare_html(pages: list[Page], dim, heads, max_pos) -> str:
         f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
         + "".join(
             f'<td class="num" title="{escape(m.verdict)}">'
-            f"{page.badge('–' if m.value is None else f'{m.value:.3g}', {True: 'good', False: 'bad', None: 'na'}[m.good])}</td>"
+            f"{page.measure_badge(m, '–' if m.value is None else f'{m.value:.3g}')}</td>"
             for m in pg.measures
         )
         + "</tr>"
@@ -247,7 +249,10 @@ def compare_html(pages: list[Page], dim, heads, max_pos) -> str:
     )
     body = [
         '<h2 id="properties">Measured properties</h2>',
-        f"<table><thead><tr><th>encoding</th>{head}</tr></thead><tbody>{rows}</tbody></table>",
+        '<p class="meta">Green: the property holds; red: it does not; grey: not applicable. '
+        "Hover a number for its verdict; each encoding's page says how it was measured.</p>",
+        f'<table class="grid"><thead><tr><th>encoding</th>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>",
     ]
     for kind, title in KINDS.items():
         figs = [(pg, f) for pg in pages for f in pg.figs if f.kind == kind]

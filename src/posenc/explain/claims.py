@@ -166,8 +166,7 @@ def claim_000_wavelengths(dim: int, n: int) -> Claim:
         "The wavelengths grow from 2π to 10000·2π (ω_k = 1/10000^(2k/d)).",
         ("sinusoidal", "rope"),
         "wavelength 2π/ω of each sin/cos pair, fitted from the table's angles",
-        f"shortest 2π exactly; longest short of 10000·2π by up to {100 * worst:.0f}% "
-        "(table below)",
+        f"shortest 2π exactly; longest short of 10000·2π by up to {100 * worst:.0f}% (table below)",
         CAVEAT if worst > 0.01 else HOLDS,
         "The last pair is i = d/2 - 1, so the longest wavelength is 2π·10000^((d-2)/d), which "
         "reaches 10000·2π only as d grows. With the seed's own ω_k = 1/10000^(2k/d) and "
@@ -251,8 +250,10 @@ def claim_001_noise(dim: int, n: int) -> Claim:
 
     def decode_accuracy(d: int) -> float:
         pe = sinusoid(torch.arange(n), d)
-        hits = [(torch.cdist(noisy(pe), pe).argmin(-1) == torch.arange(n)).double().mean()
-                for _ in range(trials)]
+        hits = [
+            (torch.cdist(noisy(pe), pe).argmin(-1) == torch.arange(n)).double().mean()
+            for _ in range(trials)
+        ]
         return float(torch.stack(hits).mean())
 
     acc = {d: decode_accuracy(d) for d in sorted({16, dim})}
@@ -297,10 +298,7 @@ def claim_002_table(dim: int, n: int) -> Claim:
     worst = float(diff.max())
     rows = []
     for p in range(3):
-        rows.append(
-            [str(p)]
-            + [f"{f4(seed[p, c])} / {f4(ours[p, c])}" for c in range(4)]
-        )
+        rows.append([str(p)] + [f"{f4(seed[p, c])} / {f4(ours[p, c])}" for c in range(4)])
     i, j = divmod(int(diff.argmax()), 4)
     return Claim(
         "claim-002-table",
@@ -312,16 +310,26 @@ def claim_002_table(dim: int, n: int) -> Claim:
         HOLDS if worst <= 5e-4 else FAILS,
         "Correct to the 4th decimal, which the seed itself calls approximate: cos(0.02) = "
         f"{f4(ours[2, 3])} is printed as 1.0000.",
-        [Table(["pos", "dim 0 (sin)", "dim 1 (cos)", "dim 2 (sin)", "dim 3 (cos)"], rows,
-               "seed's value / computed value")],
+        [
+            Table(
+                ["pos", "dim 0 (sin)", "dim 1 (cos)", "dim 2 (sin)", "dim 3 (cos)"],
+                rows,
+                "seed's value / computed value",
+            )
+        ],
     )
 
 
 def claim_002_order(dim: int, n: int) -> Claim:
     if not hasattr(posenc, "attention") or "nope" not in posenc.ENCODINGS:
         return Claim(
-            "claim-002-order", S002, ORDER_QUOTE, ("nope",), "permutation test",
-            "posenc.attention or nope is not available", UNMEASURED,
+            "claim-002-order",
+            S002,
+            ORDER_QUOTE,
+            ("nope",),
+            "permutation test",
+            "posenc.attention or nope is not available",
+            UNMEASURED,
         )
     bi = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
     causal = analysis.permutation_change("nope", dim=dim, heads=4, causal=True)
@@ -467,11 +475,17 @@ def claim_002_t5_deberta(dim: int, n: int) -> Claim:
     deb_buckets = int(PF.deberta_bucket(-rel, 256, 512).clamp(-255, 255).unique().numel())
     rows = [
         ["seed's T5", f"{2 * L - 1} (one per distance)", t5_err],
-        ["T5 (Raffel et al.), 32 buckets, max_distance 128", f"{t5_buckets}",
-         "no error: distances past 128 share the last bucket"],
+        [
+            "T5 (Raffel et al.), 32 buckets, max_distance 128",
+            f"{t5_buckets}",
+            "no error: distances past 128 share the last bucket",
+        ],
         ["seed's DeBERTa", f"{2 * L - 1} rows of d_model", deb_err],
-        ["DeBERTa-v2, position_buckets 256, max_relative_positions 512", f"{deb_buckets}",
-         "no error: log buckets, clipped"],
+        [
+            "DeBERTa-v2, position_buckets 256, max_relative_positions 512",
+            f"{deb_buckets}",
+            "no error: log buckets, clipped",
+        ],
     ]
     return Claim(
         "claim-002-t5-deberta",
@@ -566,15 +580,24 @@ def _arena_claim(cid, quote, encoding, want: bool, arena, about) -> Claim:
     )
     if arena is None:
         return Claim(
-            cid, S002, quote, about, measurement,
-            "no arena database given (posenc explain --arena results.db)", UNMEASURED,
+            cid,
+            S002,
+            quote,
+            about,
+            measurement,
+            "no arena database given (posenc explain --arena results.db)",
+            UNMEASURED,
             "Run `posenc arena` and pass its database to check this against trained models.",
         )
     rows = arena_results(arena, encoding)
     checks = extrapolates(rows)
     if not checks:
         return Claim(
-            cid, S002, quote, about, measurement,
+            cid,
+            S002,
+            quote,
+            about,
+            measurement,
             f"the database has no {encoding} results both within and past the training length",
             UNMEASURED,
         )
@@ -583,9 +606,15 @@ def _arena_claim(cid, quote, encoding, want: bool, arena, about) -> Claim:
     table = Table(
         ["task", "train", "eval", "metric", "median", "seeds", "status"],
         [
-            [r["task"], str(r["train_len"]), str(r["eval_len"]), r["metric"],
-             "-" if r["value"] is None else f"{r['value']:.4g}", str(r["seeds"]),
-             r["status"] + (f" ({r['reason']})" if r["reason"] else "")]
+            [
+                r["task"],
+                str(r["train_len"]),
+                str(r["eval_len"]),
+                r["metric"],
+                "-" if r["value"] is None else f"{r['value']:.4g}",
+                str(r["seeds"]),
+                r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
+            ]
             for r in rows
         ],
         f"arena results for {encoding} from {Path(arena).name}",
@@ -669,12 +698,21 @@ def claim_003_worked_example(dim: int, n: int) -> Claim:
         "The formula should use 10000^(2i/d) = 100 for the second pair, not 10^(2/4); and the "
         "printed third/fourth values do not follow even 10^(2/4): they match "
         f"[cos(t/10), sin(t/10)] (to {err_guess:.0e}), cos and sin swapped with divisor 10.",
-        [Table(
-            ["t", "seed dim 2", "seed dim 3", "10^(2/4): sin", "10^(2/4): cos",
-             "correct sin(t/100)", "correct cos(t/100)"],
-            rows,
-            "dims 2 and 3: the seed's values, its formula as written, and the correct ones",
-        )],
+        [
+            Table(
+                [
+                    "t",
+                    "seed dim 2",
+                    "seed dim 3",
+                    "10^(2/4): sin",
+                    "10^(2/4): cos",
+                    "correct sin(t/100)",
+                    "correct cos(t/100)",
+                ],
+                rows,
+                "dims 2 and 3: the seed's values, its formula as written, and the correct ones",
+            )
+        ],
     )
 
 
@@ -773,8 +811,9 @@ def claim_004_code(dim: int, n: int) -> Claim:
         ("sinusoidal",),
         f"run the seed's code as written, then with each fix (seq_len = {seq_len}, "
         f"d_model = {d_model}); compare with posenc.functional.sinusoidal_table",
-        f"as written it does not run; with all three fixes it matches to "
-        f"{final:.0e}" if final is not None else "still fails after the fixes",
+        f"as written it does not run; with all three fixes it matches to {final:.0e}"
+        if final is not None
+        else "still fails after the fixes",
         FAILS,
         "Three bugs: torch.arrange does not exist; math.sin/math.cos take Python numbers, not "
         "tensors; div_term steps over seq_len where it must step over d_model. The last one "

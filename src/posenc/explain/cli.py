@@ -19,12 +19,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="encoding name (see `posenc list`)")
     p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
     p.add_argument(
-        "--dim", type=int, default=64,
+        "--dim",
+        type=int,
+        default=64,
         help="model width for absolute encodings, head dim for the others (default 64)",
     )
     p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
     p.add_argument(
-        "--max-pos", type=int, default=128,
+        "--max-pos",
+        type=int,
+        default=128,
         help="positions 0..N-1 to draw and measure; the table length of learned ones (default 128)",
     )
     p.add_argument("--out", help="output folder (default explain_NAME, or explain_all)")
@@ -56,15 +60,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         for pg in pages:
             print(summary(pg))
-        print(f"wrote {out / 'index.html'} and {len(pages)} pages "
-              f"in {time.perf_counter() - start:.1f} s")
+        print(
+            f"wrote {out / 'index.html'} and {len(pages)} pages "
+            f"in {time.perf_counter() - start:.1f} s"
+        )
         return 0
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
     out = Path(args.out or f"explain_{args.name}")
     pg = ex.explain(
-        args.name, out, dim=args.dim, heads=args.heads, max_pos=args.max_pos,
-        checkpoint=args.checkpoint, arena=args.arena,
+        args.name,
+        out,
+        dim=args.dim,
+        heads=args.heads,
+        max_pos=args.max_pos,
+        checkpoint=args.checkpoint,
+        arena=args.arena,
     )
     print(summary(pg))
     print(f"wrote {out / 'index.html'} in {time.perf_counter() - start:.1f} s")

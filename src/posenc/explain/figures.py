@@ -12,7 +12,6 @@ Figure kinds, in page order (the comparison page groups by kind):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +43,7 @@ class Fig:
 def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
     """n columns spread geometrically over 0..F-1 (multiples of `step`: the sin columns of
     interleaved pairs), so fast and slow ones both show."""
-    if F <= n * step:
+    if n * step >= F:
         return list(range(0, F, step))
     top = (F - 1) // step
     picks = {0} | {int(round(top ** (i / (n - 1)))) for i in range(1, n)}
@@ -89,8 +88,8 @@ def draw(
     """Draw every figure that applies to `enc` into `out`; returns them in page order."""
     figs: list[Fig] = []
     stem = "trained_" if state == "trained" else ""
-    title_state = " (trained)" if state == "trained" else (
-        " (initial state)" if enc.trainable else ""
+    title_state = (
+        " (trained)" if state == "trained" else (" (initial state)" if enc.trainable else "")
     )
 
     def put(kind: str, fig, caption: str) -> None:
@@ -172,8 +171,11 @@ def draw(
             put(
                 "waveforms",
                 plots.waveforms(
-                    torch.cos(angles[:T]), dims, title=f"{name}: cos(angle) of chosen pairs",
-                    ylabel="cos(angle)", what="pair",
+                    torch.cos(angles[:T]),
+                    dims,
+                    title=f"{name}: cos(angle) of chosen pairs",
+                    ylabel="cos(angle)",
+                    what="pair",
                 ),
                 "Low pairs turn fast, high pairs slowly.",
             )
@@ -187,9 +189,12 @@ def draw(
         put(
             "similarity",
             plots.curves(
-                torch.arange(K), lines,
+                torch.arange(K),
+                lines,
                 title=f"{name}: <p_t, p_(t+k)> against k{title_state}",
-                xlabel="offset k (positions)", ylabel="dot product", overlay=True,
+                xlabel="offset k (positions)",
+                ylabel="dot product",
+                overlay=True,
             ),
             "If the lines for different t coincide, the similarity depends only on the offset.",
         )
@@ -204,9 +209,11 @@ def draw(
         put(
             "similarity",
             plots.curves(
-                torch.arange(n), lines,
+                torch.arange(n),
+                lines,
                 title=f"{name}: score against distance{title_state}",
-                xlabel="distance k = i - j (positions)", ylabel="q·k after rotation",
+                xlabel="distance k = i - j (positions)",
+                ylabel="q·k after rotation",
             ),
             "Su et al.'s long-term decay: the score of a fixed query with keys further away. "
             "Dashed: their bound (1/(R/2))·Σ_j |Σ_(i<j) e^(i·k·θ_i)|, divided by its value at "
@@ -220,9 +227,11 @@ def draw(
         put(
             "similarity",
             plots.curves(
-                torch.arange(max_pos), lines,
+                torch.arange(max_pos),
+                lines,
                 title=f"{name}: score against distance{title_state}",
-                xlabel="distance k = i - j (positions)", ylabel="added to the logit",
+                xlabel="distance k = i - j (positions)",
+                ylabel="added to the logit",
                 note="no positional signal" if float(curve.abs().max()) == 0 else None,
             ),
             "What the encoding adds to the logit of a key k positions before the query.",
@@ -246,7 +255,9 @@ def draw(
         put(
             "clock",
             plots.clocks(
-                angles[show][:, pairs], show, pairs,
+                angles[show][:, pairs],
+                show,
+                pairs,
                 title=f"{name}: each pair a clock hand (seed 004)",
             ),
             "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
@@ -259,11 +270,8 @@ def draw(
             table = table[:, :8]
         put(
             "binary",
-            plots.binary_counter(
-                table, title=f"{name}: binary counter vs sinusoids (seed 000)"
-            ),
+            plots.binary_counter(table, title=f"{name}: binary counter vs sinusoids (seed 000)"),
             "Low bits flip fastest and high bits slowest; the sinusoids do the same "
             "continuously, the first dims fastest.",
         )
     return figs
-

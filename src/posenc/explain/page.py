@@ -28,7 +28,8 @@ code, pre { font-family:"DejaVu Sans Mono", "Liberation Mono", monospace; font-s
 pre { background:#f1f3f7; border:1px solid var(--line); padding:8px 10px; overflow:auto;
   max-height:260px; margin:8px 0 0; }
 table { border-collapse:collapse; background:var(--card); width:100%; }
-th, td { border-bottom:1px solid var(--line); padding:5px 9px; text-align:left; vertical-align:top; }
+th, td { border-bottom:1px solid var(--line); padding:5px 9px; text-align:left;
+  vertical-align:top; }
 th { background:#eef1f6; font-weight:600; font-size:13.5px; }
 td.num { font-variant-numeric:tabular-nums; text-align:right; white-space:nowrap; }
 td.detail { color:var(--muted); font-size:13px; }
@@ -54,10 +55,13 @@ figcaption b { color:var(--ink); }
 .claim dt { color:var(--muted); font-size:13.5px; }
 .claim dd { margin:0; }
 .claim table { margin-top:8px; font-size:13.5px; }
-.claim caption { caption-side:top; text-align:left; color:var(--muted); font-size:13px; padding:2px 0; }
+.claim caption { caption-side:top; text-align:left; color:var(--muted); font-size:13px;
+  padding:2px 0; }
 details { margin-top:10px; }
 summary { cursor:pointer; color:var(--accent); }
 .meta { color:var(--muted); font-size:13px; }
+table.grid { font-size:13.5px; } table.grid th, table.grid td { padding:4px 6px; }
+table.grid .badge { white-space:normal; }
 """
 
 VERDICT_CLASS = {HOLDS: "good", FAILS: "bad", CAVEAT: "warn"}
@@ -67,14 +71,18 @@ def badge(text: str, cls: str) -> str:
     return f'<span class="badge {cls}">{escape(text)}</span>'
 
 
-def measure_badge(m: Measure) -> str:
-    return badge(m.verdict, {True: "good", False: "bad", None: "na"}[m.good])
+GOOD_CLASS = {True: "good", False: "bad", None: "na"}
+
+
+def measure_badge(m: Measure, text: str | None = None) -> str:
+    """The verdict (or `text`) coloured by whether the property holds."""
+    return badge(m.verdict if text is None else text, GOOD_CLASS[m.good])
 
 
 def document(title: str, subtitle: str, nav: list[tuple[str, str]], body: str) -> str:
     links = "".join(f'<a href="{escape(href)}">{escape(text)}</a>' for text, href in nav)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p>"
