@@ -9,7 +9,8 @@ subprocess and reports two measurements of the attention call:
     tensors   the peak of live tensor bytes allocated by torch ops during the call (a
               TorchDispatchMode that follows every storage until it is freed)
     rss       the process's peak resident memory during the call (VmHWM, reset just before)
-              minus its resident memory just before the call
+              minus its resident memory just before the call; it also counts freed blocks
+              that glibc malloc keeps for reuse (MALLOC_MMAP_THRESHOLD_=1000000 removes most)
 """
 
 from __future__ import annotations

@@ -82,7 +82,9 @@ def test_backends_equal_eager(name, kwargs):
                 with pytest.raises(ValueError, match="sdpa"):
                     posenc.attention(q, k, v, enc, causal=causal, backend=backend, **pos)
                 continue
-            out = posenc.attention(q, k, v, enc, causal=causal, backend=backend, block_size=2, **pos)
+            out = posenc.attention(
+                q, k, v, enc, causal=causal, backend=backend, block_size=2, **pos
+            )
             torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4, msg=f"{backend} {causal}")
 
 
@@ -164,8 +166,10 @@ def test_flex_equals_eager(name):
     q, k, v = qkv(5, 9)
     mask = torch.rand(B, 1, 5, 9) > 0.3
     mask[..., -1] = True  # every query keeps its own key
+    kp = positions(9, 1, batch=B)
+    batched = dict(causal=True, q_positions=kp[:, 4:], k_positions=kp)
     with torch.no_grad():
-        for kwargs in (dict(causal=True), dict(causal=False, mask=mask)):
+        for kwargs in (dict(causal=True), dict(causal=False, mask=mask), batched):
             ref = posenc.attention(q, k, v, enc, backend="eager", **kwargs)
             out = posenc.attention(q, k, v, enc, backend="flex", **kwargs)
             torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4, msg=str(kwargs.keys()))
@@ -194,17 +198,16 @@ def meta_qk(T: int, heads: int = 8):
 @pytest.mark.parametrize("name", NAMES)
 def test_auto_rule(name):
     enc = make(name, heads=8, head_dim=64)
-    pos = torch.arange(4)
     small, big = meta_qk(64), meta_qk(4096)
     assert 8 * 4096 * 4096 > AUTO_MATERIALIZE >= 8 * 64 * 64
     if not (enc.has_bias or enc.has_values):
-        assert choose_backend(enc, *small, pos) == choose_backend(enc, *big, pos) == "sdpa"
+        assert choose_backend(enc, *small) == choose_backend(enc, *big) == "sdpa"
     elif enc.has_values:
-        assert choose_backend(enc, *small, pos) == choose_backend(enc, *big, pos) == "chunked"
+        assert choose_backend(enc, *small) == choose_backend(enc, *big) == "chunked"
     else:
-        assert choose_backend(enc, *small, pos) == "sdpa"
-        assert choose_backend(enc, *big, pos) == "chunked"  # CPU: never flex (no backward)
-    assert choose_backend(None, *big, pos) == "sdpa"
+        assert choose_backend(enc, *small) == "sdpa"
+        assert choose_backend(enc, *big) == "chunked"  # CPU: never flex (no backward)
+    assert choose_backend(None, *big) == "sdpa"
 
 
 # ---------------------------------------------------------------------------- memory

@@ -60,7 +60,9 @@ def test_packed_batch_equals_each_document_alone(name, causal):
         start = 0
         for doc in docs:
             alone = model(doc[None])[0]
-            torch.testing.assert_close(logits[start : start + len(doc)], alone, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(
+                logits[start : start + len(doc)], alone, atol=1e-5, rtol=1e-4
+            )
             start += len(doc)
 
 

@@ -66,7 +66,9 @@ def test_hooks_are_the_base_encodings():
     assert rope.family == "rotary" and not rope.has_bias
     torch.testing.assert_close(rope.angles(pos), posenc.build("rope", head_dim=8).angles(pos))
     k = torch.randn(1, 4, 5, 8)
-    for a, b in zip(rope.rotate(q, k, pos, pos), posenc.build("rope", head_dim=8).rotate(q, k, pos, pos)):
+    for a, b in zip(
+        rope.rotate(q, k, pos, pos), posenc.build("rope", head_dim=8).rotate(q, k, pos, pos)
+    ):
         torch.testing.assert_close(a, b)
 
 

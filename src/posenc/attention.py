@@ -4,8 +4,8 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
     eager    logits in float32, the full [B, H, Tq, Tk] score matrix.
     sdpa     F.scaled_dot_product_attention; a bias is passed as a float attn_mask (materialized).
     flex     FlexAttention with encoding.score_mod and a block mask, compiled once (cached).
-             Position-only biases, positions shared by the batch. On CPU this torch runs it only
-             forward: with gradients required it raises NotImplementedError (use `chunked`).
+             Position-only biases (no values hook). On CPU this torch runs it only forward:
+             with gradients required it raises NotImplementedError (use `chunked`).
     chunked  query blocks of `block_size`; the bias is built per block, so peak memory is
              O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
              backward pass is memory-bounded too. Exact (no online-softmax approximation: each
@@ -16,7 +16,7 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
     2. a values hook (Shaw)                                  -> chunked (needs the probabilities).
     3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22, a 16 MiB float32 bias) -> sdpa with
        the materialized bias.
-    4. a position-only bias on CUDA, positions shared by the batch -> flex.
+    4. a position-only bias on CUDA                          -> flex.
     5. otherwise                                             -> chunked. On CPU flex is never
        picked: it has no backward there and compiles anew (~20 s) for every new shape.
 
@@ -87,7 +87,7 @@ def attention(
     if encoding is not None:
         q, k = encoding.rotate(q, k, q_pos, k_pos)
     if backend == "auto":
-        backend = choose_backend(encoding, q, k, q_pos)
+        backend = choose_backend(encoding, q, k)
     if backend == "sdpa":
         return sdpa_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
     if backend == "flex":
@@ -183,6 +183,14 @@ def prepare_mask(mask: torch.Tensor | None, B: int, H: int, Tq: int, Tk: int):
 # ------------------------------------------------------------------------------ helpers
 
 
+def needs_grad(q, k, v, enc) -> bool:
+    """True when autograd will track this call (an input or an encoding parameter needs grad)."""
+    if not torch.is_grad_enabled():
+        return False
+    params = enc.parameters() if enc is not None else ()
+    return any(t.requires_grad for t in (q, k, v)) or any(p.requires_grad for p in params)
+
+
 def repeat_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
     """[B, Hkv, T, Dh] -> [B, H, T, Dh]; query head h reads kv head h // (H / Hkv)."""
     return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
@@ -214,25 +222,28 @@ def attend_block(q, k, v, enc, q_pos, k_pos, allowed, scale):
     """The reference math for a block of queries: q [B, H, tq, Dh], k / v [B, H, Tk, Dh].
 
     Logits, softmax and the weighted sum in float32; returns [B, H, tq, Dh] in q's dtype.
+    In-place where autograd allows, so a block holds about two [B, H, tq, Tk] tensors.
     """
-    logits = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale  # [B, H, tq, Tk]
+    logits = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # [B, H, tq, Tk]
     bias = enc.bias(q, k, q_pos, k_pos) if enc is not None else None
     if bias is not None:
-        logits = logits + bias.float()
+        logits += bias
+        del bias
     if allowed is not None:
         # finfo.min, not -inf: a fully masked row stays finite (no NaN in the backward pass)
-        logits = logits.masked_fill(~allowed, torch.finfo(torch.float32).min)
+        logits.masked_fill_(~allowed, torch.finfo(torch.float32).min)
     probs = torch.softmax(logits, dim=-1)
-    if allowed is not None:
-        probs = probs.masked_fill(~allowed, 0.0)  # a row with no allowed key gives zeros
+    del logits
     out = torch.matmul(probs, v.float())
     extra = enc.values(probs, q_pos, k_pos) if enc is not None else None
     if extra is not None:
         out = out + extra.float()
+    if allowed is not None:  # a row with no key to attend gives zeros (as SDPA does)
+        out = out * allowed.any(dim=-1, keepdim=True)
     return out.to(q.dtype)
 
 
-def choose_backend(enc, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor) -> str:
+def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
     """The backend `auto` runs (the rule is in the module docstring)."""
     if enc is None or not (enc.has_bias or enc.has_values):
         return "sdpa"
@@ -241,7 +252,7 @@ def choose_backend(enc, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor) -
     B, H, Tq, _ = q.shape
     if B * H * Tq * k.shape[2] <= AUTO_MATERIALIZE:
         return "sdpa"
-    if q.device.type == "cuda" and not enc.content_dependent and q_pos.dim() == enc.position_dims:
+    if q.device.type == "cuda" and not enc.content_dependent:
         return "flex"
     return "chunked"
 
@@ -282,8 +293,7 @@ def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size,
     """
     Tq, Tk = q.shape[2], k.shape[2]
     P = enc.position_dims if enc is not None else 1
-    params = list(enc.parameters()) if enc is not None else []
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in [q, k, v, *params])
+    grad = needs_grad(q, k, v, enc)
 
     def block(qb, kb, vb, start, stop):
         end = kb.shape[2]
@@ -315,22 +325,13 @@ def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
     name = type(enc).__name__ if enc is not None else "no encoding"
     if enc is not None and enc.has_values:
         raise ValueError(f"backend='flex' cannot run {name}: values() needs the probabilities")
-    P = enc.position_dims if enc is not None else 1
-    if q_pos.dim() != P or k_pos.dim() != P:
-        raise ValueError(
-            "backend='flex' needs q_positions / k_positions shared by the batch ([T]); "
-            "use backend='chunked' for [B, T] positions"
-        )
-    params = list(enc.parameters()) if enc is not None else []
-    if (
-        q.device.type == "cpu"
-        and torch.is_grad_enabled()
-        and any(t.requires_grad for t in [q, k, v, *params])
-    ):
+    if q.device.type == "cpu" and needs_grad(q, k, v, enc):
         raise NotImplementedError(
             "backend='flex' has no backward pass on CPU in this torch; use backend='chunked' "
             "(or run under torch.no_grad())"
         )
+    if q_pos.dim() == 2 and k_pos.dim() == 2 and q_pos.shape[0] == k_pos.shape[0] == 1:
+        q_pos, k_pos = q_pos[0], k_pos[0]  # [1, T]: shared by the batch
     score_mod = None
     if enc is not None and enc.has_bias:
         score_mod = enc.score_mod(q_pos, k_pos)
@@ -339,20 +340,32 @@ def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
                 f"backend='flex' cannot run {name}: its bias depends on q/k (no score_mod); "
                 "use backend='chunked'"
             )
-    qi = q_pos if P == 1 else torch.arange(Tk - Tq, Tk, device=q.device)
-    ki = k_pos if P == 1 else torch.arange(Tk, device=q.device)
+    P = enc.position_dims if enc is not None else 1
+    if P > 1:  # causal by index, the queries being the last Tq keys
+        q_pos, k_pos = torch.arange(Tk - Tq, Tk, device=q.device), torch.arange(Tk, device=q.device)
+    q_at, k_at = position_at(q_pos), position_at(k_pos)
     full = mask.expand(B, H, Tq, Tk) if mask is not None else None
 
     def mask_mod(b, h, q_idx, kv_idx):
-        ok = ki[kv_idx] <= qi[q_idx] if causal else q_idx >= 0
+        ok = k_at(b, kv_idx) <= q_at(b, q_idx) if causal else q_idx >= 0
         return ok & full[b, h, q_idx, kv_idx] if full is not None else ok
 
     block_mask = None
     if causal or mask is not None:
-        mb, mh = (B, H) if mask is not None else (None, None)
+        batched = mask is not None or q_pos.dim() == 2 or k_pos.dim() == 2
+        mb, mh = (B if batched else None), (H if mask is not None else None)
         block_mask = create_block_mask(mask_mod, mb, mh, Tq, Tk, device=q.device)
     if "fn" not in _FLEX:
         _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
     return _FLEX["fn"](
         q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True
     )
+
+
+def position_at(pos: torch.Tensor):
+    """(b, idx) -> position, for FlexAttention's mask_mod: pos [T] or [B or 1, T]."""
+    if pos.dim() == 1:
+        return lambda b, idx: pos[idx]
+    if pos.shape[0] == 1:
+        return lambda b, idx: pos[0, idx]
+    return lambda b, idx: pos[b, idx]

@@ -19,15 +19,18 @@ One process measures, in this order (each library that is not installed is skipp
 Times are medians of repeats after warm-up. "ratio" = that row's time / posenc's time (> 1:
 posenc is faster). "of limit" = copy time / the row's time (1.0 = at the copy bandwidth).
 
-Peak memory (CPU): each path of the bias section runs in its own subprocess, cases in
-increasing T; peak extra = the process's ru_maxrss high-water mark after a case minus the mark
-after building the inputs (so it counts every byte the op touched, allocator caches included;
-it can only overestimate). On CUDA: torch.cuda.max_memory_allocated minus the inputs.
+Peak memory (CPU): each path of the bias section runs in its own subprocess (so one library's
+caches never count against another). After warm-up and timing, freed heap memory is given back
+(malloc_trim) and the peak resident set size reset (Linux: "5" into /proc/self/clear_refs), the
+op runs once more, and peak extra = VmHWM -
+VmRSS before the call: every byte the op made resident, allocator caches included. On CUDA:
+torch.cuda.max_memory_allocated minus what was allocated before the call.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -103,6 +106,7 @@ class Sizes:
     T: int = 2048
     Dh: int = 128
     repeats: int = 7
+    warmup: int = 2
     table_T: int = 8192
     table_dim: int = 512
     bias_T: tuple = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -116,13 +120,13 @@ class Sizes:
 def sizes_for(args) -> Sizes:
     if args.smoke:  # tiny: for the test suite, checks the wiring, measures nothing useful
         return Sizes(
-            B=1, H=2, T=64, Dh=32, repeats=2, table_T=64, table_dim=16, bias_T=(128,),
+            B=1, H=2, T=64, Dh=32, repeats=2, warmup=1, table_T=64, table_dim=16, bias_T=(128,),
             bias_H=2, bias_Dh=16, bias_encodings=("alibi",), train_steps=2,
             train_encodings=("rope",),
         )  # fmt: skip
     if args.quick:  # the target RoPE shape, fewer repeats, short bias sweep
         return Sizes(
-            repeats=3, bias_T=(1024, 4096), bias_encodings=("alibi", "t5"), train_steps=6,
+            repeats=3, warmup=1, bias_T=(1024, 2048), bias_encodings=("alibi", "t5"), train_steps=6,
             train_encodings=("rope",),
         )  # fmt: skip
     return Sizes()
@@ -277,7 +281,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
         for name, (fn, _) in impls.items():
             q, k = (q0.clone(), k0.clone()) if "in-place" in name else (q0, k0)
             try:
-                times[name] = timeit(lambda fn=fn, q=q, k=k: fn(q, k), device, s.repeats)
+                times[name] = timeit(lambda fn=fn, q=q, k=k: fn(q, k), device, s.repeats, s.warmup)
             except Exception as err:  # noqa: BLE001 - one broken library must not stop the run
                 rep.notes.append(f"rope fwd {name}: failed ({type(err).__name__}: {err})")
     for name, ms in times.items():
@@ -298,7 +302,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
             torch.autograd.backward(list(outs), [gq, gk])
 
         try:
-            bwd[name] = timeit(step, device, s.repeats)
+            bwd[name] = timeit(step, device, s.repeats, s.warmup)
         except Exception as err:  # noqa: BLE001
             rep.notes.append(f"rope fwd+bwd {name}: failed ({type(err).__name__}: {err})")
     for name, ms in bwd.items():
@@ -356,7 +360,7 @@ def materialized_attention(name: str, q, k, v, enc):
             rel, bidirectional=enc.bidirectional, num_buckets=enc.num_buckets,
             max_distance=enc.max_distance,
         )  # fmt: skip
-        bias = enc.embedding(buckets).permute(2, 0, 1)[None]  # [1, H, T, T]
+        bias = enc.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # [1, H, T, T]
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale + bias
     elif name == "alibi":
         from transformers.models.bloom.modeling_bloom import build_alibi_tensor
@@ -374,8 +378,42 @@ def materialized_attention(name: str, q, k, v, enc):
     return torch.matmul(scores.softmax(-1), v)
 
 
+def proc_status_kb(field: str) -> int | None:
+    """A field of /proc/self/status in kB (VmRSS, VmHWM), or None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Give freed heap memory back to the OS (glibc malloc_trim, so a later allocation cannot
+    reuse resident pages unseen), then reset the peak RSS (VmHWM) to the current RSS (Linux
+    >= 4.0, /proc/self/clear_refs)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def bias_case_worker(spec: dict) -> list[dict]:
-    """Run one path over increasing T in this process: [{T, ms, peak_mb}] (see module doc)."""
+    """Run one path over increasing T in this process: [{T, ms, peak_mb}] (see module doc).
+
+    Peak extra memory of one call: VmHWM (peak RSS, reset just before the call through
+    /proc/self/clear_refs) minus VmRSS before it; where the reset is not possible, the
+    ru_maxrss growth (an underestimate when an earlier peak was higher)."""
     import resource
 
     import posenc
@@ -391,11 +429,6 @@ def bias_case_worker(spec: dict) -> list[dict]:
         if name == "t5":
             enc = posenc.build(name, heads=H, bidirectional=False).to(device)
         q, k, v = (torch.randn(1, H, T, Dh, device=device) for _ in range(3))
-        if device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
         def run(enc=enc, q=q, k=k, v=v):
             if path == "materialized":
@@ -404,10 +437,19 @@ def bias_case_worker(spec: dict) -> list[dict]:
 
         with torch.no_grad():
             ms = timeit(run, device, spec["repeats"], warmup=1)
-        if device == "cuda":
-            peak = torch.cuda.max_memory_allocated() - base
-        else:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                run()
+                peak = torch.cuda.max_memory_allocated() - base
+            elif reset_peak_rss() and proc_status_kb("VmHWM") is not None:
+                base = proc_status_kb("VmRSS")
+                run()
+                peak = (proc_status_kb("VmHWM") - base) * 1024
+            else:
+                base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                run()
+                peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
         results.append({"T": T, "ms": ms, "peak_mb": max(peak, 0) / 1e6})
         del q, k, v, enc
     return results

@@ -40,7 +40,16 @@ class KVCache:
     """
 
     def __init__(
-        self, depth, batch, kv_heads, head_dim, max_tokens, *, position_dims=1, device=None, dtype=None
+        self,
+        depth,
+        batch,
+        kv_heads,
+        head_dim,
+        max_tokens,
+        *,
+        position_dims=1,
+        device=None,
+        dtype=None,
     ) -> None:
         shape = (depth, batch, kv_heads, max_tokens, head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
@@ -156,9 +165,13 @@ class TransformerLM(nn.Module):
         if not isinstance(heads, int) or heads < 1 or dim % heads:
             raise ValueError(f"heads must be a positive int dividing dim={dim}, got {heads!r}")
         if not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
-            raise ValueError(f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}")
+            raise ValueError(
+                f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}"
+            )
         if not isinstance(encoding, str):
-            raise TypeError(f"encoding must be a registry name (str), got {type(encoding).__name__}")
+            raise TypeError(
+                f"encoding must be a registry name (str), got {type(encoding).__name__}"
+            )
         self.config = dict(
             vocab_size=vocab_size, dim=dim, depth=depth, heads=heads, encoding=encoding,
             encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, causal=causal,
@@ -222,7 +235,9 @@ class TransformerLM(nn.Module):
     ) -> torch.Tensor:
         """tokens [B, T] -> logits [B, T, V]. positions [T] or [B, T]; doc_ids [B, T] or [T]."""
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
-            raise ValueError(f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}")
+            raise ValueError(
+                f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}"
+            )
         B, T = tokens.shape
         P = self.encoding.position_dims
         offset = cache.length if cache is not None else 0
@@ -231,7 +246,9 @@ class TransformerLM(nn.Module):
             if cache is not None:
                 raise ValueError("doc_ids (packed sequences) cannot be combined with a cache")
             if doc_ids.shape not in ((T,), (B, T), (1, T)):
-                raise ValueError(f"doc_ids must be [T] or [B, T] = [{B}, {T}], got {tuple(doc_ids.shape)}")
+                raise ValueError(
+                    f"doc_ids must be [T] or [B, T] = [{B}, {T}], got {tuple(doc_ids.shape)}"
+                )
             mask = (doc_ids[..., :, None] == doc_ids[..., None, :]).unsqueeze(-3)  # [B,1,T,T]
             if positions is None:
                 positions = restart_positions(doc_ids)
@@ -330,7 +347,9 @@ class TransformerLM(nn.Module):
         """Rebuild a model saved by `save` (or any {"config", "model"} checkpoint)."""
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
         if not isinstance(ckpt, dict) or "config" not in ckpt or "model" not in ckpt:
-            raise ValueError(f"{path} is not a TransformerLM checkpoint (needs 'config' and 'model')")
+            raise ValueError(
+                f"{path} is not a TransformerLM checkpoint (needs 'config' and 'model')"
+            )
         model = cls(**ckpt["config"])
         model.load_state_dict(ckpt["model"])
         return model
@@ -357,7 +376,7 @@ def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
 
 
 def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
-    """ValueError naming `positions` unless it is [T] or [B, T] (with a trailing P axis if P > 1)."""
+    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1)."""
     want = (T,) if P == 1 else (T, P)
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
