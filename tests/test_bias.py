@@ -105,6 +105,25 @@ def test_score_mod_equals_bias_for_float_positions(variant):
     assert_same(got, expected)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_score_mod_broadcasts_batch_one_positions(variant):
+    """[1, T] positions serve every batch row b > 0 (row 0 is read), as in bias()."""
+    enc = make(variant)
+    tq, tk, batch = 3, 6, 3
+    k_pos = (torch.arange(tk) + 5)[None]  # [1, Tk]
+    q_pos = k_pos[:, -tq:]
+    q, k = qk(batch, tq, tk)
+    expected = enc.bias(q, k, q_pos[0], k_pos[0])  # the same positions as [T]
+    assert_same(enc.bias(q, k, q_pos, k_pos), expected)
+    got = grid_score_mod(enc.score_mod(q_pos, k_pos), batch, tq, tk)
+    assert_same(got.expand_as(expected), expected)
+    k_rows = torch.stack([k_pos[0], k_pos[0] + 2, k_pos[0] * 2])  # [B, Tk] keys, [1, Tq] queries
+    expected = enc.bias(q, k, q_pos, k_rows)
+    assert_same(grid_score_mod(enc.score_mod(q_pos, k_rows), batch, tq, tk), expected)
+    with pytest.raises(ValueError, match="batch sizes differ: 2 and 3"):
+        enc.score_mod(q_pos.expand(2, tq), k_rows)
+
+
 # ---------------------------------------------------------------------------- positions
 
 

@@ -129,10 +129,14 @@ def test_torch_compile_runs(name):
     torch.testing.assert_close(compiled(q, k, v), fn(q, k, v))
 
 
-def test_torch_compile_inductor():
-    """The default inductor backend on one encoding (alibi: a bias materialized for sdpa)."""
+@pytest.mark.parametrize("name", ["alibi", "rope"])
+def test_torch_compile_inductor(name):
+    """The default inductor backend (alibi: a bias materialized for sdpa; rope: the rotation
+    takes its plain out-of-place path under compile, no `out=`, C kernel or .item())."""
+    if name not in posenc.ENCODINGS:
+        pytest.skip(f"{name} is not registered")
     torch._dynamo.reset()
-    enc = make("alibi" if "alibi" in posenc.ENCODINGS else NAMES[0])
+    enc = make(name)
     q, k, v = qkv(8, 8)
 
     def fn(q, k, v):

@@ -37,9 +37,11 @@ def _check_max_len(max_len: int | None) -> None:
 
 
 def _at(pos: torch.Tensor):
-    """Index positions [T] or [B, T] by FlexAttention's (b, idx)."""
+    """Index positions [T] or [B, T] by FlexAttention's (b, idx); [1, T] broadcasts over b."""
     if pos.dim() == 1:
         return lambda b, idx: pos[idx]
+    if pos.shape[0] == 1:
+        return lambda b, idx: pos[0, idx]
     return lambda b, idx: pos[b, idx]
 
 
@@ -79,8 +81,11 @@ class _PositionBias(PositionalEncoding):
             raise ValueError(
                 f"{name} has {pos.shape[-1]} positions but the sequence has {length} tokens"
             )
-        if batch is not None and pos.dim() == 2 and pos.shape[0] != batch:
-            raise ValueError(f"{name} has batch size {pos.shape[0]}, expected {batch}")
+        if batch is not None and pos.dim() == 2 and pos.shape[0] not in (1, batch):
+            raise ValueError(
+                f"{name} has batch size {pos.shape[0]}, expected {batch}"
+                + (" or 1 (broadcast)" if batch != 1 else "")
+            )
         if self.integer_positions and pos.is_floating_point():
             pos = pos.long()
         return pos
@@ -111,14 +116,20 @@ class _PositionBias(PositionalEncoding):
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         return self._value(qp, kp, h, self._params()).to(q.dtype)
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
+    def _score_mod_positions(self, q_pos, k_pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated positions for score_mod; [B, T] batches must match or be 1 (broadcast)."""
         q_pos = self._positions(q_pos, "q_pos")
         k_pos = self._positions(k_pos, "k_pos")
-        if q_pos.dim() == 2 and k_pos.dim() == 2 and q_pos.shape[0] != k_pos.shape[0]:
+        qb, kb = q_pos.shape[0], k_pos.shape[0]
+        if q_pos.dim() == 2 and k_pos.dim() == 2 and qb != kb and 1 not in (qb, kb):
             raise ValueError(
-                f"q_pos and k_pos batch sizes differ: {q_pos.shape[0]} and {k_pos.shape[0]}"
+                f"q_pos and k_pos batch sizes differ: {qb} and {kb} (allowed: equal, or 1)"
             )
+        return q_pos, k_pos
+
+    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
+        q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         q_at, k_at = _at(q_pos), _at(k_pos)
         params = self._params()
 
@@ -394,8 +405,7 @@ class Sandwich(_PositionBias):
         return self._value(qp, kp, h, (table,)).to(q.dtype)
 
     def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        q_pos = self._positions(q_pos, "q_pos")
-        k_pos = self._positions(k_pos, "k_pos")
+        q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         table = None
         if not (q_pos.is_floating_point() or k_pos.is_floating_point()):
             lo = min(q_pos.min().item(), k_pos.min().item())

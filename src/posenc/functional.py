@@ -98,7 +98,9 @@ ROPE_LAYOUTS = ("half", "interleaved")
 # Angles are float32, like transformers' (whose numbers the parity tests match), except float64
 # when the largest position is >= 2^24 (float32 no longer holds every integer), or >= 2^12 for
 # float16/bfloat16 inputs (float32 angle rounding, up to p * 2^-24 rad, would otherwise reach
-# float16's half-ulp 2^-11), or for float64 inputs or positions.
+# float16's half-ulp 2^-11), or for float64 inputs or positions. Under torch.compile the
+# largest position is not read (that would need .item(), a graph break): angles stay float32
+# there unless the input or the positions are float64.
 ROPE_F64_FROM = 2**24
 ROPE_F64_FROM_HALF = 2**12
 
@@ -137,7 +139,7 @@ def rope_angle_dtype(positions: torch.Tensor, dtype: torch.dtype = torch.float32
     """float32 or float64 angles for these positions and an input of `dtype` (see ROPE_F64_FROM)."""
     if dtype == torch.float64 or positions.dtype == torch.float64:
         return torch.float64
-    if positions.numel() == 0:
+    if positions.numel() == 0 or torch.compiler.is_compiling():
         return torch.float32
     limit = ROPE_F64_FROM_HALF if dtype in (torch.float16, torch.bfloat16) else ROPE_F64_FROM
     return torch.float64 if positions.detach().max().item() >= limit else torch.float32
@@ -179,12 +181,15 @@ def _apply_rope_reference(
 
     cos, sin [..., R/2] broadcast against x[..., :R/2] and are in the compute dtype (float32
     for float16/bfloat16 x, rounded once at the end). (a, b) -> (a cos - b sin, b cos + a sin).
+    Under torch.compile (and with gradients) it is out of place: inductor cannot trace `out=`.
     """
     r = 2 * cos.shape[-1]
     xr = x[..., :r]
     work = xr if xr.dtype == cos.dtype else xr.to(cos.dtype)
     a, b = _rope_pairs(work, layout)
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+    if torch.compiler.is_compiling() or (
+        torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    ):
         ra, rb = a * cos - b * sin, b * cos + a * sin  # differentiable, out of place
         rot = torch.cat((ra, rb), -1) if layout == "half" else torch.stack((ra, rb), -1).flatten(-2)
         if inplace:
@@ -312,10 +317,10 @@ def apply_rope(
 def _apply_rope_dispatch(x, cos, sin, layout: str, inplace: bool) -> torch.Tensor:
     """posenc.fast_rope's one-pass C kernel where it applies (CPU, float32/bfloat16, no
     gradient through cos/sin; same numbers), else the reference. POSENC_ROPE_ENGINE=eager
-    forces the reference."""
+    forces the reference; so does torch.compile (ctypes cannot be traced)."""
     from posenc import fast_rope
 
-    if fast_rope.use_fast(x, cos, sin, inplace):
+    if not torch.compiler.is_compiling() and fast_rope.use_fast(x, cos, sin, inplace):
         return fast_rope.rotate(x, cos, sin, layout, inplace=inplace)
     return _apply_rope_reference(x, cos, sin, layout, inplace)
 

@@ -32,6 +32,8 @@ from torch import nn
 from posenc.attention import attention
 from posenc.base import PositionalEncoding
 
+SQRT_D_EMBED_SCALE = ("sinusoidal", "sinusoidal_2d", "sinusoidal_3d")  # see TransformerLM
+
 
 class KVCache:
     """Unencoded keys and values of every layer, preallocated for `max_tokens`.
@@ -94,15 +96,14 @@ class Attention(nn.Module):
     def __init__(self, dim: int, heads: int, kv_heads: int) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
-        self.q_proj = nn.Linear(dim, heads * self.head_dim, bias=False)
-        self.kv_proj = nn.Linear(dim, 2 * kv_heads * self.head_dim, bias=False)
+        self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.out_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
 
     def forward(self, x, encoding, q_pos, k_pos, mask, causal, backend, cache=None, layer=0):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)  # [B, H, T, Dh]
-        kv = self.kv_proj(x).view(B, T, 2, self.kv_heads, self.head_dim)
-        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # [B, Hkv, T, Dh], not yet encoded
+        H, Hkv, Dh = self.heads, self.kv_heads, self.head_dim
+        qkv = self.qkv_proj(x).view(B, T, H + 2 * Hkv, Dh).transpose(1, 2)  # [B, H+2Hkv, T, Dh]
+        q, k, v = qkv.split([H, Hkv, Hkv], dim=1)  # k, v [B, Hkv, T, Dh], not yet encoded
         if cache is not None:
             k, v = cache.update(layer, k, v)  # all cached tokens, still unencoded
         y = attention(q, k, v, encoding, q_pos, k_pos, causal=causal, backend=backend, mask=mask)
@@ -177,13 +178,16 @@ class TransformerLM(nn.Module):
             encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, causal=causal,
             kv_heads=kv_heads, mlp_ratio=mlp_ratio, dropout=dropout, share_encoding=share_encoding,
         )  # fmt: skip
-        self.causal, self.depth, self.attn_backend = causal, depth, "auto"
+        self.causal, self.depth, self.dim, self.attn_backend = causal, depth, dim, "auto"
         self.encodings = nn.ModuleList([self.build_encoding()])
         self.absolute = self.encoding.family == "absolute"
         if not share_encoding and not self.absolute:
             self.encodings.extend(self.build_encoding() for _ in range(depth - 1))
 
         self.tok_emb = nn.Embedding(vocab_size, dim)
+        # Vaswani et al. §3.4: token embeddings are multiplied by sqrt(D) before the sinusoids
+        # (amplitude 1) are added; without it the table drowns the tokens (std 0.02 init).
+        self.embed_scale = math.sqrt(dim) if encoding in SQRT_D_EMBED_SCALE else 1.0
         width = self.encoding.embed_dim(dim) if self.absolute else dim
         self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()
         self.drop = nn.Dropout(dropout)
@@ -211,6 +215,9 @@ class TransformerLM(nn.Module):
                 nn.init.normal_(module.weight, std=0.02)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
+        if isinstance(self.in_proj, nn.Linear):  # concatenated features: tokens pass as they are
+            with torch.no_grad():
+                self.in_proj.weight[:, : self.in_proj.out_features].copy_(torch.eye(self.dim))
         for name, p in self.blocks.named_parameters():  # residual projections
             if name.endswith(("out_proj.weight", "fc2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.depth))
@@ -264,7 +271,7 @@ class TransformerLM(nn.Module):
         if sample is not None and self.training:
             positions, default = sample(positions), False  # once, for every layer
 
-        x = self.tok_emb(tokens)  # [B, T, D]
+        x = self.tok_emb(tokens) * self.embed_scale  # [B, T, D]
         if self.absolute:
             x = self.in_proj(self.encoding.embed(x, positions))
         x = self.drop(x)

@@ -226,7 +226,9 @@ class XPos(RotaryEncoding):
         r = self.rotary_dim(q.shape[-1])
         inv_freq, _ = PF.rope_inv_freq(r, self.base)
         log_zeta = self.zeta(r).log().to(k_pos.device)
-        center = math.ceil((k_pos.min().item() + k_pos.max().item()) / 2) if k_pos.numel() else 0
+        center = 0  # ceil((min + max) / 2) as a float64 tensor: no .item(), no graph break
+        if k_pos.numel():
+            center = ((k_pos.min().double() + k_pos.max().double()) / 2).ceil()
         out = []
         for x, pos, sign in ((q, q_pos, 1.0), (k, k_pos, -1.0)):
             cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)

@@ -1,0 +1,51 @@
+"""The Kazemnejad finding's verdict, computed from synthetic rows (exact match and token accuracy)."""
+
+from posenc.arena.report import Results, findings
+
+ENCS = ("nope", "t5", "alibi", "rope", "sinusoidal")
+
+
+def rows(exact: dict, tok: dict, ind_exact: float = 1.0, ind_tok: float = 1.0) -> list[dict]:
+    out = []
+    for task in ("copy", "reverse", "sort"):
+        for enc in ENCS:
+            for E, acc, ta in ((8, ind_exact, ind_tok), (16, exact[enc], tok[enc])):
+                for metric, v in (("accuracy", acc), ("token_accuracy", ta)):
+                    out.append(dict(task=task, encoding=enc, seed=0, train_len=8, eval_len=E,
+                                    metric=metric, value=v, status="ok", reason=None))  # fmt: skip
+    return out
+
+
+def verdict(*a, **k) -> dict:
+    (f,) = [f for f in findings(Results(rows(*a, **k))) if f["claim"].startswith("Copy")]
+    return f
+
+
+RANKED = dict(nope=0.8, t5=0.8, alibi=0.5, rope=0.2, sinusoidal=0.2)
+UNRANKED = dict(nope=0.2, t5=0.2, alibi=0.5, rope=0.8, sinusoidal=0.8)
+ZERO = dict.fromkeys(ENCS, 0.0)
+
+
+def test_exact_match_ranks_when_nonzero():
+    f = verdict(RANKED, UNRANKED)
+    assert f["verdict"] == "reproduced (by exact match)"
+    assert "nope 0.800 (0.200)" in f["numbers"]
+
+
+def test_token_accuracy_ranks_when_exact_match_is_zero_out_of_distribution():
+    assert verdict(ZERO, RANKED)["verdict"] == "reproduced (by token accuracy)"
+    f = verdict(ZERO, UNRANKED)
+    assert f["verdict"] == "not reproduced (by token accuracy)"
+    assert "exact match ~0 out of distribution" in f["numbers"]
+
+
+def test_token_accuracy_ranks_when_exact_match_is_low_in_distribution():
+    f = verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.95)
+    assert f["verdict"] == "reproduced (by token accuracy)"
+    assert "below 0.9 at L" in f["numbers"]
+
+
+def test_inconclusive_when_not_learned_in_distribution():
+    assert verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.6)["verdict"].startswith(
+        "inconclusive"
+    )
