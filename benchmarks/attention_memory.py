@@ -27,6 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc
+from posenc.bench import proc_status_kb, reset_peak_rss
 
 
 class LiveTensorBytes(TorchDispatchMode):
@@ -59,25 +60,6 @@ class LiveTensorBytes(TorchDispatchMode):
         return out
 
 
-def rss_bytes(field: str = "VmRSS") -> int:
-    """Resident memory now (VmRSS) or its peak (VmHWM) from /proc/self/status, in bytes."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def reset_peak_rss() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def measure(name: str, T: int, H: int, Dh: int, block_size: int) -> dict:
     """One causal attention call with the chunked backend; peak memory in bytes."""
     torch.manual_seed(0)
@@ -85,14 +67,14 @@ def measure(name: str, T: int, H: int, Dh: int, block_size: int) -> dict:
     q, k, v = torch.randn(3, 1, H, T, Dh).unbind(0)
     with torch.no_grad():  # warm up (lazy init, thread pools) on a short sequence
         posenc.attention(q[:, :, :256], k[:, :, :256], v[:, :, :256], enc, backend="chunked")
-        before = rss_bytes()
+        before = proc_status_kb("VmRSS") * 1024
         reset = reset_peak_rss()
         start = time.perf_counter()
         with LiveTensorBytes() as tracker:
             out = posenc.attention(q, k, v, enc, backend="chunked", block_size=block_size)
         seconds = time.perf_counter() - start
     if reset:
-        peak_rss = rss_bytes("VmHWM")
+        peak_rss = proc_status_kb("VmHWM") * 1024
     else:  # the process's lifetime peak: an upper bound
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     assert out.shape == (1, H, T, Dh) and torch.isfinite(out).all()

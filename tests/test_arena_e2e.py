@@ -72,7 +72,8 @@ SCRIPT = textwrap.dedent(
     from posenc.arena.store import Store
     cfg = ArenaConfig(tasks=["copy"], encodings=["nope", "alibi"], seeds=1, steps=300,
                       train_len=8, eval_lens=[8, 16], dim=16, depth=1, heads=2, batch_size=8,
-                      eval_samples=32, db=sys.argv[1], out=sys.argv[2], checkpoint_seconds=0.0)
+                      eval_samples=32, db=sys.argv[1], out=sys.argv[2], checkpoint_seconds=0.0,
+                      task_overrides={})
     with Store(cfg.db) as store:
         run(cfg, load_tasks(cfg), store)
     """

@@ -49,3 +49,19 @@ def test_inconclusive_when_not_learned_in_distribution():
     assert verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.6)["verdict"].startswith(
         "inconclusive"
     )
+
+
+def test_task_overrides_scale_eval_lengths_and_cli_lengths_apply_to_all():
+    from posenc.arena.cli import config_from_args, parser
+    from posenc.arena.runner import ArenaConfig, task_config
+
+    cfg = ArenaConfig()
+    lm, copy = task_config(cfg, "lm"), task_config(cfg, "copy")
+    assert (lm.train_len, lm.eval_lens) == (cfg.train_len, cfg.eval_lens)
+    L = cfg.task_overrides["copy"]["train_len"]
+    assert copy.train_len == L and copy.eval_lens == [L, 2 * L, 4 * L, 8 * L]
+    args = parser().parse_args(["--train-len", "24", "--tasks", "copy,lm"])
+    cfg = config_from_args(args)
+    for t in ("copy", "lm"):
+        assert task_config(cfg, t).train_len == 24
+        assert task_config(cfg, t).eval_lens == [24, 48, 96, 192]

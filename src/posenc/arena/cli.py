@@ -81,7 +81,7 @@ def positive(value, flag: str) -> None:
 
 def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
-    from posenc.arena.runner import validate_encodings
+    from posenc.arena.runner import task_config, validate_encodings
     from posenc.arena.tasks import build_task
 
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
@@ -105,10 +105,16 @@ def config_from_args(args) -> ArenaConfig:
     elif "train_len" in kw:
         kw["eval_lens"] = [L, 2 * L, 4 * L, 8 * L]
     kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
+    if args.train_len is not None or args.eval_lens:  # the lengths asked apply to every task
+        kw["task_overrides"] = {
+            t: {k: v for k, v in ov.items() if k != "train_len"}
+            for t, ov in cfg.task_overrides.items()
+        }
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below
-        if min(L, *cfg.eval_lens) < task.min_len:
+        tcfg = task_config(cfg, name)
+        if min(tcfg.train_len, *tcfg.eval_lens) < task.min_len:
             raise ValueError(
                 f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_len}"
             )
