@@ -215,6 +215,8 @@ class TransformerLM(nn.Module):
                 nn.init.normal_(module.weight, std=0.02)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
+        if self.embed_scale != 1.0:  # Vaswani et al.: N(0, D^-1/2) times sqrt(D) = unit scale
+            nn.init.normal_(self.tok_emb.weight, std=self.dim**-0.5)
         if isinstance(self.in_proj, nn.Linear):  # concatenated features: tokens pass as they are
             with torch.no_grad():
                 self.in_proj.weight[:, : self.in_proj.out_features].copy_(torch.eye(self.dim))
