@@ -83,10 +83,12 @@ def split_label(label: str) -> tuple[str, str | None]:
 
 def encoding_kwargs(name: str, train_len: int) -> dict:
     """Per-encoding settings scaled to the training length (LITERATURE.md pitfalls): T5's
-    max_distance = L (T5's 128 leaves buckets training never reaches); FIRE's threshold starts
+    max_distance = L (T5's 128 leaves buckets training never reaches) with min(32, L) causal
+    buckets, so distances below L/2 are exact and L/2..L log-spaced; FIRE's threshold starts
     at L through the model's max_len (see `model_kwargs`)."""
+    t5_buckets = max(4, min(32, train_len))
     return {
-        "t5": {"bidirectional": False, "num_buckets": 32, "max_distance": train_len},
+        "t5": {"bidirectional": False, "num_buckets": t5_buckets, "max_distance": train_len},
         "kerple": {"variant": "log"},
     }.get(name, {})
 
