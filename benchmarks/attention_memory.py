@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--T", type=int, default=16384)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--block-size", type=int, default=256)
+    parser.add_argument("--block-size", type=int, help="query block (default: attention's auto)")
     parser.add_argument("--encodings", default="t5,alibi")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # run one encoding, print JSON
     args = parser.parse_args(argv)
@@ -97,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
 
     dense = H * T * T * 4  # a float32 bias [1, H, T, T]
     gb = 1e9
-    print(f"causal attention, chunked backend: B=1, H={H}, T={T}, Dh={Dh}, block_size={bs}")
+    block = bs or "auto"
+    print(f"causal attention, chunked backend: B=1, H={H}, T={T}, Dh={Dh}, block_size={block}")
     print(f"a materialized float32 bias [1, {H}, {T}, {T}] needs {dense / gb:.2f} GB\n")
     print(f"{'encoding':<10} {'tensors GB':>10} {'rss GB':>8} {'seconds':>8}  bias / peak")
     for name in args.encodings.split(","):
         cmd = [sys.executable, __file__, "--one", name, "--T", str(T), "--heads", str(H)]
-        cmd += ["--head-dim", str(Dh), "--block-size", str(bs)]
+        cmd += ["--head-dim", str(Dh)] + (["--block-size", str(bs)] if bs else [])
         result = subprocess.run(cmd, capture_output=True, text=True, check=True)
         r = json.loads(result.stdout.strip().splitlines()[-1])
         peak = max(r["tensors"], r["rss"])

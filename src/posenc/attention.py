@@ -6,8 +6,9 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
     flex     FlexAttention with encoding.score_mod and a block mask, compiled once (cached).
              Position-only biases (no values hook). On CPU this torch runs it only forward:
              with gradients required it raises NotImplementedError (use `chunked`).
-    chunked  query blocks of `block_size`; the bias is built per block, so peak memory is
-             O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
+    chunked  query blocks of `block_size` (default: 16..256, as many as keep a block's
+             [B, H, block, Tk] at 2**23 elements); the bias is built per block, so peak memory
+             is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
              backward pass is memory-bounded too. Exact (no online-softmax approximation: each
              block sees every key).
 
@@ -35,6 +36,7 @@ from posenc.base import PositionalEncoding, check_positions
 
 BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
 AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
+BLOCK_ELEMENTS = 2**23  # default chunked block: B·H·block_size·Tk <= this (a 32 MiB fp32 score)
 
 
 def attention(
@@ -47,7 +49,7 @@ def attention(
     causal: bool = True,
     backend: str = "auto",
     mask: torch.Tensor | None = None,
-    block_size: int = 256,
+    block_size: int | None = None,
 ) -> torch.Tensor:
     """Scaled dot-product attention with a positional encoding applied.
 
@@ -70,8 +72,8 @@ def attention(
         )
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    if not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be a positive int or None, got {block_size!r}")
     P = encoding.position_dims if encoding is not None else 1
     default_pos = q_positions is None and k_positions is None
     if q_positions is None and Tq > Tk:
@@ -291,9 +293,12 @@ def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size,
     With causal attention and default positions a block reads only the keys up to its last
     query (half the work of a full pass); otherwise every block reads every key.
     """
-    Tq, Tk = q.shape[2], k.shape[2]
+    B, H, Tq, _ = q.shape
+    Tk = k.shape[2]
     P = enc.position_dims if enc is not None else 1
     grad = needs_grad(q, k, v, enc)
+    if block_size is None:  # keep each block's [B, H, block, Tk] temporaries small
+        block_size = max(16, min(256, BLOCK_ELEMENTS // max(1, B * H * Tk)))
 
     def block(qb, kb, vb, start, stop):
         end = kb.shape[2]
