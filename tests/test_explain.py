@@ -109,6 +109,32 @@ def test_arena_claims(tmp_path):
         C.claim_002_learned_cannot(32, 64, arena=tmp_path / "missing.db")
 
 
+def test_extrapolation_direction_and_unlearned_tasks():
+    def rows(task, metric, at_l, far):
+        return [
+            dict(task=task, train_len=16, eval_len=E, metric=metric, value=v, status="ok",
+                 reason="", seeds=2)
+            for E, v in ((16, at_l), (128, far))
+        ]  # fmt: skip
+
+    checks = {
+        label.split(",")[0] + "/" + label.split(", ")[2].split(" at")[0]: ok
+        for label, ok, _ in C.extrapolates(
+            rows("copy", "token_accuracy", 0.52, 0.15)  # accuracy falls: does not
+            + rows("sort", "accuracy", 0.30, 0.0)  # not learned at L: not counted
+            + rows("reverse", "accuracy", 0.90, 0.85)  # within 25%: extrapolates
+            + rows("lm", "ppl", 6.85, 20.7)  # perplexity rises x3: does not
+            + rows("lm", "loss@0-16", 1.9, 1.9)  # per-position bands: left to the arena
+        )
+    }
+    assert checks == {
+        "copy/token_accuracy": False,
+        "sort/accuracy": None,
+        "reverse/accuracy": True,
+        "lm/ppl": False,
+    }
+
+
 # ------------------------------------------------------------------------------ pages / CLI
 
 

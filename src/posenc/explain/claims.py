@@ -547,12 +547,21 @@ def arena_results(db: str | Path, encoding: str) -> list[dict]:
     return out
 
 
-def extrapolates(rows: list[dict], tol: float = 0.25) -> list[tuple[str, bool, str]]:
+HIGHER_IS_BETTER = ("accuracy", "token_accuracy")
+VERDICT_WORDS = {True: "extrapolates", False: "does not", None: "not counted"}
+MAIN_METRICS = ("ppl", *HIGHER_IS_BETTER)  # loss and per-position bands are left to the arena
+LEARNED_AT_L = 0.5  # an accuracy below this at L means the task was not learned: not counted
+
+
+def extrapolates(rows: list[dict], tol: float = 0.25) -> list[tuple[str, bool | None, str]]:
     """Per (task, train_len, metric): does the longest evaluation stay within `tol` of the
-    in-distribution value (relative)? -> [(label, verdict, why)]."""
+    in-distribution value (relative; accuracies must not fall, perplexities must not rise, by
+    more)? -> [(label, verdict, why)]; verdict None where the task was not learned at L."""
     found = []
     keys = sorted({(r["task"], r["train_len"], r["metric"]) for r in rows})
     for task, tl, metric in keys:
+        if metric not in MAIN_METRICS:
+            continue
         rs = [r for r in rows if (r["task"], r["train_len"], r["metric"]) == (task, tl, metric)]
         inside = [r for r in rs if r["eval_len"] <= tl and r["status"] == "ok"]
         longer = [r for r in rs if r["eval_len"] > tl]
@@ -565,18 +574,23 @@ def extrapolates(rows: list[dict], tol: float = 0.25) -> list[tuple[str, bool, s
             found.append((label, False, f"n/a: {far['reason'] or 'not evaluable'}"))
             continue
         a, b = base["value"], far["value"]
-        if metric == "accuracy":
-            change = (a - b) / max(abs(a), 1e-12)
-        else:  # ppl, loss: lower is better
+        why = f"{a:.4g} at {base['eval_len']} -> {b:.4g}"
+        if metric in HIGHER_IS_BETTER:
+            if a < LEARNED_AT_L:
+                found.append((label, None, f"{why}; not learned at L, not counted"))
+                continue
+            change = (a - b) / a
+        else:  # ppl: lower is better
             change = (b - a) / max(abs(a), 1e-12)
-        found.append((label, change <= tol, f"{a:.4g} at {base['eval_len']} -> {b:.4g}"))
+        found.append((label, change <= tol, why))
     return found
 
 
 def _arena_claim(cid, quote, encoding, want: bool, arena, about) -> Claim:
     measurement = (
         f"arena: {encoding}'s metric at the longest evaluation length vs in distribution "
-        "(median over seeds; within 25% counts as extrapolating)"
+        "(median over seeds; ppl for lm, accuracies for tasks learned at L (>= 0.5); within "
+        "25% counts as extrapolating)"
     )
     if arena is None:
         return Claim(
@@ -601,8 +615,11 @@ def _arena_claim(cid, quote, encoding, want: bool, arena, about) -> Claim:
             f"the database has no {encoding} results both within and past the training length",
             UNMEASURED,
         )
-    agree = [ok == want for _, ok, _ in checks]
-    verdict = HOLDS if all(agree) else FAILS if not any(agree) else CAVEAT
+    agree = [ok == want for _, ok, _ in checks if ok is not None]
+    if not agree:
+        verdict = UNMEASURED
+    else:
+        verdict = HOLDS if all(agree) else FAILS if not any(agree) else CAVEAT
     table = Table(
         ["task", "train", "eval", "metric", "median", "seeds", "status"],
         [
@@ -619,9 +636,7 @@ def _arena_claim(cid, quote, encoding, want: bool, arena, about) -> Claim:
         ],
         f"arena results for {encoding} from {Path(arena).name}",
     )
-    summary = "; ".join(
-        f"{label}: {'extrapolates' if ok else 'does not'} ({why})" for label, ok, why in checks
-    )
+    summary = "; ".join(f"{label}: {VERDICT_WORDS[ok]} ({why})" for label, ok, why in checks)
     return Claim(cid, S002, quote, about, measurement, summary, verdict, tables=[table])
 
 
