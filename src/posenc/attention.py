@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.base import PositionalEncoding, check_positions
+from posenc.base import PositionalEncoding, check_positions, position_at
 
 BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
 AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
@@ -365,12 +365,3 @@ def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
     return _FLEX["fn"](
         q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True
     )
-
-
-def position_at(pos: torch.Tensor):
-    """(b, idx) -> position, for FlexAttention's mask_mod: pos [T] or [B or 1, T]."""
-    if pos.dim() == 1:
-        return lambda b, idx: pos[idx]
-    if pos.shape[0] == 1:
-        return lambda b, idx: pos[0, idx]
-    return lambda b, idx: pos[b, idx]

@@ -161,3 +161,13 @@ def check_positions(
                 f"allowed positions are 0..{max_len - 1}"
             )
     return positions
+
+
+def position_at(pos: torch.Tensor):
+    """(b, idx) -> position, for FlexAttention's score_mod / mask_mod: pos [T] or [B, T];
+    [1, T] broadcasts over b."""
+    if pos.dim() == 1:
+        return lambda b, idx: pos[idx]
+    if pos.shape[0] == 1:
+        return lambda b, idx: pos[0, idx]
+    return lambda b, idx: pos[b, idx]

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import PositionalEncoding, check_positions
+from posenc.base import PositionalEncoding, check_positions, position_at
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
 
 
@@ -34,15 +34,6 @@ def _check_max_len(max_len: int | None) -> None:
         raise TypeError(f"max_len must be an int or None, got {type(max_len).__name__}")
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1 (the training length), got {max_len}")
-
-
-def _at(pos: torch.Tensor):
-    """Index positions [T] or [B, T] by FlexAttention's (b, idx); [1, T] broadcasts over b."""
-    if pos.dim() == 1:
-        return lambda b, idx: pos[idx]
-    if pos.shape[0] == 1:
-        return lambda b, idx: pos[0, idx]
-    return lambda b, idx: pos[b, idx]
 
 
 class _PositionBias(PositionalEncoding):
@@ -130,7 +121,7 @@ class _PositionBias(PositionalEncoding):
     def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
         """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
-        q_at, k_at = _at(q_pos), _at(k_pos)
+        q_at, k_at = position_at(q_pos), position_at(k_pos)
         params = self._params()
 
         def score_mod(score, b, h, q_idx, kv_idx):
@@ -411,7 +402,7 @@ class Sandwich(_PositionBias):
             lo = min(q_pos.min().item(), k_pos.min().item())
             hi = max(q_pos.max().item(), k_pos.max().item())
             table = self._table(hi - lo, q_pos.device)
-        q_at, k_at = _at(q_pos), _at(k_pos)
+        q_at, k_at = position_at(q_pos), position_at(k_pos)
 
         def score_mod(score, b, h, q_idx, kv_idx):
             value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, (table,))
