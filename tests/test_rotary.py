@@ -5,26 +5,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_functional_rotary import hf_apply, hf_rope  # transformers' Llama RoPE as reference
 
 import posenc
 from posenc.functional import apply_rope, rope_inv_freq
 from posenc.rotary import ENCODINGS, RoPE, RoPE2D, XPos
 
 PROPS = settings(max_examples=20, deadline=None)
-
-
-def hf_rotary(head_dim, base, max_pos, params):
-    transformers = pytest.importorskip("transformers")
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
-
-    config = transformers.LlamaConfig(
-        hidden_size=head_dim,
-        num_attention_heads=1,
-        head_dim=head_dim,
-        max_position_embeddings=max_pos,
-        rope_parameters={**params, "rope_theta": base},
-    )
-    return LlamaRotaryEmbedding(config), apply_rotary_pos_emb
 
 
 def scores(q, k):
@@ -77,7 +64,7 @@ def test_rope_matches_transformers_rotary_module(params, k_len):
     and apply_rotary_pos_emb, grouped-query k, [B, T] positions."""
     torch.manual_seed(0)
     Dh, base, max_pos = 32, 10000.0, 256 if params["rope_type"] in ("longrope",) else 64
-    module, hf_apply = hf_rotary(Dh, base, max_pos, params)
+    module = hf_rope(Dh, base, max_pos, params)
     ours = RoPE(dim=4 * Dh, heads=4, max_len=max_pos, base=base, scaling=params)
     q, k = torch.randn(2, 4, k_len, Dh), torch.randn(2, 2, k_len, Dh)
     pos = torch.arange(k_len).expand(2, -1)
