@@ -74,7 +74,7 @@ def test_backends_equal_eager(name, kwargs):
         pos = {}
         if explicit:
             kp = positions(Tk, P, batch=B)
-            pos = dict(q_positions=kp[:, Tk - Tq :], k_positions=kp)
+            pos = dict(q_pos=kp[:, Tk - Tq :], k_pos=kp)
         ref = posenc.attention(q, k, v, enc, causal=causal, backend="eager", **pos)
         assert ref.shape == (B, H, Tq, DH) and torch.isfinite(ref).all()
         for backend in ("chunked", "auto", "sdpa"):
@@ -102,7 +102,7 @@ def test_mask_and_packed_documents(name):
     q, k, v = qkv(T, T)
     for backend in ("eager", "chunked", "auto"):
         out = posenc.attention(
-            q, k, v, enc, q_positions=pos, k_positions=pos, mask=mask, backend=backend, block_size=3
+            q, k, v, enc, q_pos=pos, k_pos=pos, mask=mask, backend=backend, block_size=3
         )
         start = 0
         for n in lens:
@@ -167,7 +167,7 @@ def test_flex_equals_eager(name):
     mask = torch.rand(B, 1, 5, 9) > 0.3
     mask[..., -1] = True  # every query keeps its own key
     kp = positions(9, 1, batch=B)
-    batched = dict(causal=True, q_positions=kp[:, 4:], k_positions=kp)
+    batched = dict(causal=True, q_pos=kp[:, 4:], k_pos=kp)
     with torch.no_grad():
         for kwargs in (dict(causal=True), dict(causal=False, mask=mask), batched):
             ref = posenc.attention(q, k, v, enc, backend="eager", **kwargs)
@@ -280,15 +280,15 @@ def test_bad_input():
     q3 = torch.randn(B, 3, 4, DH)
     with pytest.raises(ValueError, match="multiple of k/v heads"):
         posenc.attention(q3, k, v)
-    with pytest.raises(ValueError, match="q_positions"):
-        posenc.attention(q, k, v, q_positions=torch.arange(5))
-    with pytest.raises(ValueError, match="k_positions"):
-        posenc.attention(q, k, v, k_positions=torch.arange(4))
-    with pytest.raises(ValueError, match="k_positions"):
-        posenc.attention(q, k, v, k_positions=torch.zeros(3, 6, dtype=torch.long))
-    with pytest.raises(ValueError, match="q_positions must be >= 0"):
-        posenc.attention(q, k, v, q_positions=torch.arange(4) - 1)
-    with pytest.raises(ValueError, match="q_positions must be given"):
+    with pytest.raises(ValueError, match="q_pos"):
+        posenc.attention(q, k, v, q_pos=torch.arange(5))
+    with pytest.raises(ValueError, match="k_pos"):
+        posenc.attention(q, k, v, k_pos=torch.arange(4))
+    with pytest.raises(ValueError, match="k_pos"):
+        posenc.attention(q, k, v, k_pos=torch.zeros(3, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match="q_pos must be >= 0"):
+        posenc.attention(q, k, v, q_pos=torch.arange(4) - 1)
+    with pytest.raises(ValueError, match="q_pos must be given"):
         posenc.attention(q, k[:, :, :2], v[:, :, :2])  # Tq > Tk
     with pytest.raises(ValueError, match="mask must be broadcastable"):
         posenc.attention(q, k, v, mask=torch.ones(4, 5, dtype=torch.bool))

@@ -29,7 +29,7 @@ def test_list_shows_every_registered_encoding():
 
 
 def test_show_sinusoidal_prints_seed_002_table():
-    pytest.importorskip("posenc.absolute")
+    pytest.importorskip("posenc.encodings.absolute")
     if "sinusoidal" not in posenc.ENCODINGS:
         pytest.skip("sinusoidal not registered yet")
     out = run("show", "sinusoidal", "--dim", "4", "--positions", "0:3")

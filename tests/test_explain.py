@@ -201,7 +201,7 @@ def test_explain_all_index_and_comparison(tmp_path, monkeypatch):
 
 
 def chromium_or_skip():
-    from cdp import find_chromium
+    from support.cdp import find_chromium
 
     exe = find_chromium()
     if exe is None:
@@ -229,7 +229,7 @@ IMAGES_JS = """Array.from(document.images).map(i => {
 @pytest.mark.browser
 @pytest.mark.parametrize("name", ["sinusoidal", "alibi"])
 def test_page_in_headless_chromium(rendered, name):
-    from cdp import Browser
+    from support.cdp import Browser
 
     exe = chromium_or_skip()
     url = (rendered / name / "index.html").as_uri()

@@ -342,7 +342,7 @@ def one_layer_attention(
     q, k, v = (
         (h @ w[i]).view(1, T, heads, D // heads).transpose(1, 2) for i in range(3)
     )  # [1, H, T, Dh]
-    y = posenc.attention(q, k, v, enc, q_positions=pos, k_positions=pos, causal=causal)
+    y = posenc.attention(q, k, v, enc, q_pos=pos, k_pos=pos, causal=causal)
     return y.transpose(1, 2).reshape(1, T, D)
 
 

@@ -32,20 +32,22 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from posenc.base import PositionalEncoding, check_positions, position_at
+from posenc.base import PositionalEncoding
+from posenc.checks import check_positions, position_at, renamed
 
 BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
 AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
 BLOCK_ELEMENTS = 2**23  # default chunked block: B·H·block_size·Tk <= this (a 32 MiB fp32 score)
 
 
+@renamed(q_positions="q_pos", k_positions="k_pos")
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     encoding: PositionalEncoding | None = None,
-    q_positions: torch.Tensor | None = None,
-    k_positions: torch.Tensor | None = None,
+    q_pos: torch.Tensor | None = None,
+    k_pos: torch.Tensor | None = None,
     causal: bool = True,
     backend: str = "auto",
     mask: torch.Tensor | None = None,
@@ -75,14 +77,14 @@ def attention(
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f"block_size must be a positive int or None, got {block_size!r}")
     P = encoding.position_dims if encoding is not None else 1
-    default_pos = q_positions is None and k_positions is None
-    if q_positions is None and Tq > Tk:
+    default_pos = q_pos is None and k_pos is None
+    if q_pos is None and Tq > Tk:
         raise ValueError(
-            f"q_positions must be given when Tq > Tk (default queries are the last Tq of "
+            f"q_pos must be given when Tq > Tk (default queries are the last Tq of "
             f"arange(Tk)); got Tq={Tq}, Tk={Tk}"
         )
-    q_pos = prepare_positions(q_positions, "q_positions", Tq, B, P, Tk - Tq, q.device)
-    k_pos = prepare_positions(k_positions, "k_positions", Tk, B, P, 0, q.device)
+    q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
+    k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
     mask = prepare_mask(mask, B, H, Tq, Tk)
     scale = encoding.softmax_scale(Dh) if encoding is not None else Dh**-0.5
 

@@ -13,11 +13,25 @@ Positions are explicit tensors: `[T]` (shared by the batch) or `[B, T]` (left pa
 sequences, decoding offsets), with a trailing `[..., P]` axis for 2-D / 3-D encodings.
 The default is `arange(T)`; for queries when decoding, the last Tq of `arange(Tk)`.
 
-An encoding overrides only the hooks of its family; the others are identity / None:
+An encoding overrides only the hooks of its family; the others are identity / None. HOOKS
+names them all, so a wrapper (`randomized`) forwards every one by iterating it:
     embed(x, positions)          absolute: added to (or concatenated with) token embeddings
+    embed_dim(dim)               width of embed()'s output
+    token_scale(dim)             factor on the token embeddings before embed() (sqrt(D), Vaswani)
     rotate(q, k, q_pos, k_pos)   rotary: rotates queries and keys
     bias(q, k, q_pos, k_pos)     bias / relative: [B or 1, H, Tq, Tk], added to q.k * scale
     score_mod(q_pos, k_pos)      FlexAttention score_mod with the same values as bias()
+    values(probs, q_pos, k_pos)  extra attention output (Shaw's relative values)
+    softmax_scale(head_dim)      the factor on q.k
+    sample_positions(positions)  training-time positions (randomized); identity otherwise
+    angles(positions)            rotary: [T, R/2] rotation angles (figures, analysis), else None
+
+Standard keywords, accepted by every constructor (keyword-only, ignored where unused), one
+vocabulary across posenc (CONTRIBUTING.md has the table):
+    dim, heads, head_dim   D, H, Dh of the model the encoding sits in
+    max_len                a HARD limit: positions >= max_len raise (learned tables); None = none
+    train_len              the training length, a hint for settings scaled to it (a learned
+                           table's size when max_len is not given, T5's max_distance, FIRE's L)
 """
 
 from __future__ import annotations
@@ -26,6 +40,21 @@ import torch
 from torch import nn
 
 FAMILIES = ("absolute", "rotary", "bias", "relative", "none")
+HOOKS = (
+    "embed",
+    "embed_dim",
+    "token_scale",
+    "rotate",
+    "bias",
+    "score_mod",
+    "values",
+    "softmax_scale",
+    "sample_positions",
+    "angles",
+)
+# Facts an instance reports (class attributes, or set per instance by a wrapper).
+FACTS = ("family", "position_dims", "integer_positions", "trainable", "cache_exact", "max_len")
+STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 
 
 class PositionalEncoding(nn.Module):
@@ -52,6 +81,11 @@ class PositionalEncoding(nn.Module):
 
     # Largest supported position + 1 (learned tables); None means unbounded.
     max_len: int | None = None
+
+    def token_scale(self, dim: int) -> float:
+        """Factor on token embeddings [B, T, D] before embed(): sqrt(D) where the encoding is
+        added at unit scale to embeddings initialized N(0, D^-1/2) (Vaswani et al. 3.4)."""
+        return 1.0
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x [B, T, D], positions [T] or [B, T] -> [B, T, embed_dim(D)]."""
@@ -97,77 +131,29 @@ class PositionalEncoding(nn.Module):
         """The factor on q.k before softmax; 1/sqrt(Dh) unless the method says otherwise."""
         return head_dim**-0.5
 
+    def sample_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> the positions a training forward uses. The model calls
+        it once per forward in training mode, before any layer. Identity here."""
+        return positions
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """positions [T] -> [T, R/2] rotation angles of a rotary encoding; None otherwise."""
+        return None
+
+    def overrides(self, hook: str) -> bool:
+        """Whether this encoding (or the one a wrapper forwards to) implements `hook`."""
+        method = getattr(getattr(self, hook), "__func__", None)
+        return method is not getattr(PositionalEncoding, hook)
+
     @property
     def has_bias(self) -> bool:
-        return type(self).bias is not PositionalEncoding.bias
+        return self.overrides("bias")
 
     @property
     def has_values(self) -> bool:
-        return type(self).values is not PositionalEncoding.values
+        return self.overrides("values")
 
     @property
     def content_dependent(self) -> bool:
         """True where the bias depends on q/k (no score_mod possible)."""
         return self.family == "relative"
-
-
-# --------------------------------------------------------------------------- positions
-
-
-def default_positions(
-    length: int, *, offset: int = 0, device: torch.device | str | None = None
-) -> torch.Tensor:
-    """arange(offset, offset + length) as int64 [T]."""
-    return torch.arange(offset, offset + length, device=device)
-
-
-def check_positions(
-    positions: torch.Tensor,
-    *,
-    name: str = "positions",
-    integer: bool = False,
-    max_len: int | None = None,
-    position_dims: int = 1,
-) -> torch.Tensor:
-    """Validate positions and return them unchanged.
-
-    Raises TypeError for non-tensors, ValueError for negative values, non-integer values where
-    `integer`, values >= `max_len`, or a trailing axis that is not `position_dims` long.
-    """
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(positions).__name__}")
-    if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
-        raise ValueError(
-            f"{name} must have a trailing axis of size {position_dims} "
-            f"(one component per axis), got shape {tuple(positions.shape)}"
-        )
-    if positions.numel() == 0 or torch.compiler.is_compiling():
-        return positions  # value checks need .item(); under torch.compile they would break graphs
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
-    if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
-        raise ValueError(
-            f"{name} must be integers for this encoding (a table or buckets index them); "
-            "got non-integer float values"
-        )
-    low = positions.min().item()
-    if low < 0:
-        raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
-    if max_len is not None:
-        high = positions.max().item()
-        if high >= max_len:
-            raise ValueError(
-                f"{name} go up to {high}, past this encoding's max_len={max_len}: "
-                f"allowed positions are 0..{max_len - 1}"
-            )
-    return positions
-
-
-def position_at(pos: torch.Tensor):
-    """(b, idx) -> position, for FlexAttention's score_mod / mask_mod: pos [T] or [B, T];
-    [1, T] broadcasts over b."""
-    if pos.dim() == 1:
-        return lambda b, idx: pos[idx]
-    if pos.shape[0] == 1:
-        return lambda b, idx: pos[0, idx]
-    return lambda b, idx: pos[b, idx]

@@ -162,28 +162,28 @@ def bench_copy(rep: Report, s: Sizes, device: str) -> float:
 
 def reference_qk(q, k, pos, inv):
     """posenc.functional's pure-PyTorch reference RoPE on q and k (no fast path)."""
-    from posenc.functional import _apply_rope_reference, _rope_align, rope_cos_sin
+    from posenc.functional import apply_rope_reference, rope_align, rope_cos_sin
 
     cos, sin = rope_cos_sin(pos, inv)
     return tuple(
-        _apply_rope_reference(x, _rope_align(cos, x, "p"), _rope_align(sin, x, "p"), "half", False)
+        apply_rope_reference(x, rope_align(cos, x, "p"), rope_align(sin, x, "p"), "half", False)
         for x in (q, k)
     )
 
 
 def rope_impls(s: Sizes, device: str, notes: list[str]):
     """name -> (fwd(q, k) -> (q', k'), supports_backward). posenc first."""
-    from posenc import fast_rope
+    from posenc import functional
     from posenc.functional import rope_inv_freq
 
     inv, _ = rope_inv_freq(s.Dh)
     inv = inv.to(device)
     pos = torch.arange(s.T, device=device)
     impls = {
-        "posenc": (lambda q, k: fast_rope.rope_qk(q, k, pos, None, inv), True),
+        "posenc": (lambda q, k: functional.apply_rope_qk_fast(q, k, pos, None, inv), True),
         "posenc out=": (None, False),  # filled in bench_rope (needs the buffers)
         "posenc in-place": (
-            lambda q, k: fast_rope.rope_qk(q, k, pos, None, inv, inplace=True),
+            lambda q, k: functional.apply_rope_qk_fast(q, k, pos, None, inv, inplace=True),
             False,
         ),
         "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
@@ -261,7 +261,7 @@ def add_cuda_rope_impls(impls, s, pos, notes) -> None:
 
 
 def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
-    from posenc import fast_rope
+    from posenc import functional, kernels
     from posenc.functional import rope_inv_freq
 
     torch.manual_seed(0)
@@ -272,7 +272,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
     pos = torch.arange(s.T, device=device)
     impls = rope_impls(s, device, rep.notes)
     impls["posenc out="] = (
-        lambda q, k: fast_rope.rope_qk(q, k, pos, None, inv.to(device), out=(oq, ok)),
+        lambda q, k: functional.apply_rope_qk_fast(q, k, pos, None, inv.to(device), out=(oq, ok)),
         False,
     )
     case = f"B={s.B} H={s.H} T={s.T} Dh={s.Dh} f32"
@@ -287,7 +287,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
     for name, ms in times.items():
         base = times.get("posenc")
         rep.rows.append(Row("rope fwd", case, name, ms, ms / base if base else None, copy_ms / ms))
-    rep.notes.append(f"posenc fast RoPE engines: {fast_rope.engine_status()}")
+    rep.notes.append(f"posenc fast RoPE engines: {kernels.engine_status()}")
 
     bwd: dict[str, float] = {}
     gq, gk = torch.randn_like(q0), torch.randn_like(k0)

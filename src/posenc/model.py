@@ -24,6 +24,7 @@ approximate logits with the cache.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,63 +32,25 @@ from torch import nn
 
 from posenc.attention import attention
 from posenc.base import PositionalEncoding
+from posenc.checks import check_model_positions, grid_positions, restart_positions
+from posenc.encodings import build
+from posenc.kv_cache import KVCache, generate
 
-SQRT_D_EMBED_SCALE = ("sinusoidal", "sinusoidal_2d", "sinusoidal_3d")  # see TransformerLM
 
+@dataclass
+class Context:
+    """What every layer's attention needs besides x and its encoding: one object passed down.
 
-class KVCache:
-    """Unencoded keys and values of every layer, preallocated for `max_tokens`.
-
-    k, v: [depth, B, Hkv, max_tokens, Dh]; positions: [B, max_tokens] (or [..., P]).
+    q_pos, k_pos: [T] / [B, T] (+ [..., P]) or None for attention's defaults; mask: boolean
+    [B or 1, 1, Tq, Tk] (True = may attend) or None.
     """
 
-    def __init__(
-        self,
-        depth,
-        batch,
-        kv_heads,
-        head_dim,
-        max_tokens,
-        *,
-        position_dims=1,
-        device=None,
-        dtype=None,
-    ) -> None:
-        shape = (depth, batch, kv_heads, max_tokens, head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.position_dims = position_dims
-        self.positions: torch.Tensor | None = None  # [B, max_tokens(, P)], on the first write
-        self.length = 0  # tokens stored
-        self.default = True  # every stored position was the default arange
-
-    @property
-    def max_tokens(self) -> int:
-        return self.k.shape[3]
-
-    def add_positions(self, positions: torch.Tensor, default: bool) -> torch.Tensor:
-        """Store the positions of T new tokens ([T] or [B, T]); return all stored [B, L + T]."""
-        P = self.position_dims
-        start = self.length
-        stop = start + positions.shape[-1 if P == 1 else -2]
-        if stop > self.max_tokens:
-            raise ValueError(
-                f"the KV cache holds max_tokens={self.max_tokens}; {start} stored + "
-                f"{stop - start} new tokens do not fit"
-            )
-        if self.positions is None:
-            shape = (self.k.shape[1], self.max_tokens) + ((P,) if P > 1 else ())
-            self.positions = positions.new_zeros(shape)
-        self.positions[:, start:stop] = positions
-        self.default = self.default and default
-        return self.positions[:, :stop]
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Write k, v [B, Hkv, T, Dh] after the stored ones; return all [B, Hkv, L + T, Dh]."""
-        start, stop = self.length, self.length + k.shape[2]
-        self.k[layer, :, :, start:stop] = k
-        self.v[layer, :, :, start:stop] = v
-        return self.k[layer, :, :, :stop], self.v[layer, :, :, :stop]
+    q_pos: torch.Tensor | None
+    k_pos: torch.Tensor | None
+    mask: torch.Tensor | None
+    causal: bool
+    backend: str
+    cache: KVCache | None = None
 
 
 class Attention(nn.Module):
@@ -99,14 +62,18 @@ class Attention(nn.Module):
         self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.out_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
 
-    def forward(self, x, encoding, q_pos, k_pos, mask, causal, backend, cache=None, layer=0):
+    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
+        """x [B, T, D] -> [B, T, D]."""
         B, T, _ = x.shape
         H, Hkv, Dh = self.heads, self.kv_heads, self.head_dim
         qkv = self.qkv_proj(x).view(B, T, H + 2 * Hkv, Dh).transpose(1, 2)  # [B, H+2Hkv, T, Dh]
         q, k, v = qkv.split([H, Hkv, Hkv], dim=1)  # k, v [B, Hkv, T, Dh], not yet encoded
-        if cache is not None:
-            k, v = cache.update(layer, k, v)  # all cached tokens, still unencoded
-        y = attention(q, k, v, encoding, q_pos, k_pos, causal=causal, backend=backend, mask=mask)
+        if ctx.cache is not None:
+            k, v = ctx.cache.update(layer, k, v)  # all cached tokens, still unencoded
+        y = attention(
+            q, k, v, encoding, ctx.q_pos, ctx.k_pos,
+            causal=ctx.causal, backend=ctx.backend, mask=ctx.mask,
+        )  # fmt: skip
         return self.out_proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -129,8 +96,8 @@ class Block(nn.Module):
         self.mlp = MLP(dim, int(mlp_ratio * dim))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, encoding, q_pos, k_pos, mask, causal, backend, cache=None, layer=0):
-        h = self.attn(self.norm1(x), encoding, q_pos, k_pos, mask, causal, backend, cache, layer)
+    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
+        h = self.attn(self.norm1(x), encoding, ctx, layer)
         x = x + self.drop(h)
         return x + self.drop(self.mlp(self.norm2(x)))
 
@@ -152,6 +119,7 @@ class TransformerLM(nn.Module):
         encoding: str = "rope",
         encoding_kwargs: dict | None = None,
         max_len: int | None = None,
+        train_len: int | None = None,
         causal: bool = True,
         kv_heads: int | None = None,
         mlp_ratio: float = 4,
@@ -175,7 +143,8 @@ class TransformerLM(nn.Module):
             )
         self.config = dict(
             vocab_size=vocab_size, dim=dim, depth=depth, heads=heads, encoding=encoding,
-            encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, causal=causal,
+            encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, train_len=train_len,
+            causal=causal,
             kv_heads=kv_heads, mlp_ratio=mlp_ratio, dropout=dropout, share_encoding=share_encoding,
         )  # fmt: skip
         self.causal, self.depth, self.dim, self.attn_backend = causal, depth, dim, "auto"
@@ -187,7 +156,7 @@ class TransformerLM(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, dim)
         # Vaswani et al. §3.4: token embeddings are multiplied by sqrt(D) before the sinusoids
         # (amplitude 1) are added; without it the table drowns the tokens (std 0.02 init).
-        self.embed_scale = math.sqrt(dim) if encoding in SQRT_D_EMBED_SCALE else 1.0
+        self.embed_scale = float(self.encoding.token_scale(dim))
         width = self.encoding.embed_dim(dim) if self.absolute else dim
         self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()
         self.drop = nn.Dropout(dropout)
@@ -200,11 +169,10 @@ class TransformerLM(nn.Module):
         self.init_weights()
 
     def build_encoding(self) -> PositionalEncoding:
-        from posenc import build
-
         c = self.config
         std = dict(dim=c["dim"], heads=c["heads"], head_dim=c["dim"] // c["heads"])
-        return build(c["encoding"], **std, max_len=c["max_len"], **c["encoding_kwargs"])
+        std.update(max_len=c["max_len"], train_len=c["train_len"])
+        return build(c["encoding"], **std, **c["encoding_kwargs"])
 
     def init_weights(self) -> None:
         """GPT-2 init for the model's own weights; the encodings keep their own init."""
@@ -247,9 +215,25 @@ class TransformerLM(nn.Module):
             raise ValueError(
                 f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}"
             )
+        positions, default, mask = self.positions_of(tokens, positions, doc_ids, cache)
+        x = self.tok_emb(tokens) * self.embed_scale  # [B, T, D]
+        if self.absolute:
+            x = self.in_proj(self.encoding.embed(x, positions))
+        x = self.drop(x)
+        ctx = self.context(positions, default, mask, cache)
+        for i, block in enumerate(self.blocks):
+            enc = None if self.absolute else self.encodings[i if len(self.encodings) > 1 else 0]
+            x = block(x, enc, ctx, i)
+        if cache is not None:
+            cache.length += tokens.shape[1]
+        return self.lm_head(self.norm(x))
+
+    def positions_of(self, tokens, positions, doc_ids, cache):
+        """-> (positions [T] / [B, T] (+ [..., P]), whether they are the default arange, the
+        document mask [B, 1, T, T] or None). Training positions pass through the encoding's
+        sample_positions hook here, once for every layer."""
         B, T = tokens.shape
         P = self.encoding.position_dims
-        offset = cache.length if cache is not None else 0
         mask = None
         if doc_ids is not None:
             if cache is not None:
@@ -260,24 +244,21 @@ class TransformerLM(nn.Module):
                 )
             mask = (doc_ids[..., :, None] == doc_ids[..., None, :]).unsqueeze(-3)  # [B,1,T,T]
             if positions is None:
-                positions = restart_positions(doc_ids)
-                positions = positions[..., None].expand(*positions.shape, P) if P > 1 else positions
+                positions = grid_positions(restart_positions(doc_ids), P)
         default = positions is None
         if default:
-            positions = torch.arange(offset, offset + T, device=tokens.device)
-            positions = positions[:, None].expand(T, P) if P > 1 else positions
+            offset = cache.length if cache is not None else 0
+            positions = grid_positions(torch.arange(offset, offset + T, device=tokens.device), P)
         else:
             check_model_positions(positions, B, T, P)
             positions = positions.to(tokens.device)
-        sample = getattr(self.encoding, "sample_positions", None)
-        if sample is not None and self.training:
-            positions, default = sample(positions), False  # once, for every layer
+        if self.training and self.encoding.overrides("sample_positions"):
+            positions, default = self.encoding.sample_positions(positions), False
+        return positions, default, mask
 
-        x = self.tok_emb(tokens) * self.embed_scale  # [B, T, D]
-        if self.absolute:
-            x = self.in_proj(self.encoding.embed(x, positions))
-        x = self.drop(x)
-        q_pos, k_pos = positions, positions
+    def context(self, positions, default: bool, mask, cache) -> Context:
+        """The Context every layer's attention gets."""
+        q_pos = k_pos = positions
         if cache is not None:
             k_pos = cache.add_positions(positions, default)
             default = cache.default
@@ -285,13 +266,7 @@ class TransformerLM(nn.Module):
             # None: attention's defaults (causal by index; SDPA's fused causal kernel). Absolute
             # encodings are done with positions once embedded: causal order is the index order.
             q_pos = k_pos = None
-        encoding = None if self.absolute else self.encoding
-        for i, block in enumerate(self.blocks):
-            enc = encoding if encoding is None or len(self.encodings) == 1 else self.encodings[i]
-            x = block(x, enc, q_pos, k_pos, mask, self.causal, self.attn_backend, cache, i)
-        if cache is not None:
-            cache.length += T
-        return self.lm_head(self.norm(x))
+        return Context(q_pos, k_pos, mask, self.causal, self.attn_backend, cache)
 
     # ------------------------------------------------------------------------------ generate
 
@@ -303,47 +278,10 @@ class TransformerLM(nn.Module):
         shape = (self.depth, batch, attn.kv_heads, attn.head_dim, max_tokens)
         return KVCache(*shape, position_dims=P, device=w.device, dtype=w.dtype)
 
-    @torch.no_grad()
-    def generate(
-        self,
-        tokens: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        return_logits: bool = False,
-    ):
-        """Continue tokens [B, T] by max_new_tokens -> [B, T + max_new_tokens] (KV cache).
-
-        temperature 0 is greedy; otherwise sample from softmax(logits / temperature), limited
-        to the top_k tokens if given. With return_logits, also the logits [B, new, V] each
-        token was chosen from. Runs in eval mode (restores the mode after).
-        """
-        if not self.causal:
-            raise ValueError("generate needs a causal model (causal=True); this is an encoder")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-        was_training = self.training
-        self.eval()
-        try:
-            cache = self.new_cache(tokens.shape[0], tokens.shape[1] + max_new_tokens)
-            logits, chosen = self(tokens, cache=cache)[:, -1], []
-            for step in range(max_new_tokens):
-                chosen.append(logits)
-                nxt = pick_token(logits, temperature, top_k)  # [B, 1]
-                tokens = torch.cat([tokens, nxt], dim=1)
-                if step + 1 < max_new_tokens:
-                    logits = self(nxt, cache=cache)[:, -1]
-        finally:
-            self.train(was_training)
-        if return_logits:
-            V = self.lm_head.out_features
-            empty = tokens.new_zeros((tokens.shape[0], 0, V), dtype=logits.dtype)
-            return tokens, torch.stack(chosen, dim=1) if chosen else empty
-        return tokens
+    def generate(self, tokens: torch.Tensor, max_new_tokens: int, **kwargs):
+        """Continue tokens [B, T] by max_new_tokens with a KV cache (posenc.kv_cache.generate:
+        temperature, top_k, return_logits)."""
+        return generate(self, tokens, max_new_tokens, **kwargs)
 
     # ------------------------------------------------------------------------------ checkpoints
 
@@ -362,34 +300,3 @@ class TransformerLM(nn.Module):
         model = cls(**ckpt["config"])
         model.load_state_dict(ckpt["model"])
         return model
-
-
-def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
-    """logits [B, V] -> token ids [B, 1]: argmax at temperature 0, else a sample."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, -torch.inf)
-    return torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1)
-
-
-def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
-    """doc_ids [..., T] (contiguous documents) -> positions restarting at 0 in each document."""
-    idx = torch.arange(doc_ids.shape[-1], device=doc_ids.device).expand_as(doc_ids)
-    starts = torch.ones_like(doc_ids, dtype=torch.bool)
-    starts[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
-    first = torch.where(starts, idx, 0).cummax(dim=-1).values  # index where each doc starts
-    return idx - first
-
-
-def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
-    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1)."""
-    want = (T,) if P == 1 else (T, P)
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
-    if tuple(positions.shape) not in (want, (B, *want), (1, *want)):
-        raise ValueError(
-            f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
-        )

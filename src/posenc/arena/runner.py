@@ -24,8 +24,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from posenc import __version__
 from posenc.arena.store import Row, Store
 from posenc.arena.tasks import TASK_NAMES
+from posenc.base import PositionalEncoding
+from posenc.checks import closest_names
+from posenc.encodings import resolve
+from posenc.model import TransformerLM
 
 PROTOCOL = "arena-1"
 TRAINED = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire")
@@ -81,22 +86,6 @@ def split_label(label: str) -> tuple[str, str | None]:
     return base, (variant or None)
 
 
-def encoding_kwargs(name: str, train_len: int) -> dict:
-    """Per-encoding settings scaled to the training length (LITERATURE.md pitfalls): T5's
-    max_distance = L (T5's 128 leaves buckets training never reaches) with min(32, L) causal
-    buckets, so distances below L/2 are exact and L/2..L log-spaced; FIRE's threshold starts
-    at L through the model's max_len (see `model_kwargs`)."""
-    t5_buckets = max(4, min(32, train_len))
-    return {
-        "t5": {"bidirectional": False, "num_buckets": t5_buckets, "max_distance": train_len},
-        "kerple": {"variant": "log"},
-    }.get(name, {})
-
-
-# encodings that take the training length as max_len: learned (its table), fire (threshold L)
-TRAIN_LEN_AS_MAX_LEN = ("learned", "fire")
-
-
 def rope_scaling(variant: str, train_len: int, eval_lens: list[int]) -> dict:
     """HF rope_scaling for a zero-shot variant; static ones target the longest eval length."""
     factor = max(1.0, max(eval_lens) / train_len)
@@ -106,14 +95,10 @@ def rope_scaling(variant: str, train_len: int, eval_lens: list[int]) -> dict:
 
 
 def validate_encodings(labels: list[str]) -> None:
-    import posenc
-
     for label in labels:
         base, variant = split_label(label)
-        posenc.resolve(base)  # ValueError with the closest names
+        resolve(base)  # ValueError with the closest names
         if variant is not None and (base != "rope" or variant not in VARIANTS):
-            from posenc import closest_names
-
             known = [f"rope+{v}" for v in VARIANTS]
             close = closest_names(label, known)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -152,15 +137,16 @@ def config_hash(cfg: dict) -> str:
 
 
 def model_kwargs(task, encoding: str, cfg: ArenaConfig) -> dict:
-    """TransformerLM(**kwargs); `learned` gets a table of exactly train_len rows."""
+    """TransformerLM(**kwargs); the encoding reads what it needs from train_len (a learned
+    table's size, T5's buckets, FIRE's threshold)."""
     return {
         "vocab_size": task.vocab_size,
         "dim": cfg.dim,
         "depth": cfg.depth,
         "heads": cfg.heads,
         "encoding": encoding,
-        "encoding_kwargs": encoding_kwargs(encoding, cfg.train_len),
-        "max_len": cfg.train_len if encoding in TRAIN_LEN_AS_MAX_LEN else None,
+        "encoding_kwargs": {},
+        "train_len": cfg.train_len,
         "causal": True,
     }
 
@@ -241,10 +227,8 @@ def lr_at(step: int, steps: int, lr: float) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def build_model(kwargs: dict):
-    import posenc
-
-    return posenc.TransformerLM(**kwargs)
+def build_model(kwargs: dict) -> TransformerLM:
+    return TransformerLM(**kwargs)
 
 
 def task_seed(name: str) -> int:
@@ -371,8 +355,6 @@ def train(cell: Cell, task, cfg: ArenaConfig, progress: Progress):
 
 def encoding_limit(model) -> int | None:
     """The max_len of the model's encoding (a learned table), None if unbounded."""
-    from posenc.base import PositionalEncoding
-
     for m in model.modules():
         if isinstance(m, PositionalEncoding) and getattr(m, "max_len", None):
             return int(m.max_len)
@@ -441,10 +423,8 @@ def check_conflicts(store: Store, cells: list[Cell]) -> None:
 
 def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     """Run every unfinished cell; returns the number of rows written."""
-    import posenc
-
     torch.use_deterministic_algorithms(True, warn_only=True)
-    versions = {"posenc_version": posenc.__version__, "torch_version": torch.__version__}
+    versions = {"posenc_version": __version__, "torch_version": torch.__version__}
     cells = make_cells(cfg, tasks)
     check_conflicts(store, cells)
     todo = []

@@ -19,28 +19,6 @@ PROPS = settings(max_examples=25, deadline=None)
 LAYOUTS = ["half", "interleaved"]
 
 
-def hf_rope(head_dim, base=10000.0, max_pos=4096, params=None):
-    """transformers' Llama rotary embedding module for these parameters."""
-    transformers = pytest.importorskip("transformers")
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
-    config = transformers.LlamaConfig(
-        hidden_size=head_dim,
-        num_attention_heads=1,
-        head_dim=head_dim,
-        max_position_embeddings=max_pos,
-        rope_parameters={"rope_type": "default", **(params or {}), "rope_theta": base},
-    )
-    return LlamaRotaryEmbedding(config)
-
-
-def hf_apply(q, k, cos, sin):
-    pytest.importorskip("transformers")
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-    return apply_rotary_pos_emb(q, k, cos, sin)
-
-
 # ----------------------------------------------------------------------------------- parity
 
 
@@ -58,7 +36,7 @@ def hf_apply(q, k, cos, sin):
         },
     ],
 )
-def test_half_layout_matches_transformers(params):
+def test_half_layout_matches_transformers(params, hf_rope, hf_apply):
     """[B, T] positions (left padding / offsets), cos/sin from transformers' own module."""
     torch.manual_seed(0)
     B, H, T, Dh, base = 2, 3, 9, 64, 500000.0
@@ -73,7 +51,7 @@ def test_half_layout_matches_transformers(params):
     assert (q2 - q_ref).abs().max() <= 1e-5 and (k2 - k_ref).abs().max() <= 1e-5
 
 
-def test_half_layout_partial_rotary_matches_transformers():
+def test_half_layout_partial_rotary_matches_transformers(hf_rope, hf_apply):
     """Partial rotary as GPT-NeoX / Phi do it: rotate q[..., :R], pass the rest through."""
     torch.manual_seed(1)
     B, H, T, Dh, R = 2, 2, 7, 80, 32

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.absolute import ENCODINGS
+from posenc.encodings.absolute import ENCODINGS
 from posenc.functional import sinusoidal_table
 
 B, T, D = 2, 10, 16

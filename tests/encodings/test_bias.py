@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc.bias import ENCODINGS, FIRE, KERPLE, ALiBi, Sandwich, T5Bias
+from posenc.encodings.bias import ENCODINGS, FIRE, KERPLE, ALiBi, Sandwich, T5Bias
 from posenc.functional import alibi_slopes, sandwich_curve
 
 H, DH = 4, 8

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import PositionalEncoding, check_positions, position_at
+from posenc.base import PositionalEncoding
+from posenc.checks import check_positions, position_at, train_len_hint
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
 
 
@@ -25,15 +26,6 @@ def _difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
     if qp.is_floating_point() or kp.is_floating_point():
         return (qp.double() - kp.double()).float()
     return (qp - kp).float()
-
-
-def _check_max_len(max_len: int | None) -> None:
-    if max_len is None:
-        return
-    if isinstance(max_len, bool) or not isinstance(max_len, int):
-        raise TypeError(f"max_len must be an int or None, got {type(max_len).__name__}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1 (the training length), got {max_len}")
 
 
 class _PositionBias(PositionalEncoding):
@@ -146,7 +138,16 @@ class ALiBi(_PositionBias):
     paper = "Press et al. 2022"
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
 
-    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, bidirectional=False):
+    def __init__(
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        bidirectional=False,
+    ):
         super().__init__(heads)
         if not isinstance(bidirectional, bool):
             raise TypeError(f"bidirectional must be a bool, got {type(bidirectional).__name__}")
@@ -169,11 +170,12 @@ class T5Bias(_PositionBias):
     `bidirectional=False` (default, decoders) gives keys after the query bucket 0, as T5's
     decoder does; encoders want `bidirectional=True`. Not scaled by 1/sqrt(Dh).
 
-    max_distance: 128 by default (T5). When `max_len` (the training length) is given and
-    `max_distance` is not, max_distance = max(max_len, start of the log buckets + 1): the log
-    buckets then span exactly the distances seen in training, and longer distances share the
-    bucket of the farthest trained ones, instead of landing in buckets training never reached
-    (with T5's 128 and a training length of, say, 20, buckets for 20..127 stay at their init).
+    num_buckets, max_distance: 32 and 128 by default (T5). When `train_len` is given, those not
+    given scale with it: num_buckets = train_len (even, 4..32) and max_distance = max(train_len,
+    start of the log buckets + 1): the log buckets then span exactly the distances seen in
+    training, and longer distances share the bucket of the farthest trained ones, instead of
+    landing in buckets training never reached (with T5's 128 and a training length of, say,
+    20, buckets for 20..127 stay at their init).
 
     Init: normal(0, dim**-0.5) as transformers' T5 when `dim` is given, else normal(0, 0.02).
     """
@@ -190,24 +192,27 @@ class T5Bias(_PositionBias):
         heads=None,
         head_dim=None,
         max_len=None,
+        train_len=None,
         bidirectional=False,
-        num_buckets=32,
+        num_buckets=None,
         max_distance=None,
     ):
         super().__init__(heads)
-        _check_max_len(max_len)
+        if num_buckets is None:  # scaled with train_len (not with the deprecated max_len hint)
+            num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
+        train_len = train_len_hint(max_len, train_len)
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
-            if max_len is None:
+            if train_len is None:
                 max_distance = 128
             else:
                 per_direction = num_buckets // 2 if bidirectional else num_buckets
-                max_distance = max(max_len, per_direction // 2 + 1)
+                max_distance = max(train_len, per_direction // 2 + 1)
         check_t5_buckets(bidirectional, num_buckets, max_distance)
         self.bidirectional = bidirectional
         self.num_buckets = num_buckets
         self.max_distance = max_distance
-        self.train_len = max_len  # a hint for max_distance, not a limit: self.max_len stays None
+        self.train_len = train_len
         self.relative_attention_bias = nn.Embedding(num_buckets, self.heads)  # [buckets, H]
         std = dim**-0.5 if dim else 0.02
         nn.init.normal_(self.relative_attention_bias.weight, std=std)
@@ -246,7 +251,15 @@ class KERPLE(_PositionBias):
     VARIANTS = ("log", "power")
 
     def __init__(
-        self, *, dim=None, heads=None, head_dim=None, max_len=None, variant="log", eps=1e-2
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        variant="log",
+        eps=1e-2,
     ):
         super().__init__(heads)
         if variant not in self.VARIANTS:
@@ -295,8 +308,8 @@ class FIRE(_PositionBias):
     """Functional interpolation: b(i, j) = MLP(psi(i - j) / psi(max(i, L))), psi(x) = log(c*x + 1).
 
     MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper. c (init 0.1) is learned;
-    L = |s * L0| with a learned multiplier s (init 1), as in the paper's code; L0 = `max_len`
-    (the training length) when given, else the reference's 512, which would leave every
+    L = |s * L0| with a learned multiplier s (init 1), as in the paper's code; L0 = `train_len`
+    when given, else the reference's 512, which would leave every
     position of a short training run below the threshold. psi uses |c*x| and the denominator
     gets `eps`, as in that code. Keys after the query (j > i) get psi(|i - j|), the mirrored
     distance over the same normalizer. Depends on i itself (not only i - j): not shift-invariant.
@@ -314,16 +327,17 @@ class FIRE(_PositionBias):
         heads=None,
         head_dim=None,
         max_len=None,
+        train_len=None,
         mlp_width=32,
         init_c=0.1,
         eps=1e-6,
     ):
         super().__init__(heads)
-        _check_max_len(max_len)
+        train_len = train_len_hint(max_len, train_len)
         if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
             raise ValueError(f"mlp_width must be an int >= 1, got {mlp_width!r}")
-        self.train_len = max_len  # sets L's start, not a limit: self.max_len stays None
-        self.init_L = float(max_len if max_len is not None else 512)
+        self.train_len = train_len
+        self.init_L = float(train_len if train_len is not None else 512)
         self.eps = eps
         self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(), nn.Linear(mlp_width, heads))
         self.c = nn.Parameter(torch.tensor(float(init_c)))
@@ -367,7 +381,9 @@ class Sandwich(_PositionBias):
     summary = "parameter-free sinusoidal inner product p_i.p_j, per-head compression 8h/H"
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
-    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, sandwich_dim=128):
+    def __init__(
+        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, sandwich_dim=128
+    ):
         super().__init__(heads)
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim
         self.sandwich_dim = sandwich_dim

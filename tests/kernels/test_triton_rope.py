@@ -13,13 +13,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 pytest.importorskip("triton")
-from posenc import triton_rope  # noqa: E402
 from posenc.functional import (  # noqa: E402
-    _apply_rope_reference,
-    _rope_align,
+    apply_rope_reference,
+    rope_align,
     rope_cos_sin,
     rope_inv_freq,
 )
+from posenc.kernels import triton_rope  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -28,12 +28,12 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
 
 def apply_rope(x, pos, inv, layout):
     """posenc.functional's pure-PyTorch reference (apply_rope itself may take a fast path)."""
-    return _apply_rope_reference(x, *cos_sin(pos, inv, x), layout, False)
+    return apply_rope_reference(x, *cos_sin(pos, inv, x), layout, False)
 
 
 def cos_sin(pos, inv, x):
     c, s = rope_cos_sin(pos, inv, 1.0, x.dtype)
-    return _rope_align(c, x, "p"), _rope_align(s, x, "p")
+    return rope_align(c, x, "p"), rope_align(s, x, "p")
 
 
 CASES = [

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc.attention import attention
+from posenc.encodings.relative import CoPE, DeBERTa, Shaw, TransformerXL
 from posenc.functional import relative_sinusoid
-from posenc.relative import CoPE, DeBERTa, Shaw, TransformerXL
 
 PROPS = settings(max_examples=20, deadline=None)
 H, DH = 2, 8
@@ -23,12 +23,10 @@ def qk(b=2, tq=6, tk=6, h=H, dh=DH, seed=0):
 def build(name, **kw):
     torch.manual_seed(0)
     enc = {
-        "shaw": lambda: Shaw(head_dim=DH, max_relative_position=3, values=True, **kw),
+        "shaw": lambda: Shaw(head_dim=DH, max_distance=3, values=True, **kw),
         "transformer_xl": lambda: TransformerXL(heads=H, head_dim=DH, **kw),
-        "deberta": lambda: DeBERTa(
-            heads=H, head_dim=DH, position_buckets=8, max_relative_positions=20, **kw
-        ),
-        "cope": lambda: CoPE(head_dim=DH, npos_max=5, **kw),
+        "deberta": lambda: DeBERTa(heads=H, head_dim=DH, num_buckets=8, max_distance=20, **kw),
+        "cope": lambda: CoPE(head_dim=DH, max_distance=5, **kw),
     }[name]()
     with torch.no_grad():  # away from the small init, so every term matters
         for p in enc.parameters():
@@ -64,7 +62,7 @@ def test_deberta_attention_matches_transformers(norm, types):
     transformers = pytest.importorskip("transformers")
     from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
 
-    D, heads, B, T = 32, 4, 2, 30  # T past max_relative_positions: log buckets and clamping
+    D, heads, B, T = 32, 4, 2, 30  # T past max_distance: log buckets and clamping
     cfg = transformers.DebertaV2Config(
         hidden_size=D,
         num_attention_heads=heads,
@@ -89,8 +87,8 @@ def test_deberta_attention_matches_transformers(norm, types):
     enc = DeBERTa(
         dim=D,
         heads=heads,
-        position_buckets=8,
-        max_relative_positions=20,
+        num_buckets=8,
+        max_distance=20,
         norm_rel_ebd=norm,
         pos_att_type=types,
     )
@@ -166,7 +164,7 @@ def test_transformer_xl_shift_and_gather_equal_direct(q_pos, k_pos):
 @pytest.mark.parametrize("causal", [False, True])
 def test_shaw_matches_paper_equations(values, causal):
     torch.manual_seed(1)
-    enc = Shaw(head_dim=DH, max_relative_position=2, values=values)
+    enc = Shaw(head_dim=DH, max_distance=2, values=values)
     with torch.no_grad():
         for p in enc.parameters():
             p.normal_(0.0, 0.5)
@@ -215,7 +213,7 @@ def cope_direct(enc, q, k, q_pos, k_pos):
             for t in range(j, k.shape[2]):
                 if k_pos[t] <= q_pos[i]:
                     p = p + torch.sigmoid((q[:, :, i] * k[:, :, t]).sum(-1) / dh**0.5)
-            p = p.clamp(max=enc.npos_max - 1)
+            p = p.clamp(max=enc.max_distance - 1)
             lo, w = p.floor(), p - p.floor()
             emb = w[..., None] * e[p.ceil().long()] + (1 - w[..., None]) * e[lo.long()]
             out[:, :, i, j] = (q[:, :, i] * emb).sum(-1)
@@ -227,7 +225,7 @@ def cope_direct(enc, q, k, q_pos, k_pos):
     [(torch.arange(6), torch.arange(6)), (torch.arange(4, 7), torch.arange(7))],
 )
 def test_cope_matches_direct_loop(q_pos, k_pos):
-    enc = ENCS["cope"]  # npos_max = 5 < T: clamping happens
+    enc = ENCS["cope"]  # max_distance = 5 < T: clamping happens
     q, k = qk(tq=len(q_pos), tk=len(k_pos))
     with torch.no_grad():
         got = enc.bias(q, k, q_pos, k_pos)
@@ -326,12 +324,12 @@ def test_dtype_and_gradients(name):
         (DeBERTa, {"head_dim": 8}, "heads"),
         (DeBERTa, {"dim": 30, "heads": 4}, "divisible"),
         (Shaw, {"head_dim": 0}, "head_dim"),
-        (Shaw, {"head_dim": 8, "max_relative_position": 0}, "max_relative_position"),
+        (Shaw, {"head_dim": 8, "max_distance": 0}, "max_distance"),
         (TransformerXL, {"heads": 2, "head_dim": 8, "rel_dim": 7}, "rel_dim"),
         (DeBERTa, {"heads": 2, "head_dim": 8, "norm_rel_ebd": "rms"}, "norm_rel_ebd"),
         (DeBERTa, {"heads": 2, "head_dim": 8, "pos_att_type": ("p2p",)}, "pos_att_type"),
-        (DeBERTa, {"heads": 2, "head_dim": 8, "max_relative_positions": 64}, "position_buckets"),
-        (CoPE, {"head_dim": 8, "npos_max": 0}, "npos_max"),
+        (DeBERTa, {"heads": 2, "head_dim": 8, "max_distance": 64}, "num_buckets"),
+        (CoPE, {"head_dim": 8, "max_distance": 0}, "max_distance"),
     ],
 )
 def test_bad_constructor_arguments(cls, kwargs, match):

@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import fast_rope, functional
-from posenc.functional import _apply_rope_reference, _rope_align, rope_cos_sin, rope_inv_freq
+from posenc import functional, kernels
+from posenc.functional import apply_rope_reference, rope_align, rope_cos_sin, rope_inv_freq
 
 FAST = ("cpp", "eager")  # "compiled" is tested once, on one small shape (compiling is slow)
 
@@ -22,8 +22,8 @@ def reference(x, pos, inv, layout="half", attention_factor=1.0):
     """posenc.functional's pure-PyTorch reference (apply_rope itself dispatches to the fast
     path, so the comparison goes through the reference directly)."""
     cos, sin = rope_cos_sin(pos, inv, attention_factor, x.dtype)
-    cos, sin = _rope_align(cos, x, "positions"), _rope_align(sin, x, "positions")
-    return _apply_rope_reference(x, cos, sin, layout, False)
+    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
+    return apply_rope_reference(x, cos, sin, layout, False)
 
 
 def tol(dtype):
@@ -63,18 +63,18 @@ def test_values_equal_reference(engine, case):
     x, pos, inv, layout = make(case)
     want = reference(x, pos, inv, layout)
     before = x.clone()
-    got = fast_rope.rope(x, pos, inv, layout, engine=engine)
+    got = functional.apply_rope_fast(x, pos, inv, layout, engine=engine)
     assert got.dtype == x.dtype and got.shape == x.shape
     torch.testing.assert_close(got.float(), want.float(), atol=tol(x.dtype), rtol=0)
     assert torch.equal(x, before), "out-of-place call changed its input"
 
     out = torch.full_like(x, float("nan"))
-    fast_rope.rope(x, pos, inv, layout, out=out, engine=engine)
+    functional.apply_rope_fast(x, pos, inv, layout, out=out, engine=engine)
     torch.testing.assert_close(out.float(), want.float(), atol=tol(x.dtype), rtol=0)
     assert torch.equal(x, before), "out= call changed its input"
 
     y = x.clone()
-    ret = fast_rope.rope(y, pos, inv, layout, inplace=True, engine=engine)
+    ret = functional.apply_rope_fast(y, pos, inv, layout, inplace=True, engine=engine)
     assert ret is y
     torch.testing.assert_close(y.float(), want.float(), atol=tol(x.dtype), rtol=0)
 
@@ -87,7 +87,9 @@ def test_gradients_equal_reference(engine, case):
     x = x.float().requires_grad_()
     g = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
     (want,) = torch.autograd.grad(reference(x, pos, inv, layout), x, g)
-    (got,) = torch.autograd.grad(fast_rope.rope(x, pos, inv, layout, engine=engine), x, g)
+    (got,) = torch.autograd.grad(
+        functional.apply_rope_fast(x, pos, inv, layout, engine=engine), x, g
+    )
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
@@ -96,7 +98,7 @@ def test_rope_qk_equals_reference_and_attention_factor():
     q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 2, 9, 16)
     qp, kp = torch.arange(3, 9), torch.arange(9)
     inv, _ = rope_inv_freq(16)
-    oq, ok = fast_rope.rope_qk(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
+    oq, ok = functional.apply_rope_qk_fast(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
     torch.testing.assert_close(oq, reference(q, qp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
     torch.testing.assert_close(ok, reference(k, kp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
 
@@ -109,74 +111,76 @@ def test_compiled_engine_small_shape():
     pos = torch.randint(0, 100, (2, 8))
     inv, _ = rope_inv_freq(8)
     want = reference(x, pos, inv, "half")
-    got = fast_rope.rope(x, pos, inv, "half", engine="compiled")
-    assert "compiled" not in fast_rope._BROKEN, fast_rope._BROKEN.get("compiled")
+    got = functional.apply_rope_fast(x, pos, inv, "half", engine="compiled")
+    assert "compiled" not in kernels._BROKEN, kernels._BROKEN.get("compiled")
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     y = x.clone()
-    fast_rope.rope(y, pos, inv, "half", inplace=True, engine="compiled")
+    functional.apply_rope_fast(y, pos, inv, "half", inplace=True, engine="compiled")
     torch.testing.assert_close(y, want, atol=1e-5, rtol=0)
 
 
 def test_fallback_when_fast_engines_fail(monkeypatch):
     """A failing engine is remembered, warned about once, and the next one gives the same
     numbers; the env var forces the pure-PyTorch path."""
-    monkeypatch.setattr(fast_rope, "_BROKEN", {})
+    monkeypatch.setattr(kernels, "_BROKEN", {})
 
     def broken(*args):
         raise RuntimeError("no compiler here")
 
-    monkeypatch.setitem(fast_rope._ROTATE, "cpp", broken)
-    monkeypatch.setitem(fast_rope._ROTATE, "compiled", broken)
+    monkeypatch.setitem(kernels._ROTATE, "cpp", broken)
+    monkeypatch.setitem(kernels._ROTATE, "compiled", broken)
     x, pos = torch.randn(1, 2, 5, 8), torch.arange(5)
     inv, _ = rope_inv_freq(8)
     with pytest.warns(RuntimeWarning, match="engine 'cpp' failed"):
-        got = fast_rope.rope(x, pos, inv)
+        got = functional.apply_rope_fast(x, pos, inv)
     torch.testing.assert_close(got, reference(x, pos, inv, "half"), atol=1e-6, rtol=0)
-    assert set(fast_rope._BROKEN) == {"cpp"}  # auto never compiles; it went to eager
+    assert set(kernels._BROKEN) == {"cpp"}  # auto never compiles; it went to eager
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # decided once: no second warning
-        fast_rope.rope(x, pos, inv)
-    assert fast_rope.pick_engine(x, x) == "eager"
+        functional.apply_rope_fast(x, pos, inv)
+    assert kernels.pick_engine(x, x) == "eager"
 
 
 def test_env_var_forces_eager(monkeypatch):
-    monkeypatch.setenv(fast_rope.ENV_VAR, "eager")
+    monkeypatch.setenv(kernels.ENV_VAR, "eager")
     x = torch.randn(1, 1, 3, 4)
     cos, _ = rope_cos_sin(torch.arange(3), rope_inv_freq(4)[0])
-    assert fast_rope.pick_engine(x, _rope_align(cos, x, "p")) == "eager"
-    monkeypatch.setenv(fast_rope.ENV_VAR, "turbo")
+    assert kernels.pick_engine(x, rope_align(cos, x, "p")) == "eager"
+    monkeypatch.setenv(kernels.ENV_VAR, "turbo")
     with pytest.raises(ValueError, match="auto"):
-        fast_rope.pick_engine(x, cos)
+        kernels.pick_engine(x, cos)
 
 
 def test_cpp_unsupported_input_goes_to_next_engine():
     x = torch.randn(1, 1, 3, 4, dtype=torch.float64)  # float64: reference-grade, no C kernel
     cos, _ = rope_cos_sin(torch.arange(3), rope_inv_freq(4)[0], dtype=torch.float64)
-    assert fast_rope.pick_engine(x, cos, "cpp") == "eager"
+    assert kernels.pick_engine(x, cos, "cpp") == "eager"
 
 
 def test_inplace_and_out_reject_autograd_and_bad_out():
     x = torch.randn(1, 1, 3, 4, requires_grad=True)
     inv, _ = rope_inv_freq(4)
     with pytest.raises(ValueError, match="autograd"):
-        fast_rope.rope(x, torch.arange(3), inv, inplace=True)
+        functional.apply_rope_fast(x, torch.arange(3), inv, inplace=True)
     with pytest.raises(ValueError, match="out must have"):
-        fast_rope.rope(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
+        functional.apply_rope_fast(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
     with pytest.raises(ValueError, match="layout"):
-        fast_rope.rotate(x.detach(), x.detach(), x.detach(), "sideways")
+        kernels.rotate(x.detach(), x.detach(), x.detach(), "sideways")
 
 
 def test_apply_rope_dispatches_to_fast_path_and_env_var_turns_it_off(monkeypatch):
     calls = []
-    real = functional._apply_rope_reference
-    monkeypatch.setattr(functional, "_apply_rope_reference", lambda *a: calls.append(1) or real(*a))
+    real = functional.apply_rope_reference
+    monkeypatch.setattr(
+        functional.rotary, "apply_rope_reference", lambda *a: calls.append(1) or real(*a)
+    )
     x, pos = torch.randn(2, 3, 7, 8), torch.arange(7)
     inv, _ = rope_inv_freq(8)
-    want = real(x, *(_rope_align(t, x, "p") for t in rope_cos_sin(pos, inv)), "half", False)
+    want = real(x, *(rope_align(t, x, "p") for t in rope_cos_sin(pos, inv)), "half", False)
     got = functional.apply_rope(x, pos, inv)
-    assert calls == [] and fast_rope.pick_engine(x, x) == "cpp"
+    assert calls == [] and kernels.pick_engine(x, x) == "cpp"
     torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
-    monkeypatch.setenv(fast_rope.ENV_VAR, "eager")
+    monkeypatch.setenv(kernels.ENV_VAR, "eager")
     torch.testing.assert_close(functional.apply_rope(x, pos, inv), want, atol=0, rtol=0)
     assert calls == [1]
 
@@ -184,7 +188,7 @@ def test_apply_rope_dispatches_to_fast_path_and_env_var_turns_it_off(monkeypatch
 def test_double_backward_raises_instead_of_wrong_numbers():
     x = torch.randn(1, 1, 3, 4, requires_grad=True)
     inv, _ = rope_inv_freq(4)
-    y = fast_rope.rope(x, torch.arange(3), inv, engine="cpp")
+    y = functional.apply_rope_fast(x, torch.arange(3), inv, engine="cpp")
     (g,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         torch.autograd.grad(g.sum(), x)

@@ -7,30 +7,10 @@ import pytest
 import torch
 
 from posenc.functional import rope_inv_freq
-from posenc.rope_scaling import ROPE_SCALING
-
-transformers = pytest.importorskip("transformers")
-from transformers import LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+from posenc.functional.rope_scaling import ROPE_SCALING
 
 CASES = 12  # random parameter sets per rope_type
 ORIGINAL_LENGTHS = [512, 2048, 4096, 8192]
-
-
-def hf(dim, base, max_pos, params, seq_len=None):
-    """transformers' (inv_freq, attention_factor) for a Llama config with these parameters."""
-    config = LlamaConfig(
-        hidden_size=dim,
-        num_attention_heads=1,
-        head_dim=dim,
-        max_position_embeddings=max_pos,
-        rope_parameters={**params, "rope_theta": base},
-    )
-    rope_type = config.rope_parameters["rope_type"]
-    if rope_type == "default":
-        return LlamaRotaryEmbedding.compute_default_rope_parameters(config)
-    return ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
 
 
 def random_case(rng):
@@ -62,15 +42,15 @@ def assert_same(ours, theirs):
 
 
 @pytest.mark.parametrize("rope_type", ["default", "linear"])
-def test_default_and_linear_match_transformers(rope_type):
+def test_default_and_linear_match_transformers(rope_type, hf_rope_init):
     rng = random.Random(rope_type)
     for _ in range(CASES):
         dim, base, factor, original = random_case(rng)
         params = {"rope_type": rope_type} | ({"factor": factor} if rope_type == "linear" else {})
-        assert_same(rope_inv_freq(dim, base, params), hf(dim, base, original, params))
+        assert_same(rope_inv_freq(dim, base, params), hf_rope_init(dim, base, original, params))
 
 
-def test_dynamic_matches_transformers_at_every_seq_len():
+def test_dynamic_matches_transformers_at_every_seq_len(hf_rope_init):
     rng = random.Random(1)
     for _ in range(CASES):
         dim, base, factor, original = random_case(rng)
@@ -79,16 +59,16 @@ def test_dynamic_matches_transformers_at_every_seq_len():
             ours = rope_inv_freq(
                 dim, base, {**params, "original_max_position_embeddings": original}, seq_len
             )
-            assert_same(ours, hf(dim, base, original, params, seq_len))
+            assert_same(ours, hf_rope_init(dim, base, original, params, seq_len))
         # the legacy key `type` and max_position_embeddings as the original length
         legacy = {"type": "dynamic", "factor": factor, "max_position_embeddings": original}
         assert_same(
             rope_inv_freq(dim, base, legacy, 3 * original),
-            hf(dim, base, original, params, 3 * original),
+            hf_rope_init(dim, base, original, params, 3 * original),
         )
 
 
-def test_yarn_matches_transformers():
+def test_yarn_matches_transformers(hf_rope_init):
     rng = random.Random(2)
     for i in range(4 * CASES):
         dim, base, factor, original = random_case(rng)
@@ -115,7 +95,7 @@ def test_yarn_matches_transformers():
             params["factor"] = None
         max_pos = int(original * factor)
         ours = rope_inv_freq(dim, base, {**params, "max_position_embeddings": max_pos})
-        assert_same(ours, hf(dim, base, max_pos, params))
+        assert_same(ours, hf_rope_init(dim, base, max_pos, params))
 
 
 def test_yarn_truncate_changes_the_ramp():
@@ -125,7 +105,7 @@ def test_yarn_truncate_changes_the_ramp():
     assert not torch.allclose(a, b)
 
 
-def test_llama3_matches_transformers():
+def test_llama3_matches_transformers(hf_rope_init):
     rng = random.Random(3)
     for i in range(2 * CASES):
         dim, base, factor, original = random_case(rng)
@@ -142,10 +122,10 @@ def test_llama3_matches_transformers():
             params |= {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
             params["original_max_position_embeddings"] = 8192
         max_pos = int(params["original_max_position_embeddings"] * params["factor"])
-        assert_same(rope_inv_freq(dim, base, params), hf(dim, base, max_pos, params))
+        assert_same(rope_inv_freq(dim, base, params), hf_rope_init(dim, base, max_pos, params))
 
 
-def test_longrope_matches_transformers_short_and_long():
+def test_longrope_matches_transformers_short_and_long(hf_rope_init):
     rng = random.Random(4)
     for i in range(CASES):
         dim, base, factor, original = random_case(rng)
@@ -163,14 +143,14 @@ def test_longrope_matches_transformers_short_and_long():
         ours_params = {**params, "max_position_embeddings": max_pos}
         for seq_len in seq_lens(rng, original):
             ours = rope_inv_freq(dim, base, ours_params, seq_len)
-            assert_same(ours, hf(dim, base, max_pos, params, seq_len))
+            assert_same(ours, hf_rope_init(dim, base, max_pos, params, seq_len))
     # seq_len picks the factors: long past the original length, short up to it
     short, _ = rope_inv_freq(dim, base, ours_params, original)
     long, _ = rope_inv_freq(dim, base, ours_params, original + 1)
     assert not torch.allclose(short, long)
 
 
-def test_ntk_is_the_static_base_change():
+def test_ntk_is_the_static_base_change(hf_rope_init):
     """ntk is not in transformers: check the formula base' = base * s^(d/(d-2)) in float64,
     transformers' dynamic at the length where the two coincide, L = L0 (2 - 1/s), and
     rotary-embedding-torch's theta_rescale_factor, which is the same change of base."""
@@ -186,7 +166,9 @@ def test_ntk_is_the_static_base_change():
         torch.testing.assert_close(ours.double(), formula, rtol=2e-6, atol=0)
         seq_len = original * (2 * factor - 1) / factor
         assert seq_len == int(seq_len)
-        dynamic = hf(dim, base, original, {"rope_type": "dynamic", "factor": factor}, int(seq_len))
+        dynamic = hf_rope_init(
+            dim, base, original, {"rope_type": "dynamic", "factor": factor}, int(seq_len)
+        )
         assert_same((ours, af), dynamic)
         lucid = ret.RotaryEmbedding(dim, theta=base, theta_rescale_factor=factor).freqs.detach()
         torch.testing.assert_close(ours, lucid, rtol=2e-6, atol=0)

@@ -36,10 +36,10 @@ def test_deberta_bucket_properties():
     assert b[rel == 511].item() == 255  # |r| = max_position - 1 -> bucket_size - 1
 
 
-@pytest.mark.parametrize("bucket_size, max_position", [(1, 10), (0, 10), (8, 5), (8, 4)])
-def test_deberta_bucket_bad_arguments(bucket_size, max_position):
-    with pytest.raises(ValueError, match="bucket_size"):
-        deberta_bucket(torch.arange(5), bucket_size, max_position)
+@pytest.mark.parametrize("num_buckets, max_distance", [(1, 10), (0, 10), (8, 5), (8, 4)])
+def test_deberta_bucket_bad_arguments(num_buckets, max_distance):
+    with pytest.raises(ValueError, match="num_buckets"):
+        deberta_bucket(torch.arange(5), num_buckets, max_distance)
 
 
 def transformer_xl_rel_shift(x):

@@ -15,8 +15,9 @@ import math
 import torch
 
 from posenc import functional as PF
-from posenc.base import PositionalEncoding, check_positions
-from posenc.rope_scaling import KNOWN_KEYS, rope_type_of
+from posenc.base import PositionalEncoding
+from posenc.checks import check_positions
+from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
 def _head_dim(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
@@ -113,6 +114,7 @@ class RoPE(RotaryEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
+        train_len: int | None = None,
         base: float = 10000.0,
         layout: str = "half",
         rotary_dim: int | None = None,
@@ -196,6 +198,7 @@ class XPos(RotaryEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
+        train_len: int | None = None,
         base: float = 10000.0,
         scale_base: float = 512,
         layout: str = "half",
@@ -268,6 +271,7 @@ class RoPE2D(RotaryEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
+        train_len: int | None = None,
         base: float = 10000.0,
         layout: str = "half",
         rotary_dim: int | None = None,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc.randomized import Randomized
+from posenc.encodings.wrappers import Randomized
 
 
 def test_registered():
@@ -20,7 +20,7 @@ def test_registered():
 @given(n=st.integers(1, 64), m=st.integers(64, 512), seed=st.integers(0, 2**16))
 def test_training_positions_are_a_sorted_random_subset(n, m, seed):
     torch.manual_seed(seed)
-    enc = Randomized(base="rope", head_dim=8, max_positions=m).train()
+    enc = Randomized(encoding="rope", head_dim=8, sample_len=m).train()
     pos = enc.sample_positions(torch.arange(n))
     assert pos.shape == (n,) and pos.dtype == torch.int64
     assert (pos.diff() > 0).all() and pos.min() >= 0 and pos.max() < m
@@ -28,9 +28,9 @@ def test_training_positions_are_a_sorted_random_subset(n, m, seed):
 
 def test_sampling_covers_the_range_and_differs_per_call_and_row():
     torch.manual_seed(0)
-    enc = Randomized(base="rope", head_dim=8, max_positions=100).train()
+    enc = Randomized(encoding="rope", head_dim=8, sample_len=100).train()
     draws = torch.stack([enc.sample_positions(torch.arange(10)) for _ in range(200)])
-    assert draws.max() > 90 and draws.min() == 0  # uses the whole [0, max_positions)
+    assert draws.max() > 90 and draws.min() == 0  # uses the whole [0, sample_len)
     assert len({tuple(d.tolist()) for d in draws}) > 190
     rows = enc.sample_positions(torch.arange(10).expand(4, 10))  # [B, T]: one subset per row
     assert rows.shape == (4, 10) and (rows.diff(dim=-1) > 0).all()
@@ -40,14 +40,14 @@ def test_sampling_covers_the_range_and_differs_per_call_and_row():
 def test_restarting_positions_keep_their_structure():
     """Packed documents: each document maps through the same sorted subset, restarts kept."""
     torch.manual_seed(0)
-    enc = Randomized(base="rope", head_dim=8).train()
+    enc = Randomized(encoding="rope", head_dim=8).train()
     restart = torch.tensor([0, 1, 2, 0, 1, 2, 3])
     out = enc.sample_positions(restart)
     assert torch.equal(out[:3], out[3:6]) and out[6] > out[5] and (out[:3].diff() > 0).all()
 
 
 def test_eval_passes_positions_through():
-    enc = Randomized(base="rope", head_dim=8).eval()
+    enc = Randomized(encoding="rope", head_dim=8).eval()
     pos = torch.tensor([3, 4, 9])
     assert enc.sample_positions(pos) is pos
 
@@ -55,14 +55,14 @@ def test_eval_passes_positions_through():
 def test_hooks_are_the_base_encodings():
     if "alibi" not in posenc.ENCODINGS:
         pytest.skip("alibi not registered yet")
-    enc = Randomized(base="alibi", heads=4, base_kwargs={"bidirectional": True})
+    enc = Randomized(encoding="alibi", heads=4, encoding_kwargs={"bidirectional": True})
     ref = posenc.build("alibi", heads=4, bidirectional=True)
     assert enc.family == "bias" and Randomized.family == "none"
     assert enc.has_bias and not enc.has_values and enc.heads == 4
     q = torch.randn(1, 4, 5, 8)
     pos = torch.arange(5)
     torch.testing.assert_close(enc.bias(q, q, pos, pos), ref.bias(q, q, pos, pos))
-    rope = Randomized(base="rope", head_dim=8)
+    rope = Randomized(encoding="rope", head_dim=8)
     assert rope.family == "rotary" and not rope.has_bias
     torch.testing.assert_close(rope.angles(pos), posenc.build("rope", head_dim=8).angles(pos))
     k = torch.randn(1, 4, 5, 8)
@@ -72,21 +72,21 @@ def test_hooks_are_the_base_encodings():
         torch.testing.assert_close(a, b)
 
 
-def test_bounded_base_covers_max_positions():
+def test_bounded_base_covers_sample_len():
     if "learned" not in posenc.ENCODINGS:
         pytest.skip("learned not registered yet")
-    enc = Randomized(base="learned", dim=16, max_len=20, max_positions=300)
-    assert enc.max_len == enc.base.max_len >= 300 and enc.family == "absolute"
+    enc = Randomized(encoding="learned", dim=16, max_len=20, sample_len=300)
+    assert enc.max_len == enc.inner.max_len >= 300 and enc.family == "absolute"
 
 
 def test_model_samples_once_and_every_layer_sees_the_same_positions():
     torch.manual_seed(0)
     model = posenc.TransformerLM(
-        13, 32, 3, 4, encoding="randomized", encoding_kwargs={"base": "rope", "max_positions": 500}
+        13, 32, 3, 4, encoding="randomized", encoding_kwargs={"encoding": "rope", "sample_len": 500}
     )
     enc = model.encoding
     seen, calls = [], []
-    rotate, sample = enc.base.rotate, enc.sample_positions
+    rotate, sample = enc.inner.rotate, enc.sample_positions
 
     def spy_rotate(q, k, q_pos, k_pos):
         seen.append((q_pos, k_pos))
@@ -96,7 +96,7 @@ def test_model_samples_once_and_every_layer_sees_the_same_positions():
         calls.append(positions)
         return sample(positions)
 
-    enc.base.rotate, enc.sample_positions = spy_rotate, spy_sample
+    enc.inner.rotate, enc.sample_positions = spy_rotate, spy_sample
     tokens = torch.randint(0, 13, (2, 9))
     model.train()(tokens)
     assert len(calls) == 1 and len(seen) == 3
@@ -122,11 +122,11 @@ def test_training_forward_is_random_eval_is_deterministic():
 
 
 def test_checkpoint_round_trip(tmp_path):
-    kwargs = {"base": "rope", "base_kwargs": {"base": 500.0}, "max_positions": 256}
+    kwargs = {"encoding": "rope", "encoding_kwargs": {"base": 500.0}, "sample_len": 256}
     model = posenc.TransformerLM(13, 32, 1, 4, encoding="randomized", encoding_kwargs=kwargs)
     model.save(tmp_path / "m.pt")
     loaded = posenc.TransformerLM.from_checkpoint(tmp_path / "m.pt").eval()
-    assert loaded.encoding.max_positions == 256 and loaded.encoding.base.base == 500.0
+    assert loaded.encoding.sample_len == 256 and loaded.encoding.inner.base == 500.0
     tokens = torch.randint(0, 13, (1, 8))
     with torch.no_grad():
         torch.testing.assert_close(loaded(tokens), model.eval()(tokens), atol=0, rtol=0)
@@ -134,22 +134,22 @@ def test_checkpoint_round_trip(tmp_path):
 
 def test_bad_input():
     with pytest.raises(ValueError, match="not 'randomized'"):
-        Randomized(base="randomized")
-    with pytest.raises(TypeError, match="base must be"):
-        Randomized(base=3)
-    with pytest.raises(TypeError, match="base_kwargs"):
-        Randomized(base=posenc.build("rope", head_dim=8), base_kwargs={"base": 2.0})
-    with pytest.raises(ValueError, match="max_positions"):
-        Randomized(max_positions=0)
+        Randomized(encoding="randomized")
+    with pytest.raises(TypeError, match="encoding must be"):
+        Randomized(encoding=3)
+    with pytest.raises(TypeError, match="encoding_kwargs"):
+        Randomized(encoding=posenc.build("rope", head_dim=8), encoding_kwargs={"base": 2.0})
+    with pytest.raises(ValueError, match="sample_len"):
+        Randomized(sample_len=0)
     with pytest.raises(TypeError):
         Randomized(unknown=1)
     with pytest.raises(ValueError, match="unknown encoding"):
-        Randomized(base="ropee")
-    enc = Randomized(base="rope", head_dim=8, max_positions=8).train()
-    with pytest.raises(ValueError, match="max_positions=8"):
+        Randomized(encoding="ropee")
+    enc = Randomized(encoding="rope", head_dim=8, sample_len=8).train()
+    with pytest.raises(ValueError, match="sample_len=8"):
         enc.sample_positions(torch.arange(9))
     with pytest.raises(ValueError, match="integers"):
         enc.sample_positions(torch.arange(4.0))
     if "rope_2d" in posenc.ENCODINGS:
         with pytest.raises(ValueError, match="position_dims"):
-            Randomized(base="rope_2d", head_dim=8)
+            Randomized(encoding="rope_2d", head_dim=8)

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import functional as PF
-from posenc.base import PositionalEncoding, check_positions
+from posenc.base import PositionalEncoding
+from posenc.checks import check_positions
 
 
 def _check_int(name: str, value, *, required: str | None = None) -> int | None:
@@ -40,7 +41,9 @@ class AbsoluteEncoding(PositionalEncoding):
 
     family = "absolute"
 
-    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
+    ):
         super().__init__()
         self.dim = _check_int("dim", dim)
 
@@ -124,6 +127,7 @@ class Sinusoidal(AddedEncoding):
         heads=None,
         head_dim=None,
         max_len=None,
+        train_len=None,
         base: float = 10000.0,
         learned_scale: bool = False,
         noise: float = 0.0,
@@ -135,6 +139,11 @@ class Sinusoidal(AddedEncoding):
         self.noise = float(noise)
         self.scale = nn.Parameter(torch.ones(())) if learned_scale else None
         self.trainable = bool(learned_scale)
+
+    def token_scale(self, dim: int) -> float:
+        """sqrt(D): Vaswani et al. 3.4 scale embeddings (init N(0, D^-1/2)) to unit size
+        before adding the unit-amplitude sinusoids, which would drown them otherwise."""
+        return dim**0.5
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         pe = PF.sinusoidal_table(positions, self._width(dim), self.base)
@@ -161,7 +170,14 @@ class ScaledSinusoidal(AddedEncoding):
     trainable = True
 
     def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, base=10000.0
+        self,
+        *,
+        dim: int | None = None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        base=10000.0,
     ):
         super().__init__(dim=dim)
         if dim is not None and dim % 2:
@@ -186,10 +202,19 @@ class Sinusoidal2D(AddedEncoding):
     position_dims = 2
 
     def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, base=10000.0
+        self,
+        *,
+        dim: int | None = None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        base=10000.0,
     ):
         super().__init__(dim=dim)
         self.base = _check_base(base)
+
+    token_scale = Sinusoidal.token_scale
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         return PF.sinusoidal_table_2d(positions, self._width(dim), self.base)
@@ -210,16 +235,20 @@ class Sinusoidal3D(Sinusoidal2D):
 
 
 class Learned(AddedEncoding):
-    """x + W[t]: a trainable table of max_len rows (init normal, std 0.02)."""
+    """x + W[t]: a trainable table of max_len rows (train_len rows if max_len is not given;
+    init normal, std 0.02)."""
 
     paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
     summary = "a trained vector per position (max_len rows); no positions past the table"
     integer_positions = True
     trainable = True
 
-    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
+    ):
         super().__init__(dim=_check_int("dim", dim, required="learned sizes its table by it"))
-        self.max_len = _check_int("max_len", max_len, required="the number of table rows")
+        rows = max_len if max_len is not None else _check_int("train_len", train_len)
+        self.max_len = _check_int("max_len", rows, required="the number of table rows")
         self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))
         nn.init.normal_(self.weight, std=0.02)
 
@@ -238,7 +267,9 @@ class OneHot(ConcatEncoding):
     summary = "concatenates a one-hot vector of length max_len (embed_dim = D + max_len)"
     integer_positions = True
 
-    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
+    ):
         super().__init__(dim=dim)
         self.max_len = _check_int("max_len", max_len, required="the one-hot vector's length")
         self.width = self.max_len
@@ -286,7 +317,9 @@ class NoPE(PositionalEncoding):
     paper = "Haviv et al. 2022; Kazemnejad et al. 2023"
     summary = "no positional encoding: every hook is the identity"
 
-    def __init__(self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None):
+    def __init__(
+        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
+    ):
         super().__init__()
 
 

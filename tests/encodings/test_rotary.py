@@ -5,11 +5,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_functional_rotary import hf_apply, hf_rope  # transformers' Llama RoPE as reference
 
 import posenc
+from posenc.encodings.rotary import ENCODINGS, RoPE, RoPE2D, XPos
 from posenc.functional import apply_rope, rope_inv_freq
-from posenc.rotary import ENCODINGS, RoPE, RoPE2D, XPos
 
 PROPS = settings(max_examples=20, deadline=None)
 
@@ -59,7 +58,7 @@ def scores(q, k):
         ),
     ],
 )
-def test_rope_matches_transformers_rotary_module(params, k_len):
+def test_rope_matches_transformers_rotary_module(params, k_len, hf_rope, hf_apply):
     """The model-level path: transformers' rotary module (with its dynamic / longrope updates)
     and apply_rotary_pos_emb, grouped-query k, [B, T] positions."""
     torch.manual_seed(0)

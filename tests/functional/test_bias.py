@@ -27,13 +27,13 @@ def test_alibi_slopes_power_of_two_is_the_papers_geometric_series():
 
 @pytest.mark.parametrize("bad", [0, -3])
 def test_alibi_slopes_rejects_non_positive(bad):
-    with pytest.raises(ValueError, match="num_heads must be >= 1"):
+    with pytest.raises(ValueError, match="heads must be >= 1"):
         alibi_slopes(bad)
 
 
 @pytest.mark.parametrize("bad", [2.0, True, "8"])
 def test_alibi_slopes_rejects_non_int(bad):
-    with pytest.raises(TypeError, match="num_heads must be an int"):
+    with pytest.raises(TypeError, match="heads must be an int"):
         alibi_slopes(bad)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import torch
 
+from posenc.functional.absolute import sinusoidal_inv_freq
+
 KNOWN_KEYS = {
     "rope_type",
     "type",
@@ -71,13 +73,13 @@ def _exponents(dim: int) -> torch.Tensor:
 
 def default(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Su et al.: inv_freq_i = 1 / base^(2i / dim)."""
-    return 1.0 / (base ** _exponents(dim)), 1.0
+    return sinusoidal_inv_freq(dim, base), 1.0
 
 
 def linear(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Position interpolation (Chen et al. 2023): positions / factor, i.e. inv_freq / factor."""
     factor = _need(params, "factor", "linear")
-    inv_freq = 1.0 / (base ** _exponents(dim))
+    inv_freq = sinusoidal_inv_freq(dim, base)
     return inv_freq / factor, 1.0
 
 
@@ -85,7 +87,7 @@ def ntk(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Static NTK-aware scaling (bloc97): base' = base * factor^(dim / (dim - 2))."""
     factor = _need(params, "factor", "ntk")
     base = base * factor ** (dim / (dim - 2))
-    return 1.0 / (base ** _exponents(dim)), 1.0
+    return sinusoidal_inv_freq(dim, base), 1.0
 
 
 def dynamic(dim: int, base: float, params: dict, seq_len: int | None = None):
@@ -98,7 +100,7 @@ def dynamic(dim: int, base: float, params: dict, seq_len: int | None = None):
     original = _original_len(params, "dynamic")
     seq_len = original if seq_len is None else max(seq_len, original)
     base = base * ((factor * seq_len / original) - (factor - 1)) ** (dim / (dim - 2))
-    return 1.0 / (base ** _exponents(dim)), 1.0
+    return sinusoidal_inv_freq(dim, base), 1.0
 
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
@@ -155,7 +157,7 @@ def llama3(dim: int, base: float, params: dict, seq_len: int | None = None):
     low_freq_factor = _need(params, "low_freq_factor", "llama3")
     high_freq_factor = _need(params, "high_freq_factor", "llama3")
     original = _original_len(params, "llama3")
-    inv_freq = 1.0 / (base ** _exponents(dim))
+    inv_freq = sinusoidal_inv_freq(dim, base)
     low_freq_wavelen = original / low_freq_factor
     high_freq_wavelen = original / high_freq_factor
     wavelen = 2 * math.pi / inv_freq

@@ -1,9 +1,12 @@
 """The registry: names, build(), standard keywords, unknown names."""
 
+import inspect
+import warnings
+
 import pytest
 
 import posenc
-from posenc.base import FAMILIES, PositionalEncoding
+from posenc.base import FAMILIES, STANDARD_KWARGS, PositionalEncoding
 
 DESIGN_NAMES = [
     *("sinusoidal", "learned", "scaled_sinusoidal", "onehot", "index", "phase"),
@@ -28,14 +31,17 @@ def test_every_design_name_is_registered(name):
 
 @pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
 def test_build_accepts_the_standard_keywords(name):
-    enc = posenc.build(name, dim=32, heads=4, head_dim=8, max_len=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the standard keywords never warn
+        enc = posenc.build(name, dim=32, heads=4, head_dim=8, max_len=64, train_len=16)
     assert isinstance(enc, PositionalEncoding)
+    assert set(STANDARD_KWARGS) <= set(inspect.signature(type(enc).__init__).parameters)
 
 
 @pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
 def test_build_rejects_unknown_keywords(name):
     with pytest.raises(TypeError):
-        posenc.build(name, dim=32, heads=4, head_dim=8, max_len=64, not_a_real_option=1)
+        posenc.build(name, dim=32, heads=4, head_dim=8, train_len=16, not_a_real_option=1)
 
 
 def test_unknown_name_lists_closest():

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import PositionalEncoding, check_positions
+from posenc.base import PositionalEncoding
+from posenc.checks import check_int, check_positions, renamed, train_len_hint
 from posenc.functional import deberta_bucket, rel_shift, relative_sinusoid
 
 
@@ -87,7 +88,7 @@ def _expand(idx: torch.Tensor, b: int, h: int) -> torch.Tensor:
 
 
 class Shaw(PositionalEncoding):
-    """Shaw et al. 2018: e_ij = q_i.(k_j + a^K[clip(j - i, -k, k)]) / sqrt(Dh).
+    """Shaw et al. 2018: e_ij = q_i.(k_j + a^K[clip(j - i, -k, k)]) / sqrt(Dh), k = max_distance.
 
     The tables a^K (and a^V with `values=True`) are [2k + 1, Dh], shared by the heads as in the
     paper. bias() returns q_i.a^K * softmax_scale(Dh), so adding it to q.k * softmax_scale(Dh)
@@ -100,6 +101,7 @@ class Shaw(PositionalEncoding):
     integer_positions = True
     trainable = True
 
+    @renamed(max_relative_position="max_distance")
     def __init__(
         self,
         *,
@@ -107,17 +109,14 @@ class Shaw(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        max_relative_position: int = 16,
+        train_len: int | None = None,
+        max_distance: int = 16,
         values: bool = False,
     ):
         super().__init__()
         _, self.heads, self.head_dim = _dims("shaw", dim, heads, head_dim, need_heads=False)
-        if not isinstance(max_relative_position, int) or max_relative_position < 1:
-            raise ValueError(
-                f"max_relative_position must be an int >= 1, got {max_relative_position!r}"
-            )
-        self.k = max_relative_position
-        n = 2 * self.k + 1
+        self.max_distance = check_int("max_distance", max_distance, low=1)
+        n = 2 * max_distance + 1
         self.rel_keys = nn.Parameter(torch.randn(n, self.head_dim) * 0.02)  # a^K [2k+1, Dh]
         self.rel_values = nn.Parameter(torch.randn(n, self.head_dim) * 0.02) if values else None
 
@@ -127,7 +126,8 @@ class Shaw(PositionalEncoding):
 
     def _index(self, rel: torch.Tensor) -> torch.Tensor:
         """rel = i - j -> table row clip(j - i, -k, k) + k."""
-        return (-rel).clamp(-self.k, self.k) + self.k
+        k = self.max_distance
+        return (-rel).clamp(-k, k) + k
 
     def bias(self, q, k, q_pos, k_pos):
         _check_qk(self, q, k)
@@ -141,7 +141,7 @@ class Shaw(PositionalEncoding):
             return None
         b, h, tq, tk = probs.shape
         idx = _expand(self._index(_relative(q_pos, k_pos, tq, tk, b, True)), b, h)
-        bins = probs.new_zeros(b, h, tq, 2 * self.k + 1).scatter_add(-1, idx, probs)
+        bins = probs.new_zeros(b, h, tq, 2 * self.max_distance + 1).scatter_add(-1, idx, probs)
         return bins @ self.rel_values.to(probs.dtype)  # [B, H, Tq, Dh]
 
 
@@ -182,6 +182,7 @@ class TransformerXL(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
+        train_len: int | None = None,
         rel_dim: int | None = None,
         base: float = 10000.0,
         shift: bool = True,
@@ -237,8 +238,8 @@ class TransformerXL(PositionalEncoding):
 class DeBERTa(PositionalEncoding):
     """He et al. 2021 (DeBERTa-v2 form): disentangled attention with relative position buckets.
 
-    d(i, j) = clamp(deberta_bucket(i - j) + span, 0, 2 span - 1), span = position_buckets (or
-    max_relative_positions without buckets). Relative embeddings [2 span, D] (optionally
+    d(i, j) = clamp(deberta_bucket(i - j) + span, 0, 2 span - 1), span = num_buckets (or
+    max_distance without buckets). Relative embeddings [2 span, D] (optionally
     LayerNorm-ed) go through their own projections to K_r, Q_r [H, 2 span, Dh]; bias() returns
     (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) * softmax_scale(Dh), softmax_scale = 1/sqrt(3 Dh)
     (1/sqrt((1 + len(pos_att_type)) Dh)), as DebertaV2's DisentangledSelfAttention with
@@ -252,6 +253,7 @@ class DeBERTa(PositionalEncoding):
     integer_positions = True
     trainable = True
 
+    @renamed(position_buckets="num_buckets", max_relative_positions="max_distance")
     def __init__(
         self,
         *,
@@ -259,21 +261,20 @@ class DeBERTa(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        position_buckets: int = 256,
-        max_relative_positions: int = 512,
+        train_len: int | None = None,
+        num_buckets: int = 256,
+        max_distance: int = 512,
         norm_rel_ebd: str = "none",
         layer_norm_eps: float = 1e-7,
         pos_att_type: tuple[str, ...] = ("c2p", "p2c"),
     ):
         super().__init__()
         d, self.heads, self.head_dim = _dims("deberta", dim, heads, head_dim, True)
-        if max_relative_positions < 1:
-            raise ValueError(f"max_relative_positions must be >= 1, got {max_relative_positions}")
-        if position_buckets > 0 and max_relative_positions - 1 <= position_buckets // 2:
+        check_int("max_distance", max_distance, low=1)
+        if num_buckets > 0 and max_distance - 1 <= num_buckets // 2:
             raise ValueError(
-                f"max_relative_positions must be > position_buckets // 2 + 1, got "
-                f"max_relative_positions={max_relative_positions}, "
-                f"position_buckets={position_buckets}"
+                f"max_distance must be > num_buckets // 2 + 1, got "
+                f"max_distance={max_distance}, num_buckets={num_buckets}"
             )
         if norm_rel_ebd not in ("none", "layer_norm"):
             raise ValueError(f"norm_rel_ebd must be 'none' or 'layer_norm', got {norm_rel_ebd!r}")
@@ -283,9 +284,9 @@ class DeBERTa(PositionalEncoding):
                 f"pos_att_type must be a non-empty subset of ('c2p', 'p2c'), got {pos_att_type!r}"
             )
         self.pos_att_type = types
-        self.position_buckets = position_buckets
-        self.max_relative_positions = max_relative_positions
-        self.span = position_buckets if position_buckets > 0 else max_relative_positions
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.span = num_buckets if num_buckets > 0 else max_distance
         self.rel_embeddings = nn.Parameter(torch.randn(2 * self.span, d) * 0.02)  # [2 span, D]
         norm = norm_rel_ebd == "layer_norm"
         self.rel_norm = nn.LayerNorm(d, eps=layer_norm_eps) if norm else None
@@ -304,8 +305,8 @@ class DeBERTa(PositionalEncoding):
         _check_qk(self, q, k)
         b, h, tq, dh = q.shape
         rel = _relative(q_pos, k_pos, tq, k.shape[2], b, True)  # i - j, [B or 1, 1, Tq, Tk]
-        if self.position_buckets > 0:
-            rel = deberta_bucket(rel, self.position_buckets, self.max_relative_positions)
+        if self.num_buckets > 0:
+            rel = deberta_bucket(rel, self.num_buckets, self.max_distance)
         idx = (rel + self.span).clamp(0, 2 * self.span - 1)
         emb = self.rel_embeddings if self.rel_norm is None else self.rel_norm(self.rel_embeddings)
         score = 0
@@ -338,8 +339,8 @@ class CoPE(PositionalEncoding):
     Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (the reference code gates the scaled
     logits); contextual position p_ij = sum of g_it over the keys t from j up to the query
     (k_pos[j] <= k_pos[t] <= q_pos[i], within j's run of increasing positions, so packed
-    documents do not count each other), clamped to npos_max - 1; bias q_i.e[p_ij] with e
-    [npos_max, Dh] (shared by the heads) linearly interpolated between floor and ceil.
+    documents do not count each other), clamped to max_distance - 1; bias q_i.e[p_ij] with e
+    [max_distance, Dh] (shared by the heads) linearly interpolated between floor and ceil.
 
     Non-causal pairs (k_pos[j] > q_pos[i]) have no gates between key and query: p_ij = 0 and
     the bias is q_i.e[0], the value the reference code gives masked pairs. With causal=False
@@ -351,6 +352,7 @@ class CoPE(PositionalEncoding):
     summary = "contextual positions from cumulative sigmoid gates, interpolated embeddings"
     trainable = True
 
+    @renamed(npos_max="max_distance")
     def __init__(
         self,
         *,
@@ -358,15 +360,15 @@ class CoPE(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        npos_max: int | None = None,
+        train_len: int | None = None,
+        max_distance: int | None = None,
     ):
         super().__init__()
         _, self.heads, self.head_dim = _dims("cope", dim, heads, head_dim, need_heads=False)
-        npos_max = npos_max if npos_max is not None else (max_len or 64)
-        if not isinstance(npos_max, int) or npos_max < 1:
-            raise ValueError(f"npos_max must be an int >= 1, got {npos_max!r}")
-        self.npos_max = npos_max
-        self.pos_emb = nn.Parameter(torch.randn(npos_max, self.head_dim) * 0.02)  # e [npos, Dh]
+        if max_distance is None:
+            max_distance = train_len_hint(max_len, train_len) or 64
+        self.max_distance = check_int("max_distance", max_distance, low=1)
+        self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
 
     def positions(self, q, k, q_pos, k_pos) -> torch.Tensor:
         """Contextual positions p [B, H, Tq, Tk] float32 (before clamping)."""
@@ -382,10 +384,10 @@ class CoPE(PositionalEncoding):
         return suffix[..., :tk] - suffix.gather(-1, nxt)
 
     def bias(self, q, k, q_pos, k_pos):
-        pos = self.positions(q, k, q_pos, k_pos).clamp(0, self.npos_max - 1)
+        pos = self.positions(q, k, q_pos, k_pos).clamp(0, self.max_distance - 1)
         lo = pos.floor()
         w = (pos - lo).to(q.dtype)
-        logits = q @ self.pos_emb.to(q.dtype).T  # q_i . e[n], [B, H, Tq, npos_max]
+        logits = q @ self.pos_emb.to(q.dtype).T  # q_i . e[n], [B, H, Tq, max_distance]
         at_lo = logits.gather(-1, lo.long())
         at_hi = logits.gather(-1, pos.ceil().long())
         return at_hi * w + at_lo * (1 - w)

@@ -21,8 +21,11 @@ TINY = ["--tasks", "copy", "--encodings", "learned,alibi", "--seeds", "1", "--st
 
 
 def count(db):
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.OperationalError:  # the run has created the file but not the table yet
+        return 0
 
 
 @pytest.fixture(scope="module")

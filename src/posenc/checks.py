@@ -1,0 +1,184 @@
+"""The one set of validators: wrong types raise TypeError, wrong values ValueError, each naming
+the parameter and what is allowed. Plus the positions helpers every family shares.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import warnings
+
+import torch
+
+
+def check_int(name: str, value, *, low: int | None = None, even: bool = False) -> int:
+    """value as an int >= `low` (and even if `even`); bool is not an int here."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if even and (value % 2 or (low is not None and value < low)):
+        raise ValueError(f"{name} must be an even int >= {low}, got {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def check_positive_int(name: str, value) -> int:
+    return check_int(name, value, low=1)
+
+
+def check_float(name: str, value, *, gt: float | None = None, ge: float | None = None) -> float:
+    """value as a finite float with value > gt / >= ge; bool is not a number here."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    bad = not math.isfinite(value) or (gt is not None and not value > gt)
+    if bad or (ge is not None and not value >= ge):
+        bound = f" > {gt}" if gt is not None else f" >= {ge}" if ge is not None else ""
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return value
+
+
+def check_tensor(name: str, value) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def closest_names(name: str, choices, n: int = 3) -> list[str]:
+    """The closest names to `name` among `choices` (for "did you mean" errors)."""
+    return difflib.get_close_matches(name, list(choices), n=n, cutoff=0.4)
+
+
+def lookup(kind: str, name: str, table: dict):
+    """table[name] for a registry of `kind` ("encoding", "task", ...); ValueError with the
+    closest names if there is none. Names are matched lowercase with '-' read as '_'."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name must be a str, got {type(name).__name__}")
+    key = name.strip().lower().replace("-", "_")
+    if key in table:
+        return table[key]
+    close = closest_names(key, table)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    known = ", ".join(sorted(table))
+    raise ValueError(f"unknown {kind} {name!r}{hint} Known {kind}s: {known}")
+
+
+def renamed(**old_to_new: str):
+    """Decorator: keyword `old` still works for one release as `new`, with a DeprecationWarning
+    (posenc's one vocabulary of parameter names, CONTRIBUTING.md)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"pass {new}= only ({old}= is its deprecated name)")
+                    warnings.warn(
+                        f"{fn.__qualname__.split('.')[0]}: {old}= is deprecated, use {new}=",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap
+
+
+def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
+    """The training-length hint. These encodings have no hard limit; max_len given alone is
+    read as the hint it used to be, with a DeprecationWarning (use train_len=)."""
+    if max_len is not None and train_len is None:
+        check_int("max_len", max_len, low=1)
+        warnings.warn(
+            "max_len= as a training-length hint is deprecated (max_len is a hard limit, which "
+            "this encoding does not have): use train_len=",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        train_len = max_len
+    return None if train_len is None else check_int("train_len", train_len, low=1)
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def check_positions(
+    positions: torch.Tensor,
+    *,
+    name: str = "positions",
+    integer: bool = False,
+    max_len: int | None = None,
+    position_dims: int = 1,
+) -> torch.Tensor:
+    """Validate positions and return them unchanged.
+
+    Raises TypeError for non-tensors, ValueError for negative values, non-integer values where
+    `integer`, values >= `max_len`, or a trailing axis that is not `position_dims` long.
+    """
+    check_tensor(name, positions)
+    if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
+        raise ValueError(
+            f"{name} must have a trailing axis of size {position_dims} "
+            f"(one component per axis), got shape {tuple(positions.shape)}"
+        )
+    if positions.numel() == 0 or torch.compiler.is_compiling():
+        return positions  # value checks need .item(); under torch.compile they would break graphs
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
+    if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
+        raise ValueError(
+            f"{name} must be integers for this encoding (a table or buckets index them); "
+            "got non-integer float values"
+        )
+    low = positions.min().item()
+    if low < 0:
+        raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
+    if max_len is not None:
+        high = positions.max().item()
+        if high >= max_len:
+            raise ValueError(
+                f"{name} go up to {high}, past this encoding's max_len={max_len}: "
+                f"allowed positions are 0..{max_len - 1}"
+            )
+    return positions
+
+
+def grid_positions(positions: torch.Tensor, position_dims: int) -> torch.Tensor:
+    """[T] or [B, T] integer positions -> [..., P] with the same index on every axis."""
+    if position_dims == 1:
+        return positions
+    return positions[..., None].expand(*positions.shape, position_dims)
+
+
+def position_at(pos: torch.Tensor):
+    """(b, idx) -> position, for FlexAttention's score_mod / mask_mod: pos [T] or [B, T];
+    [1, T] broadcasts over b."""
+    if pos.dim() == 1:
+        return lambda b, idx: pos[idx]
+    if pos.shape[0] == 1:
+        return lambda b, idx: pos[0, idx]
+    return lambda b, idx: pos[b, idx]
+
+
+def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
+    """doc_ids [..., T] (contiguous documents) -> positions restarting at 0 in each document."""
+    idx = torch.arange(doc_ids.shape[-1], device=doc_ids.device).expand_as(doc_ids)
+    starts = torch.ones_like(doc_ids, dtype=torch.bool)
+    starts[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
+    first = torch.where(starts, idx, 0).cummax(dim=-1).values  # index where each doc starts
+    return idx - first
+
+
+def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
+    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1)."""
+    want = (T,) if P == 1 else (T, P)
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
+    if tuple(positions.shape) not in (want, (B, *want), (1, *want)):
+        raise ValueError(
+            f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
+        )

@@ -1,0 +1,133 @@
+"""Randomized positional encodings (Ruoss et al. 2023): a wrapper around any encoding.
+
+During training a sequence of n tokens gets as positions a sorted random subset of
+[0, sample_len) instead of 0..n-1, so the model sees large positions (and large gaps) while
+training on short sequences; at evaluation positions pass through unchanged.
+
+The hook: `sample_positions(positions) -> positions`. TransformerLM calls it ONCE per forward,
+before any layer, and hands the result to the input embedding and to every layer, so all layers
+see the same positions. attention() never samples. Given positions p (e.g. arange(n), or
+positions that restart per packed document), the sample is S[p] with S a sorted random subset
+of size max(p) + 1, so order (and restarts) are kept. [T] positions get one subset shared by
+the batch, [B, T] positions one subset per row.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.base import FACTS, HOOKS, PositionalEncoding
+from posenc.checks import check_int, lookup, renamed
+from posenc.encodings import absolute, bias, relative, rotary
+
+# What a wrapper can wrap: every position scheme (not another wrapper).
+WRAPPABLE: dict[str, type[PositionalEncoding]] = {
+    **absolute.ENCODINGS,
+    **rotary.ENCODINGS,
+    **bias.ENCODINGS,
+    **relative.ENCODINGS,
+}
+
+
+class Randomized(PositionalEncoding):
+    """Wraps `encoding` (a registry name built with `encoding_kwargs`, or an instance).
+
+    Every hook of HOOKS (but sample_positions, its own) calls the inner encoding's
+    (`self.inner`), and every fact of FACTS is the inner's, so a hook added to the interface
+    later is forwarded too. The class-level family
+    is "none" since the wrapper itself adds no signal; an instance reports its inner's family.
+    """
+
+    family = "none"
+    paper = "Ruoss et al. 2023"
+    summary = "wrapper: trains on sorted random positions from [0, sample_len)"
+
+    @renamed(base="encoding", base_kwargs="encoding_kwargs", max_positions="sample_len")
+    def __init__(
+        self,
+        *,
+        encoding: str | PositionalEncoding = "rope",
+        encoding_kwargs: dict | None = None,
+        sample_len: int = 2048,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.sample_len = check_int("sample_len", sample_len, low=1)
+        if isinstance(encoding, PositionalEncoding):
+            if encoding_kwargs:
+                raise TypeError("encoding_kwargs is only for an encoding given by name")
+            inner = encoding
+        elif isinstance(encoding, str):
+            if encoding.strip().lower() == "randomized":
+                raise ValueError("encoding must be another encoding, not 'randomized' itself")
+            # training positions reach sample_len - 1: tables must cover them, and settings
+            # scaled to the training length (T5's buckets, FIRE's L) scale to sample_len
+            std = dict(dim=dim, heads=heads, head_dim=head_dim, train_len=sample_len)
+            std["max_len"] = None if max_len is None else max(max_len, sample_len)
+            inner = lookup("encoding", encoding, WRAPPABLE)(**{**std, **(encoding_kwargs or {})})
+        else:
+            raise TypeError(
+                "encoding must be an encoding name or a PositionalEncoding, "
+                f"got {type(encoding).__name__}"
+            )
+        if inner.position_dims != 1:
+            raise ValueError(
+                f"encoding must take 1-D positions (position_dims=1), got "
+                f"{type(inner).__name__} with position_dims={inner.position_dims}"
+            )
+        self.inner = inner
+        for fact in FACTS:
+            setattr(self, fact, getattr(inner, fact))
+        self.heads = getattr(inner, "heads", heads)
+
+    @property
+    def content_dependent(self) -> bool:
+        return self.inner.content_dependent
+
+    def overrides(self, hook: str) -> bool:
+        return hook == "sample_positions" or self.inner.overrides(hook)
+
+    def extra_repr(self) -> str:
+        return f"sample_len={self.sample_len}"
+
+    def sample_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> randomized positions of the same shape (in training).
+
+        In eval mode, returns `positions` unchanged.
+        """
+        if not self.training:
+            return positions
+        if positions.is_floating_point():
+            raise ValueError("positions must be integers to be randomized, got a float tensor")
+        n = int(positions.max()) + 1 if positions.numel() else 0
+        if n > self.sample_len:
+            raise ValueError(
+                f"positions go up to {n - 1}, past sample_len={self.sample_len}: raise sample_len"
+            )
+        device = positions.device
+        if positions.dim() == 1:
+            subset = torch.randperm(self.sample_len, device=device)[:n].sort().values
+            return subset[positions]
+        noise = torch.rand(positions.shape[0], self.sample_len, device=device)
+        subset = noise.argsort(dim=-1)[:, :n].sort(dim=-1).values  # [B, n]
+        return subset.gather(-1, positions.long())
+
+
+def _forwarder(hook: str):
+    def method(self, *args, **kwargs):
+        return getattr(self.inner, hook)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = hook
+    method.__doc__ = f"The inner encoding's {hook}."
+    return method
+
+
+for _hook in HOOKS:
+    if _hook not in Randomized.__dict__:
+        setattr(Randomized, _hook, _forwarder(_hook))
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"randomized": Randomized}

@@ -1,0 +1,116 @@
+"""Score biases: ALiBi slopes, T5 buckets, Sandwich's curve. Shapes follow posenc.base."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc.checks import check_int, renamed
+
+
+@renamed(num_heads="heads")
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """ALiBi head slopes m [H] float32 (Press et al. 2022), equal to BLOOM's for every H.
+
+    For H a power of two, m_h = 2^(-8h/H) for h = 1..H. Otherwise, with n = 2^floor(log2 H):
+    the n slopes of that series, then every other slope (h = 1, 3, 5, ...) of the series for
+    2n heads, H - n of them.
+    """
+    check_int("heads", heads, low=1)
+
+    def series(count: int, powers: torch.Tensor) -> torch.Tensor:
+        # (2^(-8/count))^h in float32: the ratio is rounded once, as in BLOOM
+        ratio = torch.tensor(2.0 ** (-8.0 / count), dtype=torch.float32)
+        return torch.pow(ratio, powers)
+
+    n = 1 << (heads.bit_length() - 1)  # largest power of two <= heads
+    slopes = series(n, torch.arange(1, n + 1, dtype=torch.float32))
+    if n < heads:
+        odd = torch.arange(1, 2 * (heads - n), 2, dtype=torch.float32)
+        slopes = torch.cat([slopes, series(2 * n, odd)])
+    return slopes
+
+
+def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    """Raise TypeError / ValueError unless the arguments give well-defined T5 buckets."""
+    if not isinstance(bidirectional, bool):
+        raise TypeError(f"bidirectional must be a bool, got {type(bidirectional).__name__}")
+    for name, value in (("num_buckets", num_buckets), ("max_distance", max_distance)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if bidirectional and (num_buckets < 4 or num_buckets % 2):
+        raise ValueError(
+            "num_buckets must be an even int >= 4 when bidirectional (half the buckets per "
+            f"direction, each half with >= 1 exact bucket), got {num_buckets}"
+        )
+    if num_buckets < 2:
+        raise ValueError(f"num_buckets must be >= 2, got {num_buckets}")
+    max_exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must be > {max_exact} (where the log-spaced buckets start: half the "
+            f"buckets of one direction), got {max_distance}"
+        )
+
+
+def t5_bucket(
+    relative_position: torch.Tensor,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
+    """T5's relative-position buckets (Raffel et al. 2020): int64 in [0, num_buckets), same shape.
+
+    relative_position = key - query, an integer tensor. Bidirectional: half the buckets per
+    direction, keys after the query offset by num_buckets/2; otherwise keys after the query share
+    bucket 0 with distance 0. Per direction, distances below n/2 (n = buckets of one direction)
+    get a bucket each; larger ones are log-spaced up to max_distance, beyond which they share
+    the last bucket. The log is taken in float32, as in T5, so buckets match bit for bit.
+    """
+    check_t5_buckets(bidirectional, num_buckets, max_distance)
+    if not isinstance(relative_position, torch.Tensor):
+        raise TypeError(
+            f"relative_position must be a torch.Tensor, got {type(relative_position).__name__}"
+        )
+    if relative_position.is_floating_point() or relative_position.is_complex():
+        raise TypeError(
+            f"relative_position must be an integer tensor, got {relative_position.dtype}"
+        )
+    rel = relative_position.long()
+    n = num_buckets
+    if bidirectional:
+        n //= 2
+        offset = (rel > 0).long() * n
+        dist = rel.abs()
+    else:
+        offset = torch.zeros_like(rel)
+        dist = (-rel).clamp(min=0)
+    max_exact = n // 2
+    # clamp(min=max_exact) only avoids log(0) where the exact bucket is taken anyway
+    scaled = (
+        torch.log(dist.clamp(min=max_exact).float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (n - max_exact)
+    )
+    far = (max_exact + scaled.long()).clamp(max=n - 1)
+    return offset + torch.where(dist < max_exact, dist, far)
+
+
+def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
+    """Sandwich's bias before per-head scaling (Chi et al. 2023), float64, same shape.
+
+    p_m . p_n - dim/2 = sum_{i=1..dim/2} cos(d / 10000^(2i/dim)) - dim/2 with d = m - n: the
+    inner product of two sinusoidal embeddings of width `dim` (d'), shifted to 0 at d = 0 and
+    <= 0 elsewhere. Summed frequency by frequency, so no [..., dim/2] tensor is built.
+    """
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if dim < 2 or dim % 2:
+        raise ValueError(f"dim (Sandwich's d') must be an even int >= 2, got {dim}")
+    d = distance.double()
+    half = dim // 2
+    total = torch.zeros_like(d)
+    for i in range(1, half + 1):
+        total = total + torch.cos(d * 10000.0 ** (-2.0 * i / dim))
+    return total - half

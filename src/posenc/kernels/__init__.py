@@ -1,0 +1,254 @@
+"""Fast RoPE kernels and the one place that picks between them.
+
+Engines compute the same rotation as `posenc.functional.apply_rope_reference` (which the tests
+compare against):
+
+    "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system C compiler.
+                float32 and bfloat16. The only engine that rotates in place in a single pass.
+    "compiled"  torch.compile of the same math (any float dtype; in place it takes 2 passes).
+    "eager"     plain PyTorch, the fallback.
+    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one kernel launch (rotate_qk).
+
+"auto" takes "cpp" where it is available for the input, else "eager" ("compiled" only when
+asked for: it compiles for ~15 s per variant on first use); an engine that fails once (no compiler,
+torch.compile raising) is remembered as unavailable for the rest of the process and a warning
+says so. Force one with `engine=` or the env var POSENC_ROPE_ENGINE (auto|cpp|compiled|eager);
+POSENC_ROPE_ENGINE=eager turns every fast path off.
+
+Gradients: `_RopeFn`, an autograd.Function whose backward is the inverse rotation (the same
+kernel with -sin), so forward and backward are each one read and one write of the tensors.
+
+Shapes: x [B, H, T, Dh] (or [B, T, H, Dh], any rank <= 4 with Dh last and stride 1);
+cos, sin float32, broadcastable to x[..., :R/2] (posenc.functional.rope_cos_sin + rope_align).
+Leaf modules: nothing here imports the rest of posenc.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import warnings
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from posenc.kernels import cpu_rope
+
+ENGINES = ("auto", "cpp", "compiled", "eager", "triton")
+ENV_VAR = "POSENC_ROPE_ENGINE"
+
+# engine -> why it failed in this process (for `engine_status()`)
+_BROKEN: dict[str, str] = {}
+
+
+def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
+    """The same math in plain PyTorch (float32 compute, one rounding to x's dtype).
+
+    copy_rest: copy the pass-through channels x[..., R:] to out (out is not x)."""
+    r = 2 * cos.shape[-1]
+    xr = x[..., :r].float()
+    if interleaved:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+    else:
+        a, b = xr.chunk(2, dim=-1)
+    s = sin if sign > 0 else -sin
+    ra, rb = a * cos - b * s, b * cos + a * s
+    rot = torch.stack((ra, rb), -1).flatten(-2) if interleaved else torch.cat((ra, rb), -1)
+    out[..., :r].copy_(rot)
+    if copy_rest and r < x.shape[-1]:
+        out[..., r:].copy_(x[..., r:])
+
+
+_COMPILED: dict[tuple, object] = {}
+
+
+def _compiled_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
+    """torch.compile of _eager_rotate, one compiled function per variant (dtype, layout,
+    direction, in place or not) so variants never evict each other; within a variant the first
+    shape is specialized and a second one recompiles with dynamic sizes once."""
+    key = (x.dtype, interleaved, sign, copy_rest, out is x)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        code = _eager_rotate.__code__.replace()  # a fresh code object: dynamo caches per code
+        fresh = types.FunctionType(code, _eager_rotate.__globals__, "_eager_rotate")
+        fn = _COMPILED[key] = torch.compile(fresh, dynamic=None, fullgraph=True)
+    fn(x, cos, sin, out, interleaved, sign, copy_rest)
+
+
+_ROTATE = {"cpp": cpu_rope.rotate, "compiled": _compiled_rotate, "eager": _eager_rotate}
+
+
+# ------------------------------------------------------------------------------- dispatch
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return not torch.compiler.is_compiling()
+
+
+def _requested(engine: str | None) -> str:
+    name = (engine or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if name not in ENGINES:
+        raise ValueError(f"engine ({ENV_VAR}) must be one of {ENGINES}, got {name!r}")
+    return name
+
+
+def supports(x: torch.Tensor, cos: torch.Tensor, engine: str) -> bool:
+    """Whether `engine` can rotate x with these cos/sin (dtype, device, layout in memory)."""
+    if engine == "eager":
+        return True
+    if x.device.type != "cpu" or cos.dtype != torch.float32 or x.dim() > 4 or x.dim() < 1:
+        return False
+    if engine == "cpp":
+        return x.dtype in cpu_rope.C_DTYPES and x.stride(-1) == 1 and cos.stride(-1) == 1
+    return x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+
+
+def pick_engine(x: torch.Tensor, cos: torch.Tensor, engine: str | None = None) -> str:
+    """The engine that will run: the requested one if it works for x, else the next in line."""
+    want = _requested(engine)
+    # auto never compiles: a first torch.compile costs ~15 s per variant and shape class, too
+    # much to spring on a caller (or a test suite); ask for engine="compiled" to get it.
+    order = ("cpp", "eager") if want in ("auto", "triton") else (want, "eager")
+    if torch.compiler.is_compiling():  # inside someone's torch.compile: plain ops trace best
+        return "eager"
+    for name in order:
+        if name not in _BROKEN and supports(x, cos, name):
+            return name
+    return "eager"
+
+
+def use_fast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inplace: bool) -> bool:
+    """Whether posenc.functional.apply_rope should hand x to the C kernel (else: reference)."""
+    if cos.requires_grad or sin.requires_grad:
+        return False
+    if inplace and torch.is_grad_enabled() and x.requires_grad:
+        return False
+    try:
+        return pick_engine(x, cos) == "cpp"
+    except ValueError:  # a bad POSENC_ROPE_ENGINE value: the reference path, no crash here
+        return False
+
+
+def engine_status() -> dict[str, str]:
+    """engine -> 'ok' / 'unavailable: why' / 'not tried' (the bench prints it)."""
+    status = {}
+    for name in ("cpp", "compiled", "eager"):
+        if name in _BROKEN:
+            status[name] = f"unavailable: {_BROKEN[name]}"
+        elif name == "cpp" and cpu_rope.LIB is None:
+            status[name] = "not built yet"
+        elif name == "compiled" and not _COMPILED:
+            status[name] = "not compiled yet"
+        else:
+            status[name] = "ok"
+    return status
+
+
+def _run(x, cos, sin, out, interleaved: bool, sign: float, engine: str | None) -> str:
+    """Rotate with the first engine that works; remember failures. Returns the engine used."""
+    while True:
+        name = pick_engine(x, cos, engine)
+        try:
+            _ROTATE[name](x, cos, sin, out, interleaved, sign, out.data_ptr() != x.data_ptr())
+            return name
+        except Exception as err:  # noqa: BLE001 - any failure of a fast engine -> fall back
+            if name == "eager":
+                raise
+            _BROKEN[name] = f"{type(err).__name__}: {str(err)[:300]}"
+            warnings.warn(
+                f"posenc fast RoPE: engine {name!r} failed ({_BROKEN[name]}); falling back",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+class _RopeFn(torch.autograd.Function):
+    """Out-of-place rotation whose backward is the inverse rotation (rotate by -angle)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, interleaved, engine):
+        out = cpu_rope.fresh_output(x)
+        _run(x, cos, sin, out, interleaved, 1.0, engine)
+        ctx.save_for_backward(cos, sin)
+        ctx.interleaved, ctx.engine = interleaved, engine
+        return out
+
+    @staticmethod
+    @once_differentiable  # double backward: raise rather than return wrong numbers
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        grad_x = cpu_rope.fresh_output(grad)
+        _run(grad.contiguous(), cos, sin, grad_x, ctx.interleaved, -1.0, ctx.engine)
+        return grad_x, None, None, None, None
+
+
+def rotate(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str = "half",
+    *,
+    inplace: bool = False,
+    out: torch.Tensor | None = None,
+    engine: str | None = None,
+) -> torch.Tensor:
+    """Rotate x [..., Dh] by cos, sin (broadcastable to x[..., :R/2], float32); R <= Dh.
+
+    inplace=True writes into x (not with autograd on x); out= writes into a preallocated tensor
+    of x's shape and dtype (no autograd); otherwise a new tensor, differentiable through x.
+    Values equal posenc.functional's reference to float rounding.
+    """
+    if layout not in ("half", "interleaved"):
+        raise ValueError(f"layout must be 'half' or 'interleaved', got {layout!r}")
+    interleaved = layout == "interleaved"
+    needs_grad = torch.is_grad_enabled() and x.requires_grad
+    if cos.requires_grad or sin.requires_grad:
+        raise ValueError("fast RoPE does not differentiate through cos/sin; use the reference")
+    if inplace or out is not None:
+        if needs_grad:
+            raise ValueError("inplace=True / out= do not support autograd on x; call without them")
+        target = x if inplace else out
+        if out is not None and not inplace:
+            if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+                raise ValueError(
+                    f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
+                    f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
+                )
+            if out.data_ptr() == x.data_ptr():
+                target = x
+        _run(x, cos, sin, target, interleaved, 1.0, engine)
+        return target
+    if needs_grad:
+        return _RopeFn.apply(x, cos, sin, interleaved, engine)
+    target = cpu_rope.fresh_output(x)
+    _run(x, cos, sin, target, interleaved, 1.0, engine)
+    return target
+
+
+def rotate_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_cs: tuple[torch.Tensor, torch.Tensor],
+    k_cs: tuple[torch.Tensor, torch.Tensor],
+    layout: str = "half",
+    *,
+    inplace: bool = False,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    engine: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh] by their (cos, sin), each broadcastable
+    to x[..., :R/2]; on CUDA with Triton, q and k in one kernel launch (triton_rope).
+    out=(q_out, k_out) writes into preallocated buffers."""
+    if q.is_cuda and k.is_cuda and _requested(engine) in ("auto", "triton") and _has_triton():
+        from posenc.kernels import triton_rope  # imports triton: only on CUDA
+
+        return triton_rope.rope_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out)
+    oq, ok = out if out is not None else (None, None)
+    return (
+        rotate(q, *q_cs, layout, inplace=inplace, out=oq, engine=engine),
+        rotate(k, *k_cs, layout, inplace=inplace, out=ok, engine=engine),
+    )

@@ -1,0 +1,119 @@
+"""The KV cache of TransformerLM, and picking the next token when generating.
+
+The cache holds the UNencoded keys (after the projection, before any rotation) and the values;
+each step applies the encoding over all cached keys, so every encoding works and a dynamic RoPE
+scaling never rotates with a stale base.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCache:
+    """Unencoded keys and values of every layer, preallocated for `max_tokens`.
+
+    k, v: [depth, B, Hkv, max_tokens, Dh]; positions: [B, max_tokens] (or [..., P]).
+    """
+
+    def __init__(
+        self,
+        depth,
+        batch,
+        kv_heads,
+        head_dim,
+        max_tokens,
+        *,
+        position_dims=1,
+        device=None,
+        dtype=None,
+    ) -> None:
+        shape = (depth, batch, kv_heads, max_tokens, head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.position_dims = position_dims
+        self.positions: torch.Tensor | None = None  # [B, max_tokens(, P)], on the first write
+        self.length = 0  # tokens stored
+        self.default = True  # every stored position was the default arange
+
+    @property
+    def max_tokens(self) -> int:
+        return self.k.shape[3]
+
+    def add_positions(self, positions: torch.Tensor, default: bool) -> torch.Tensor:
+        """Store the positions of T new tokens ([T] or [B, T]); return all stored [B, L + T]."""
+        P = self.position_dims
+        start = self.length
+        stop = start + positions.shape[-1 if P == 1 else -2]
+        if stop > self.max_tokens:
+            raise ValueError(
+                f"the KV cache holds max_tokens={self.max_tokens}; {start} stored + "
+                f"{stop - start} new tokens do not fit"
+            )
+        if self.positions is None:
+            shape = (self.k.shape[1], self.max_tokens) + ((P,) if P > 1 else ())
+            self.positions = positions.new_zeros(shape)
+        self.positions[:, start:stop] = positions
+        self.default = self.default and default
+        return self.positions[:, :stop]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Write k, v [B, Hkv, T, Dh] after the stored ones; return all [B, Hkv, L + T, Dh]."""
+        start, stop = self.length, self.length + k.shape[2]
+        self.k[layer, :, :, start:stop] = k
+        self.v[layer, :, :, start:stop] = v
+        return self.k[layer, :, :, :stop], self.v[layer, :, :, :stop]
+
+
+def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
+    """logits [B, V] -> token ids [B, 1]: argmax at temperature 0, else a sample."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -torch.inf)
+    return torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1)
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    return_logits: bool = False,
+):
+    """Continue tokens [B, T] by max_new_tokens -> [B, T + max_new_tokens] (KV cache).
+
+    temperature 0 is greedy; otherwise sample from softmax(logits / temperature), limited
+    to the top_k tokens if given. With return_logits, also the logits [B, new, V] each
+    token was chosen from. Runs in eval mode (restores the mode after).
+    """
+    if not model.causal:
+        raise ValueError("generate needs a causal model (causal=True); this is an encoder")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    was_training = model.training
+    model.eval()
+    try:
+        cache = model.new_cache(tokens.shape[0], tokens.shape[1] + max_new_tokens)
+        logits, chosen = model(tokens, cache=cache)[:, -1], []
+        for step in range(max_new_tokens):
+            chosen.append(logits)
+            nxt = pick_token(logits, temperature, top_k)  # [B, 1]
+            tokens = torch.cat([tokens, nxt], dim=1)
+            if step + 1 < max_new_tokens:
+                logits = model(nxt, cache=cache)[:, -1]
+    finally:
+        model.train(was_training)
+    if return_logits:
+        V = model.lm_head.out_features
+        empty = tokens.new_zeros((tokens.shape[0], 0, V), dtype=logits.dtype)
+        return tokens, torch.stack(chosen, dim=1) if chosen else empty
+    return tokens

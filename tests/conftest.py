@@ -1,0 +1,62 @@
+"""Shared fixtures: the published implementations posenc is matched against.
+
+Reference libraries (transformers, rotary-embedding-torch, x-transformers, positional-encodings)
+are test extras, imported lazily here (a test that needs one and lacks it is skipped), so
+collecting the suite does not pay for importing them.
+"""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def hf_llama():
+    """transformers' Llama modeling module (rotary embedding, apply_rotary_pos_emb, config)."""
+    pytest.importorskip("transformers")
+    from transformers.models.llama import modeling_llama
+
+    return modeling_llama
+
+
+@pytest.fixture(scope="session")
+def hf_rope(hf_llama):
+    """hf_rope(head_dim, base, max_pos, params) -> transformers' LlamaRotaryEmbedding."""
+
+    def build(head_dim, base=10000.0, max_pos=4096, params=None):
+        config = hf_llama.LlamaConfig(
+            hidden_size=head_dim,
+            num_attention_heads=1,
+            head_dim=head_dim,
+            max_position_embeddings=max_pos,
+            rope_parameters={"rope_type": "default", **(params or {}), "rope_theta": base},
+        )
+        return hf_llama.LlamaRotaryEmbedding(config)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def hf_apply(hf_llama):
+    """hf_apply(q, k, cos, sin) -> transformers' apply_rotary_pos_emb (half layout)."""
+    return hf_llama.apply_rotary_pos_emb
+
+
+@pytest.fixture(scope="session")
+def hf_rope_init(hf_llama):
+    """hf_rope_init(dim, base, max_pos, params, seq_len) -> transformers' (inv_freq,
+    attention_factor) for a Llama config with these rope parameters."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    def compute(dim, base, max_pos, params, seq_len=None):
+        config = hf_llama.LlamaConfig(
+            hidden_size=dim,
+            num_attention_heads=1,
+            head_dim=dim,
+            max_position_embeddings=max_pos,
+            rope_parameters={**params, "rope_theta": base},
+        )
+        rope_type = config.rope_parameters["rope_type"]
+        if rope_type == "default":
+            return hf_llama.LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+        return ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
+
+    return compute
