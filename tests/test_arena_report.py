@@ -1,6 +1,7 @@
 """The Kazemnejad verdict from synthetic rows (exact match, token accuracy); task overrides."""
 
 from posenc.arena.report import Results, findings
+from posenc.explain.claims import Claim
 
 ENCS = ("nope", "t5", "alibi", "rope", "sinusoidal")
 
@@ -16,8 +17,8 @@ def rows(exact: dict, tok: dict, ind_exact: float = 1.0, ind_tok: float = 1.0) -
     return out
 
 
-def verdict(*a, **k) -> dict:
-    (f,) = [f for f in findings(Results(rows(*a, **k))) if f["claim"].startswith("Copy")]
+def verdict(*a, **k) -> Claim:
+    (f,) = [f for f in findings(Results(rows(*a, **k))) if f.claim.startswith("Copy")]
     return f
 
 
@@ -28,24 +29,24 @@ ZERO = dict.fromkeys(ENCS, 0.0)
 
 def test_exact_match_ranks_when_nonzero():
     f = verdict(RANKED, UNRANKED)
-    assert f["verdict"] == "reproduced (by exact match)"
-    assert "nope 1.00 (1.00) → 0.80 (0.20)" in f["numbers"]
+    assert f.verdict == "reproduced (by exact match)"
+    assert "nope 1.00 (1.00) → 0.80 (0.20)" in f.result
 
 
 def test_token_accuracy_ranks_when_exact_match_is_zero_out_of_distribution():
-    assert verdict(ZERO, RANKED)["verdict"] == "reproduced (by token accuracy)"
+    assert verdict(ZERO, RANKED).verdict == "reproduced (by token accuracy)"
     f = verdict(ZERO, UNRANKED)
-    assert f["verdict"] == "not reproduced (by token accuracy)"
-    assert "ranked by OOD token accuracy over copy, reverse, sort" in f["numbers"]
+    assert f.verdict == "not reproduced (by token accuracy)"
+    assert "ranked by OOD token accuracy over copy, reverse, sort" in f.result
 
 
 def test_token_accuracy_ranks_when_exact_match_is_low_in_distribution():
     f = verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.95)
-    assert f["verdict"] == "reproduced (by token accuracy)"
+    assert f.verdict == "reproduced (by token accuracy)"
 
 
 def test_inconclusive_when_not_learned_in_distribution():
-    assert verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.6)["verdict"].startswith("inconclusive")
+    assert verdict(RANKED, RANKED, ind_exact=0.3, ind_tok=0.6).verdict.startswith("inconclusive")
 
 
 def test_task_overrides_scale_eval_lengths_and_cli_lengths_apply_to_all():

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import statistics
 from collections import defaultdict
+
+from posenc.explain.claims import Claim
 
 MAIN_METRIC = {"lm": "ppl"}  # tasks: exact-match accuracy
 KAZEMNEJAD_TASKS = ("copy", "reverse", "sort")
@@ -102,12 +105,14 @@ def _lm_group(res: Results):
     return next(((t, L) for t, L in res.groups if t == "lm"), None)
 
 
-def findings(res: Results) -> list[dict]:
-    """Each published finding: claim, paper's numbers, this run's numbers, verdict."""
+def findings(res: Results) -> list[Claim]:
+    """Each published finding as a Claim: claim, paper (and its numbers), result (this run's
+    numbers), verdict."""
     out = []
 
     def add(claim, paper, numbers, verdict):
-        out.append({"claim": claim, "paper": paper, "numbers": numbers, "verdict": verdict})
+        cid = "finding-" + re.sub(r"[^a-z0-9]+", "-", claim.lower()).strip("-")
+        out.append(Claim(id=cid, claim=claim, paper=paper, result=numbers, verdict=verdict))
 
     lm = _lm_group(res)
     lens = res.eval_lens(*lm) if lm else []
@@ -440,7 +445,7 @@ def write_report(rows: list[dict], out: str) -> str:
     found = findings(res) if rows else []
     tabs = tables(res)
     pngs = plots(res, out) if rows else []
-    finding_rows = [[f["claim"], f["paper"], f["numbers"], f["verdict"]] for f in found]
+    finding_rows = [[f.claim, f.paper, f.result, f.verdict] for f in found]
     header = ["published finding", "paper", "this run", "verdict"]
     md = ["# posenc arena results", "", _run_summary(res) if rows else "No rows yet.", ""]
     md += ["## Published findings", "", _md_table(header, finding_rows), ""]

@@ -36,6 +36,17 @@ CREATE TABLE IF NOT EXISTS results (
     UNIQUE (task, encoding, seed, train_len, eval_len, metric)
 )
 """
+LEASES = """
+CREATE TABLE IF NOT EXISTS leases (
+    task      TEXT    NOT NULL,
+    encoding  TEXT    NOT NULL,
+    seed      INTEGER NOT NULL,
+    train_len INTEGER NOT NULL,
+    owner     TEXT    NOT NULL,
+    expires   REAL    NOT NULL,
+    PRIMARY KEY (task, encoding, seed, train_len)
+)
+"""
 COLUMNS = {
     "id", "task", "encoding", "seed", "train_len", "eval_len", "metric", "value", "status",
     "reason", "config_hash", "config", "posenc_version", "torch_version", "wall_time", "created",
@@ -73,6 +84,8 @@ class Store:
                 self.conn.execute(SCHEMA)
             else:
                 raise ValueError(f"--db: {path} holds no arena results")
+            if create:
+                self.conn.execute(LEASES)
         except sqlite3.DatabaseError as err:
             raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
 
@@ -131,5 +144,45 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
+    def encoding_rows(self, encoding: str) -> list[tuple]:
+        """(task, train_len, eval_len, metric, value, status, reason) of every row of one
+        encoding, all seeds, by task, train_len, eval_len, metric (`posenc explain --arena`)."""
+        return self.conn.execute(
+            "SELECT task, train_len, eval_len, metric, value, status, reason FROM results "
+            "WHERE encoding = ? ORDER BY task, train_len, eval_len, metric",
+            (encoding,),
+        ).fetchall()
+
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    # ------------------------------------------------------------------------- leases
+
+    def claim(self, key: tuple, owner: str, ttl: float) -> bool:
+        """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: True if it is this
+        owner's now (free, expired, or already this owner's: renewed), False if another run
+        holds it. Two runs on one database so share the work instead of doing it twice."""
+        now = time.time()
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            row = self.conn.execute(
+                "SELECT owner, expires FROM leases WHERE task=? AND encoding=? AND seed=? "
+                "AND train_len=?",
+                key,
+            ).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            self.conn.execute(
+                "INSERT OR REPLACE INTO leases (task, encoding, seed, train_len, owner, expires) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, owner, now + ttl),
+            )
+        return True
+
+    def release(self, key: tuple, owner: str) -> None:
+        with self.conn:
+            self.conn.execute(
+                "DELETE FROM leases WHERE task=? AND encoding=? AND seed=? AND train_len=? "
+                "AND owner=?",
+                (*key, owner),
+            )

@@ -22,6 +22,7 @@ from posenc.explain import claims as claims_mod
 from posenc.explain import figures, page
 from posenc.explain.claims import Claim
 from posenc.explain.figures import KINDS, Fig
+from posenc.model import TransformerLM
 
 
 @dataclass
@@ -53,13 +54,11 @@ def check_sizes(dim: int, heads: int, max_pos: int) -> None:
 def build(name: str, *, dim: int, heads: int, max_pos: int):
     """The encoding as the page shows it: seed 0, head_dim = dim, table length max_pos."""
     torch.manual_seed(0)
-    return posenc.build(name, dim=dim, heads=heads, head_dim=dim, max_len=max_pos).eval()
+    return posenc.build(name, dim=dim, heads=heads, head_dim=dim, train_len=max_pos).eval()
 
 
 def load_trained(path: str | Path, name: str, max_pos: int):
     """(encoding, probe dim, heads, length) from a TransformerLM checkpoint."""
-    from posenc.model import TransformerLM
-
     if not Path(path).is_file():
         raise FileNotFoundError(f"--checkpoint not found: {path}")
     model = TransformerLM.from_checkpoint(path).eval()

@@ -52,7 +52,7 @@ def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
 
 def rotary_angles(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor | None:
     """[T, R/2] rotation angles of a 1-D rotary encoding, or None."""
-    if enc.family != "rotary" or enc.position_dims != 1 or not hasattr(enc, "angles"):
+    if enc.family != "rotary" or enc.position_dims != 1:
         return None
     return enc.angles(positions).double()
 

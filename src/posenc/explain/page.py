@@ -134,9 +134,9 @@ def claim_html(c: Claim) -> str:
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
         f'<div class="seed">seed {escape(c.seed)}</div>'
-        f"<blockquote>“{escape(c.quote)}”</blockquote>"
+        f"<blockquote>“{escape(c.claim)}”</blockquote>"
         f"<dl><dt>verdict</dt><dd>{badge(c.verdict, cls)}</dd>"
-        f"<dt>measured</dt><dd>{escape(c.measurement)}</dd>"
+        f"<dt>measured</dt><dd>{escape(c.method)}</dd>"
         f"<dt>result</dt><dd>{escape(c.result)}</dd>{note}</dl>{tables}{code}</div>"
     )
 

@@ -1,0 +1,63 @@
+"""The seeds' claims, each checked by a computation (never by a hard-coded verdict).
+
+The seeds are the five Chinese tutorials posenc grew from (`shared/seeds/`). Each claim names
+the seed file, quotes it briefly in its own words, renders the claim in English, measures, and
+gives a verdict: "holds", "does not hold", "holds with a caveat", or "not measured here".
+Numbers and code the seeds print are quoted as data; the verdicts come from comparing them with
+posenc.
+
+    base        Claim (shared with the arena's published findings), Table, the verdicts
+    seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
+    arena       claims checked against the arena's results database (`--arena DB`)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posenc import analysis
+from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004
+from posenc.explain.claims.arena import extrapolates
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, VERDICTS, Claim, Table
+
+SEEDS = (seed000, seed001, seed002, seed003, seed004)
+CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
+ARENA_CHECKS = seed002.ARENA_CHECKS  # these take arena= too
+
+
+def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = None) -> list[Claim]:
+    """Every claim, checked. A check whose encoding is missing reports 'not measured here'."""
+    out = []
+    for check in CHECKS:
+        kwargs = {"arena": arena} if check in ARENA_CHECKS else {}
+        try:
+            out.append(check(dim, max_pos, **kwargs))
+        except (KeyError, ValueError, AttributeError, ImportError) as err:
+            if isinstance(err, (FileNotFoundError, ValueError)) and arena and kwargs:
+                raise
+            out.append(
+                Claim(
+                    id=f"claim-{check.__name__[6:].replace('_', '-')}",
+                    claim=check.__doc__ or check.__name__,
+                    method="could not run",
+                    result=analysis.describe_error(err),
+                    verdict=UNMEASURED,
+                )
+            )
+    return out
+
+
+__all__ = [
+    "ARENA_CHECKS",
+    "CAVEAT",
+    "CHECKS",
+    "FAILS",
+    "HOLDS",
+    "SEEDS",
+    "UNMEASURED",
+    "VERDICTS",
+    "Claim",
+    "Table",
+    "check_all",
+    "extrapolates",
+]

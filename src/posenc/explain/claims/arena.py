@@ -1,0 +1,134 @@
+"""Seed claims checked against trained models: the arena's results database (`--arena DB`),
+read through posenc.arena.store."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from posenc.arena.store import Store
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, Claim, Table
+
+HIGHER_IS_BETTER = ("accuracy", "token_accuracy")
+VERDICT_WORDS = {True: "extrapolates", False: "does not", None: "not counted"}
+MAIN_METRICS = ("ppl", *HIGHER_IS_BETTER)  # loss and per-position bands are left to the arena
+LEARNED_AT_L = 0.5  # an accuracy below this at L means the task was not learned: not counted
+
+
+def arena_results(db: str | Path, encoding: str) -> list[dict]:
+    """Median over seeds of the arena's results for one encoding, one row per
+    (task, train_len, eval_len, metric)."""
+    path = Path(db)
+    if not path.is_file():
+        raise FileNotFoundError(f"--arena database not found: {db}")
+    try:
+        with Store(str(path), create=False) as store:
+            raw = store.encoding_rows(encoding)
+    except ValueError as err:
+        raise ValueError(f"--arena {db}: not an arena results database ({err})") from None
+    groups: dict[tuple, list] = {}
+    for task, tl, el, metric, value, status, reason in raw:
+        groups.setdefault((task, int(tl), int(el), metric), []).append((value, status, reason))
+    out = []
+    for (task, tl, el, metric), items in groups.items():
+        ok = [float(v) for v, s, _ in items if s == "ok" and v is not None]
+        reasons = sorted({r for _, s, r in items if s != "ok" and r})
+        out.append(
+            dict(
+                task=task,
+                train_len=tl,
+                eval_len=el,
+                metric=metric,
+                value=statistics.median(ok) if ok else None,
+                seeds=len(ok),
+                status="ok" if ok else "n/a",
+                reason="; ".join(reasons),
+            )
+        )
+    return out
+
+
+def extrapolates(rows: list[dict], tol: float = 0.25) -> list[tuple[str, bool | None, str]]:
+    """Per (task, train_len, metric): does the longest evaluation stay within `tol` of the
+    in-distribution value (relative; accuracies must not fall, perplexities must not rise, by
+    more)? -> [(label, verdict, why)]; verdict None where the task was not learned at L."""
+    found = []
+    keys = sorted({(r["task"], r["train_len"], r["metric"]) for r in rows})
+    for task, tl, metric in keys:
+        if metric not in MAIN_METRICS:
+            continue
+        rs = [r for r in rows if (r["task"], r["train_len"], r["metric"]) == (task, tl, metric)]
+        inside = [r for r in rs if r["eval_len"] <= tl and r["status"] == "ok"]
+        longer = [r for r in rs if r["eval_len"] > tl]
+        if not inside or not longer:
+            continue
+        base = max(inside, key=lambda r: r["eval_len"])
+        far = max(longer, key=lambda r: r["eval_len"])
+        label = f"{task}, trained at {tl}, {metric} at {far['eval_len']}"
+        if far["status"] != "ok":
+            found.append((label, False, f"n/a: {far['reason'] or 'not evaluable'}"))
+            continue
+        a, b = base["value"], far["value"]
+        why = f"{a:.4g} at {base['eval_len']} -> {b:.4g}"
+        if metric in HIGHER_IS_BETTER:
+            if a < LEARNED_AT_L:
+                found.append((label, None, f"{why}; not learned at L, not counted"))
+                continue
+            change = (a - b) / a
+        else:  # ppl: lower is better
+            change = (b - a) / max(abs(a), 1e-12)
+        found.append((label, change <= tol, why))
+    return found
+
+
+def arena_claim(
+    *, id: str, seed: str, quote: str, claim: str, encoding: str, want: bool, arena, about
+) -> Claim:
+    """Does `encoding` extrapolate (`want` True) or not (False) in the arena's results?"""
+    said = dict(id=id, seed=seed, quote=quote, claim=claim, about=about)
+    method = (
+        f"arena: {encoding}'s metric at the longest evaluation length vs in distribution "
+        "(median over seeds; ppl for lm, accuracies for tasks learned at L (>= 0.5); within "
+        "25% counts as extrapolating)"
+    )
+    if arena is None:
+        return Claim(
+            **said,
+            method=method,
+            result="no arena database given (posenc explain --arena results.db)",
+            verdict=UNMEASURED,
+            note="Run `posenc arena` and pass its database to check this against trained models.",
+        )
+    rows = arena_results(arena, encoding)
+    checks = extrapolates(rows)
+    if not checks:
+        return Claim(
+            **said,
+            method=method,
+            result=f"the database has no {encoding} results both within and past the training "
+            "length",
+            verdict=UNMEASURED,
+        )
+    agree = [ok == want for _, ok, _ in checks if ok is not None]
+    if not agree:
+        verdict = UNMEASURED
+    else:
+        verdict = HOLDS if all(agree) else FAILS if not any(agree) else CAVEAT
+    table = Table(
+        ["task", "train", "eval", "metric", "median", "seeds", "status"],
+        [
+            [
+                r["task"],
+                str(r["train_len"]),
+                str(r["eval_len"]),
+                r["metric"],
+                "-" if r["value"] is None else f"{r['value']:.4g}",
+                str(r["seeds"]),
+                r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
+            ]
+            for r in rows
+        ],
+        f"arena results for {encoding} from {Path(arena).name}",
+    )
+    summary = "; ".join(f"{label}: {VERDICT_WORDS[ok]} ({why})" for label, ok, why in checks)
+    return Claim(**said, method=method, result=summary, verdict=verdict, tables=[table])

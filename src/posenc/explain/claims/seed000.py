@@ -1,0 +1,149 @@
+"""Seed 000 (Vaswani et al.'s sinusoidal encoding): its three requirements, wavelengths, code."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc import analysis
+from posenc import functional as PF
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.tools import run_seed, sinusoid
+
+SEED = "000_e2b8049db0aa593d.txt"
+
+CODE = """\
+class PositionalEncoding(nn.Module):
+
+    def __init__(self, d_model, max_len=5000):
+        super(PositionalEncoding, self).__init__()
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        pe = pe.unsqueeze(0).transpose(0, 1)
+        #pe.requires_grad = False
+        self.register_buffer('pe', pe)
+
+    def forward(self, x):
+        return x + self.pe[:x.size(0), :]
+"""
+
+
+def claim_000_unique(dim: int, n: int) -> Claim:
+    far = 4096
+    m = analysis.uniqueness(sinusoid(torch.arange(far), dim))
+    return Claim(
+        id="claim-000-unique",
+        seed=SEED,
+        quote="对于每个位置的词语，它都能提供一个独一无二的编码",
+        claim="The encoding should give every position a unique code.",
+        about=("sinusoidal",),
+        method=f"smallest L2 distance between the d = {dim} sinusoidal vectors of any two "
+        f"positions 0..{far - 1}",
+        result=m.detail,
+        verdict=HOLDS if m.good else FAILS,
+    )
+
+
+def claim_000_consistent(dim: int, n: int) -> Claim:
+    pe = sinusoid(torch.arange(n), dim)
+    r_dot = analysis.shift_residual((pe @ pe.T)[None])
+    r_dist = analysis.shift_residual(torch.cdist(pe, pe)[None])
+    ok = max(r_dot, r_dist) < analysis.SHIFT_TOL
+    return Claim(
+        id="claim-000-consistent",
+        seed=SEED,
+        quote="词语之间的间隔对于不同长度的句子来说，含义应该是一致的",
+        claim="The gap between two words should mean the same whatever the sentence (and "
+        "position).",
+        about=("sinusoidal",),
+        method=f"spread over t of <p_t, p_(t+k)> and of |p_t - p_(t+k)| for each k, positions "
+        f"0..{n - 1}, relative to the largest value",
+        result=f"dot product: {r_dot:.2e}; distance: {r_dist:.2e} (float64 table)",
+        verdict=HOLDS if ok else FAILS,
+        note="Both depend on k alone. Attention, though, sees them through W_q and W_k: see "
+        "seed 004's claim on the dot product.",
+    )
+
+
+def claim_000_any_length(dim: int, n: int) -> Claim:
+    t = torch.arange(10**6, 10**6 + 64)
+    pe32 = PF.sinusoidal_table(t, dim).double()  # what float32 angles give
+    pe64 = sinusoid(t, dim)
+    err = float((pe32 - pe64).abs().max())
+    near = sinusoid(torch.arange(4096), dim)
+    gap = float(torch.cdist(pe64, near).min())
+    finite = bool(torch.isfinite(pe32).all())
+    return Claim(
+        id="claim-000-any-length",
+        seed=SEED,
+        quote="能够随意延伸到任意长度的句子",
+        claim="It extends to sentences of any length.",
+        about=("sinusoidal",),
+        method="evaluate positions 10^6..10^6+63; distance to the vectors of 0..4095; float32 "
+        "table against float64",
+        result=f"finite: {finite}; nearest in-range vector at distance {gap:.3f}; float32 "
+        f"angles differ from float64 by up to {err:.2e} at t ~ 10^6",
+        verdict=CAVEAT if finite else FAILS,
+        note="The formula is defined at any t and the far vectors are new. But float32 angles "
+        "lose precision at large t (compute them in float64 there), and being defined is not "
+        "the same as a model generalizing to longer inputs: see seed 002's extrapolation claim.",
+    )
+
+
+def claim_000_wavelengths(dim: int, n: int) -> Claim:
+    rows = []
+    worst = 0.0
+    for d in (4, 16, dim, 512):
+        wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), d)))
+        lo, hi = float(wl.min()) / (2 * math.pi), float(wl.max()) / (2 * math.pi)
+        worst = max(worst, abs(hi - 10000) / 10000)
+        rows.append([str(d), f"2π × {lo:.3f}", f"2π × {hi:,.1f}", f"{hi / 10000:.3f}"])
+    return Claim(
+        id="claim-000-wavelengths",
+        seed=SEED,
+        quote=r"波长从 $2\pi$ 增加到了 $10000 \cdot 2\pi$",
+        claim="The wavelengths grow from 2π to 10000·2π (ω_k = 1/10000^(2k/d)).",
+        about=("sinusoidal", "rope"),
+        method="wavelength 2π/ω of each sin/cos pair, fitted from the table's angles",
+        result=f"shortest 2π exactly; longest short of 10000·2π by up to {100 * worst:.0f}% "
+        "(table below)",
+        verdict=CAVEAT if worst > 0.01 else HOLDS,
+        note="The last pair is i = d/2 - 1, so the longest wavelength is 2π·10000^((d-2)/d), "
+        "which reaches 10000·2π only as d grows. With the seed's own ω_k = 1/10000^(2k/d) and "
+        "k = 1..d/2 the range would instead start at 2π·10000^(2/d): the paper counts from 0.",
+        tables=[Table(["d", "shortest", "longest", "longest / (10000·2π)"], rows)],
+    )
+
+
+def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Claim:
+    module = run_seed(code)["PositionalEncoding"](dim, max_len=n)
+    seed_pe = module.pe[:, 0, :].double()  # its buffer is [max_len, 1, d_model]
+    diff = float((seed_pe - sinusoid(torch.arange(n), dim)).abs().max())
+    return Claim(
+        id="claim-000-code",
+        seed=SEED,
+        quote="代码实现",
+        claim="This PyTorch class implements the encoding.",
+        about=("sinusoidal",),
+        method=f"run the seed's class (d_model = {dim}, max_len = {n}); compare its table with "
+        "posenc.functional.sinusoidal_table",
+        result=f"max |difference| = {diff:.2e}",
+        verdict=CAVEAT if diff < 1e-5 else FAILS,
+        note="Same numbers. Its forward slices pe[:x.size(0)], so it expects x as [T, B, D] "
+        "(sequence first), the layout of PyTorch's old nn.Transformer; a batch-first x "
+        "[B, T, D] gets the encoding of positions 0..B-1 instead.",
+        code=code,
+    )
+
+
+CHECKS = [
+    claim_000_unique,
+    claim_000_consistent,
+    claim_000_any_length,
+    claim_000_wavelengths,
+    claim_000_code,
+]

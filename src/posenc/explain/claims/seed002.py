@@ -1,0 +1,271 @@
+"""Seed 002 (a long tutorial): worked table, order, frequencies, extrapolation, relative code."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc import analysis
+from posenc import functional as PF
+from posenc.encodings import build
+from posenc.explain.claims.arena import arena_claim
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.tools import f4, run_seed, seed_error, sinusoid
+
+SEED = "002_194117be01fb43d6.txt"
+
+TABLE = [  # pos, dim 0 (sin), dim 1 (cos), dim 2 (sin), dim 3 (cos), as printed
+    [0, 0.0000, 1.0000, 0.0000, 1.0000],
+    [1, 0.8415, 0.5403, 0.0100, 1.0000],
+    [2, 0.9093, -0.4161, 0.0200, 1.0000],
+]
+
+TXL = """\
+class TransformerXLRelativePositionBias(nn.Module):
+    def __init__(self, max_len, d_model):
+        super(TransformerXLRelativePositionBias, self).__init__()
+        self.position_bias = nn.Parameter(torch.randn(max_len, max_len))
+        self.d_model = d_model
+
+    def forward(self, q_len, k_len):
+        bias = self.position_bias[:q_len, :k_len]
+        return bias
+"""
+
+T5 = """\
+class T5RelativePositionBias(nn.Module):
+    def __init__(self, max_len, num_heads):
+        super(T5RelativePositionBias, self).__init__()
+        self.relative_position_bias = nn.Embedding(2 * max_len - 1, num_heads)
+        self.max_len = max_len
+
+    def forward(self, q_len, k_len):
+        positions = torch.arange(q_len).unsqueeze(1) - torch.arange(k_len).unsqueeze(0)
+        positions = positions + (self.max_len - 1)
+        bias = self.relative_position_bias(positions)
+        return bias
+"""
+
+DEBERTA = """\
+class DeBERTaRelativePositionBias(nn.Module):
+    def __init__(self, max_len, d_model):
+        super(DeBERTaRelativePositionBias, self).__init__()
+        self.relative_position_embedding = nn.Embedding(2 * max_len - 1, d_model)
+        self.max_len = max_len
+
+    def forward(self, q_len, k_len):
+        positions = torch.arange(q_len).unsqueeze(1) - torch.arange(k_len).unsqueeze(0)
+        positions = positions + (self.max_len - 1)
+        bias = self.relative_position_embedding(positions)
+        return bias
+"""
+
+ORDER = (
+    "Without positional encoding attention cannot perceive order: shuffle the words and the "
+    "weighted sums stay the same."
+)
+
+
+def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Claim:
+    seed = torch.tensor([r[1:] for r in table], dtype=torch.float64)
+    ours = sinusoid(torch.arange(3), 4)
+    diff = (seed - ours).abs()
+    worst = float(diff.max())
+    rows = []
+    for p in range(3):
+        rows.append([str(p)] + [f"{f4(seed[p, c])} / {f4(ours[p, c])}" for c in range(4)])
+    i, j = divmod(int(diff.argmax()), 4)
+    return Claim(
+        id="claim-002-table",
+        seed=SEED,
+        quote="方便起见,我们只取pos=0,1,2三个位置,假设embedding维度d=4",
+        claim="Worked example, d = 4, positions 0, 1, 2 (values approximate).",
+        about=("sinusoidal",),
+        method="posenc.functional.sinusoidal_table(positions 0..2, d = 4), rounded to 4 places",
+        result=f"max |seed - computed| = {worst:.1e} (largest at position {i}, dim {j})",
+        verdict=HOLDS if worst <= 5e-4 else FAILS,
+        note="Correct to the 4th decimal, which the seed itself calls approximate: cos(0.02) = "
+        f"{f4(ours[2, 3])} is printed as 1.0000.",
+        tables=[
+            Table(
+                ["pos", "dim 0 (sin)", "dim 1 (cos)", "dim 2 (sin)", "dim 3 (cos)"],
+                rows,
+                "seed's value / computed value",
+            )
+        ],
+    )
+
+
+def claim_002_order(dim: int, n: int) -> Claim:
+    bi = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
+    causal = analysis.permutation_change("nope", dim=dim, heads=4, causal=True)
+    sin = analysis.permutation_change("sinusoidal", dim=dim, heads=4, causal=False)
+    holds = bi < 1e-5
+    return Claim(
+        id="claim-002-order",
+        seed=SEED,
+        quote="如果我们打乱输入词的顺序,Attention输出的加权和是一致的",
+        claim=ORDER,
+        about=("nope", "sinusoidal"),
+        method="shuffle the tokens into one attention layer (fixed random weights, T = 16); "
+        "|y(shuffled x) - shuffled y(x)| / |y(x)|",
+        result=f"no encoding, no mask: {bi:.1e}; no encoding, causal mask: {causal:.3f}; "
+        f"sinusoidal, no mask: {sin:.3f}",
+        verdict=CAVEAT if holds and causal > 1e-3 else (HOLDS if holds else FAILS),
+        note="Without positions and without a mask the outputs are only shuffled along with the "
+        "inputs (order is invisible). A causal mask alone already breaks that symmetry, so "
+        "decoder-only models without an encoding (NoPE) can still learn order (Haviv et al. "
+        "2022).",
+    )
+
+
+def claim_002_frequency_order(dim: int, n: int) -> Claim:
+    wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
+    omega = 2 * math.pi / wl
+    falling = bool((torch.diff(omega) < 0).all())
+    return Claim(
+        id="claim-002-frequency-order",
+        seed=SEED,
+        quote="低维度会用低频来编码位置,高纬度则会用高频来编码位置",
+        claim="Frequency rises with the dimension: low dims encode position with low "
+        "frequencies, high dims with high ones; in the heatmap the left dims change slowly.",
+        about=("sinusoidal",),
+        method=f"angular speed ω_i (radians per position) of each pair, d = {dim}",
+        result=f"ω_0 = {float(omega[0]):.3g} (dims 0, 1) ... ω_{len(omega) - 1} = "
+        f"{float(omega[-1]):.2g} (dims {dim - 2}, {dim - 1}); falls monotonically: {falling}",
+        verdict=FAILS if falling else HOLDS,
+        note="It is the other way round: dims 0, 1 turn fastest (wavelength 2π) and the last "
+        "pair slowest, as seed 004's clock has it (see the waveform and wavelength figures).",
+    )
+
+
+def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None) -> Claim:
+    return arena_claim(
+        id="claim-002-sinusoidal-extrapolates",
+        seed=SEED,
+        quote="可以自然地适应比训练时序列更长的情况,而无需重新训练模型",
+        claim="Sinusoidal encodings let the model handle sequences longer than in training "
+        "(e.g. trained at 512, run at 600), with no retraining.",
+        encoding="sinusoidal",
+        want=True,
+        arena=arena,
+        about=("sinusoidal",),
+    )
+
+
+def claim_002_learned_cannot(dim: int, n: int, arena=None) -> Claim:
+    c = arena_claim(
+        id="claim-002-learned-cannot",
+        seed=SEED,
+        quote="缺点是不能推广到没出现过的长句子",
+        claim="Learned encodings do not generalize to sequences longer than those seen in "
+        "training.",
+        encoding="learned",
+        want=False,
+        arena=arena,
+        about=("learned",),
+    )
+    enc = build("learned", dim=dim, max_len=n)
+    err = seed_error(lambda: enc.embed(torch.zeros(1, n + 1, dim), torch.arange(n + 1)))
+    c.note = (c.note + " " if c.note else "") + (
+        f"Past its table, posenc's learned encoding does not run at all: {err}"
+    )
+    return c
+
+
+def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
+    L = 32
+    torch.manual_seed(0)
+    seed = run_seed(code)["TransformerXLRelativePositionBias"](L, dim)
+    with torch.no_grad():
+        b = seed(L, L)[None].double()  # [1, L, L]
+    seed_r = analysis.shift_residual(b)
+    d = float((b[0, 1:, 1:] - b[0, :-1, :-1]).abs().max())
+    torch.manual_seed(0)
+    enc = build("transformer_xl", dim=dim, heads=1, head_dim=dim, max_len=L)
+    pos = torch.arange(L)
+    ours = analysis.shift_residual(analysis.scores(enc, pos, pos, dim=dim, heads=1))
+    return Claim(
+        id="claim-002-transformer-xl",
+        seed=SEED,
+        quote="Transformer-XL (相对位置偏置)",
+        claim="Transformer-XL (relative position bias): code whose bias is "
+        "position_bias[:q_len, :k_len] of a learned [max_len, max_len] table.",
+        about=("transformer_xl",),
+        method="shift residual of bias(i, j): largest spread over i of bias(i, i - k), "
+        "relative; and |bias(i+1, j+1) - bias(i, j)|",
+        result=f"seed's code: residual {seed_r:.2f}, bias(i+1, j+1) differs from bias(i, j) by "
+        f"up to {d:.2f}; posenc's transformer_xl (fixed q, k at every position): {ours:.1e}",
+        verdict=FAILS if seed_r > analysis.SHIFT_TOL else HOLDS,
+        note="The seed's table is indexed by absolute (i, j): an absolute bias, not a relative "
+        "one. Transformer-XL scores (q_i + u)·k_j + (q_i + v)·W_r R_(i-j) with a sinusoidal "
+        "R of the distance i - j and rel_shift (Dai et al. 2019), so shifting both positions "
+        "changes nothing.",
+        code=code,
+    )
+
+
+def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBERTA) -> Claim:
+    L = 512
+    ns = run_seed(t5 + deberta)
+    t5_bias = ns["T5RelativePositionBias"](L, 8)
+    deb = ns["DeBERTaRelativePositionBias"](L, 16)
+    with torch.no_grad():
+        b = t5_bias(64, 64).permute(2, 0, 1).double()  # seed returns [q, k, heads]
+    residual = analysis.shift_residual(b)
+    t5_err = seed_error(lambda: t5_bias(L + 1, L + 1))
+    deb_err = seed_error(lambda: deb(L + 1, L + 1))
+    rel = torch.arange(-(4 * L - 1), 4 * L)  # key - query
+    t5_buckets = int(PF.t5_bucket(rel).unique().numel())
+    deb_buckets = int(PF.deberta_bucket(-rel, 256, 512).clamp(-255, 255).unique().numel())
+    rows = [
+        ["seed's T5", f"{2 * L - 1} (one per distance)", t5_err],
+        [
+            "T5 (Raffel et al.), 32 buckets, max_distance 128",
+            f"{t5_buckets}",
+            "no error: distances past 128 share the last bucket",
+        ],
+        ["seed's DeBERTa", f"{2 * L - 1} rows of d_model", deb_err],
+        [
+            "DeBERTa-v2, position_buckets 256, max_relative_positions 512",
+            f"{deb_buckets}",
+            "no error: log buckets, clipped",
+        ],
+    ]
+    relative = residual < analysis.SHIFT_TOL  # indexed by i - j: right
+    any_length = t5_err == deb_err == "no error"  # what T5's and DeBERTa's buckets give
+    return Claim(
+        id="claim-002-t5-deberta",
+        seed=SEED,
+        quote="self.relative_position_bias = nn.Embedding(2 * max_len - 1, num_heads)",
+        claim="T5 and DeBERTa code: an nn.Embedding(2·max_len - 1, ...) indexed by "
+        "i - j + max_len - 1.",
+        about=("t5", "deberta"),
+        method=f"run the seed's classes (max_len = {L}); count distinct learned entries for "
+        f"distances |i - j| < {4 * L} with T5's and DeBERTa's real bucketing; call them with "
+        f"q_len = k_len = {L + 1}",
+        result=f"the seed's T5 bias is relative (shift residual {residual:.0e}) "
+        "but unbucketed; both snippets fail past max_len (table below)",
+        verdict=(HOLDS if any_length else CAVEAT) if relative else FAILS,
+        note="Relative indexing is right, the rest is not T5's or DeBERTa's method: T5 shares "
+        "log-spaced buckets (exact up to 8 per direction, then log-spaced to 128, one bucket "
+        "beyond), so any length works; the seed's table has a separate parameter per distance "
+        "and raises an IndexError past max_len. The seed's DeBERTa returns [q, k, d_model] "
+        "embeddings, neither a bias nor DeBERTa's disentangled c2p + p2c scores with log "
+        "buckets.",
+        tables=[Table(["implementation", "learned entries per head", f"q_len = {L + 1}"], rows)],
+        code=t5 + "\n" + deberta,
+    )
+
+
+CHECKS = [
+    claim_002_table,
+    claim_002_order,
+    claim_002_frequency_order,
+    claim_002_sinusoidal_extrapolates,
+    claim_002_learned_cannot,
+    claim_002_transformer_xl,
+    claim_002_t5_deberta,
+]
+ARENA_CHECKS = [claim_002_sinusoidal_extrapolates, claim_002_learned_cannot]  # take `arena`

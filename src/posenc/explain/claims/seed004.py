@@ -1,0 +1,158 @@
+"""Seed 004 (absolute encoding, as a clock): its code, the dot product, frequency range, clock."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc import analysis
+from posenc import functional as PF
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.tools import run_seed, sinusoid
+
+SEED = "004_04aee0f491a3b5de.txt"
+
+CODE = """\
+def absolute_positional_encoding(seq_len, d_model):
+    pe = torch.zeros((seq_len, d_model)) # (seq_len, dmodel)
+    pos = torch.arrange(0, seq_len).unsqueeze(-1) # (seq_len, 1)
+
+    div_term = torch.exp(-1 * torch.arrange(0, seq_len, 2) * math.log(10000.0) / d_model)
+
+    pe[:, 0::2] = math.sin(pos * div_term)
+    pe[:, 1::2] = math.cos(pos * div_term)
+
+    return pe
+"""
+
+FIXES = [
+    ("torch.arrange → torch.arange", "torch.arrange", "torch.arange"),
+    ("math.sin / math.cos → torch.sin / torch.cos (they take tensors)", "math.", "torch."),
+    (
+        "div_term over d_model, not seq_len",
+        "torch.arange(0, seq_len, 2)",
+        "torch.arange(0, d_model, 2)",
+    ),
+]
+
+
+def fixed_stages(code: str) -> list[tuple[str, str]]:
+    """[(what, code)]: the code as written, then with each of FIXES applied in turn."""
+    stages = [("as written", code)]
+    for what, old, new in FIXES:
+        if old == "math.":  # keep math.log, fix the two calls on tensors
+            code = code.replace("math.sin", "torch.sin").replace("math.cos", "torch.cos")
+        else:
+            code = code.replace(old, new)
+        stages.append((f"+ {what}", code))
+    return stages
+
+
+def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
+    seq_len, d_model = 16, 8
+    ref = sinusoid(torch.arange(seq_len), d_model)
+    stages = fixed_stages(code)
+    rows, diffs = [], []
+    for what, src in stages:
+        try:
+            pe = run_seed(src)["absolute_positional_encoding"](seq_len, d_model).double()
+            diffs.append(float((pe - ref).abs().max()))
+            outcome = f"runs; max |difference| from sinusoidal_table = {diffs[-1]:.1e}"
+        except Exception as err:  # noqa: BLE001 - showing the seed code's failures
+            outcome = analysis.describe_error(err).splitlines()[0]
+            diffs.append(None)
+        rows.append([what, outcome])
+    final = diffs[-1]
+    square = run_seed(stages[2][1])["absolute_positional_encoding"](8, 8).double()
+    sq_diff = float((square - sinusoid(torch.arange(8), 8)).abs().max())
+    as_written = diffs[0]  # None: it does not run
+    return Claim(
+        id="claim-004-code",
+        seed=SEED,
+        quote="def absolute_positional_encoding(seq_len, d_model):",
+        claim="This function computes the absolute (sinusoidal) encoding.",
+        about=("sinusoidal",),
+        method=f"run the seed's code as written, then with each fix (seq_len = {seq_len}, "
+        f"d_model = {d_model}); compare with posenc.functional.sinusoidal_table",
+        result=f"as written it runs and matches to {as_written:.0e}"
+        if as_written is not None
+        else f"as written it does not run; with all three fixes it matches to {final:.0e}"
+        if final is not None
+        else "still fails after the fixes",
+        verdict=HOLDS if as_written is not None and as_written < 1e-5 else FAILS,
+        note="Three bugs: torch.arrange does not exist; math.sin/math.cos take Python numbers, "
+        "not tensors; div_term steps over seq_len where it must step over d_model. The last one "
+        f"hides when seq_len = d_model (8 × 8 runs and matches: {sq_diff:.0e}). Its comment "
+        "'1 / 10000 ** (2 * i / d) = exp(2 * i / d) * log(10000)' is wrong too: it is "
+        "exp(-(2i/d) · log 10000).",
+        tables=[Table(["version", "outcome"], rows)],
+        code=code,
+    )
+
+
+def claim_004_relative_dot(dim: int, n: int) -> Claim:
+    pe = sinusoid(torch.arange(n), dim)
+    alone = analysis.shift_residual((pe @ pe.T)[None])
+    g = torch.Generator().manual_seed(0)
+    wq, wk = torch.randn(2, dim, dim, generator=g, dtype=torch.float64) / dim**0.5
+    through = analysis.shift_residual(((pe @ wq) @ (pe @ wk).T)[None])
+    return Claim(
+        id="claim-004-relative-dot",
+        seed=SEED,
+        quote=r"\cos\theta_1\cos\theta_2+\sin\theta_1\sin\theta_2 =\cos(\theta_1 - \theta_2)",
+        claim="In Q·K^T the encodings meet as cos θ1 cos θ2 + sin θ1 sin θ2 = cos(θ1 - θ2): the "
+        "dot product carries the relative distance.",
+        about=("sinusoidal", "rope"),
+        method="shift residual (spread of score(i, i - k) over i, relative) of <p_i, p_j>, and "
+        "of <p_i W_q, p_j W_k> with random W_q, W_k",
+        result=f"<p_i, p_j>: {alone:.1e}; through random W_q, W_k: {through:.2f}",
+        verdict=CAVEAT if alone < analysis.SHIFT_TOL and through > analysis.SHIFT_TOL else HOLDS,
+        note="True for the encodings alone. Attention multiplies by W_q and W_k first, and a "
+        "general W_q W_k^T mixes pairs, so the score depends on absolute positions again; "
+        "RoPE rotates q and k after the projections, which makes the identity exact.",
+    )
+
+
+def claim_004_frequency_range(dim: int, n: int) -> Claim:
+    rows = []
+    lows = []
+    for d in (4, 16, dim, 512):
+        inv = PF.sinusoidal_inv_freq(d, dtype=torch.float64)
+        lows.append(float(inv.min()))
+        rows.append([str(d), f"{float(inv.max()):.3g}", f"{float(inv.min()):.3g}"])
+    far = max(abs(math.log10(x / 1e-4)) for x in lows)
+    return Claim(
+        id="claim-004-frequency-range",
+        seed=SEED,
+        quote="使得频率的变化范围永远在[1/10000, 1]区间",
+        claim="Divided by d, the frequencies always span [1/10000, 1], whatever d.",
+        about=("sinusoidal",),
+        method="highest and lowest ω_i = 10000^(-2i/d) for several d",
+        result="highest is always 1; lowest is 10000^(-(d-2)/d): table below",
+        verdict=CAVEAT if far > 0.05 else HOLDS,
+        note="1/10000 is only approached as d grows (i stops at d/2 - 1): for d = 4 the lowest "
+        "frequency is 1/100.",
+        tables=[Table(["d", "highest ω", "lowest ω"], rows)],
+    )
+
+
+def claim_004_clock(dim: int, n: int) -> Claim:
+    wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
+    speed = 2 * math.pi / wl
+    ok = bool((torch.diff(speed) < 0).all())
+    return Claim(
+        id="claim-004-clock",
+        seed=SEED,
+        quote="像不像时钟？蓝色是秒针，绿色是分针，橙色是时针。",
+        claim="Each pair of dims is a hand on a clock; the lower the dims, the faster the hand "
+        "(seconds, minutes, hours).",
+        about=("sinusoidal", "rope"),
+        method=f"angular speed of each pair, d = {dim} (see the clock figure)",
+        result=f"pair 0: {float(speed[0]):.3g} rad/position ... pair {len(speed) - 1}: "
+        f"{float(speed[-1]):.2g}; strictly decreasing: {ok}",
+        verdict=HOLDS if ok else FAILS,
+    )
+
+
+CHECKS = [claim_004_code, claim_004_relative_dot, claim_004_frequency_range, claim_004_clock]

@@ -1,0 +1,182 @@
+"""The seeds' claims (posenc.explain.claims): the inventory, each seed's verdicts, and that every
+verdict is computed from the quoted data, not written down."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.explain import claims as C
+from posenc.explain.claims import arena, seed000, seed001, seed002, seed003, seed004
+from posenc.explain.claims.tools import sinusoid
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS_DIR = next(
+    (p for p in (REPO / "shared" / "seeds", REPO.parent / "shared" / "seeds") if p.is_dir()), None
+)
+
+
+@pytest.fixture(scope="module")
+def claim_list():
+    return C.check_all(dim=32, max_pos=64)
+
+
+@pytest.fixture(scope="module")
+def all_claims(claim_list):
+    return {c.id: c for c in claim_list}
+
+
+# ------------------------------------------------------------------------------ inventory
+
+
+def test_every_claim_is_checked_with_a_seed_and_a_verdict(all_claims):
+    assert len(all_claims) >= 20
+    for c in all_claims.values():
+        assert c.seed.endswith(".txt") and c.quote and c.result
+        assert c.verdict in (C.HOLDS, C.FAILS, C.CAVEAT, C.UNMEASURED)
+    # without --arena only the two arena-linked claims are not measured
+    unmeasured = {c.id for c in all_claims.values() if c.verdict == C.UNMEASURED}
+    assert unmeasured == {"claim-002-sinusoidal-extrapolates", "claim-002-learned-cannot"}
+
+
+def test_inventory_ids_seeds_quotes_claims(claim_list):
+    ids = [c.id for c in claim_list]
+    assert len(ids) == len(set(ids)) == len(C.CHECKS)
+    names = [check.__name__ for check in C.CHECKS]
+    assert len(names) == len(set(names))
+    for module, c in zip([m for m in C.SEEDS for _ in m.CHECKS], claim_list):
+        assert c.seed == module.SEED  # each seed module checks its own seed's claims
+        assert c.id.startswith(f"claim-{c.seed[:3]}-")
+        assert c.quote and c.claim and c.method and c.result and c.about
+        assert c.verdict in C.VERDICTS and not c.paper
+
+
+@pytest.mark.skipif(SEEDS_DIR is None, reason="shared/seeds/ is not beside the checkout")
+def test_quotes_are_the_seeds_own_words(claim_list):
+    for c in claim_list:
+        assert c.quote in (SEEDS_DIR / c.seed).read_text(encoding="utf-8"), c.id
+
+
+def claim_calls(module) -> list[ast.Call]:
+    tree = ast.parse(inspect.getsource(module))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim"
+    ]
+
+
+@pytest.mark.parametrize("module", [*C.SEEDS, arena, C], ids=lambda m: m.__name__.split(".")[-1])
+def test_no_verdict_is_written_down(module):
+    """A verdict is an expression over measurements: never a bare HOLDS / FAILS / CAVEAT or a
+    string (UNMEASURED, where there is nothing to measure, is the one constant allowed)."""
+    calls = claim_calls(module)
+    assert calls
+    for call in calls:
+        assert not call.args, "Claim takes keyword arguments only"
+        verdict = {k.arg: k.value for k in call.keywords}["verdict"]
+        assert not isinstance(verdict, ast.Constant), ast.unparse(call)
+        if isinstance(verdict, ast.Name):
+            assert verdict.id in ("UNMEASURED", "verdict"), ast.unparse(verdict)
+
+
+def test_claim_takes_keywords_only():
+    with pytest.raises(TypeError):
+        C.Claim("claim-x", "a claim", "a result", C.HOLDS)
+
+
+# ------------------------------------------------------------------------------ verdicts
+
+
+def test_seed_002_table_holds(all_claims):
+    c = all_claims["claim-002-table"]
+    assert c.verdict == C.HOLDS
+    assert c.tables[0].rows[1][1] == "0.8415 / 0.8415"
+
+
+def test_seed_003_example_is_wrong_with_correct_values(all_claims):
+    c = all_claims["claim-003-worked-example"]
+    assert c.verdict == C.FAILS
+    p1 = c.tables[0].rows[0]  # t = 1: seed, 10^(2/4) formula, correct
+    assert p1[1:3] == ["0.9950", "0.0998"]
+    assert p1[3] == f"{torch.sin(torch.tensor(1 / 10**0.5)).item():.4f}"
+    assert p1[5:] == ["0.0100", "1.0000"]
+
+
+def test_seed_004_code_bugs_then_fixed(all_claims):
+    c = all_claims["claim-004-code"]
+    rows = c.tables[0].rows
+    assert c.verdict == C.FAILS
+    assert "AttributeError" in rows[0][1] and "arrange" in rows[0][1]
+    assert rows[-1][1].startswith("runs")
+    assert float(rows[-1][1].rsplit("=", 1)[1]) < 1e-5
+
+
+def test_transformer_xl_code_is_absolute(all_claims):
+    c = all_claims["claim-002-transformer-xl"]
+    assert c.verdict == C.FAILS
+    assert "posenc's transformer_xl" in c.result and "0.0e+00" in c.result
+
+
+def test_seed_claims_that_hold_or_not(all_claims):
+    assert all_claims["claim-000-unique"].verdict == C.HOLDS
+    assert all_claims["claim-000-consistent"].verdict == C.HOLDS
+    assert all_claims["claim-002-order"].verdict == C.CAVEAT  # a causal mask sees order
+    assert all_claims["claim-002-frequency-order"].verdict == C.FAILS
+    assert all_claims["claim-001-every-block"].verdict == C.FAILS
+    assert "1 time(s)" in all_claims["claim-001-every-block"].result
+    assert all_claims["claim-004-clock"].verdict == C.HOLDS
+    assert "IndexError" in str(all_claims["claim-002-t5-deberta"].tables[0].rows)
+
+
+# ------------------------------------------------------------------------------ corrupted quotes
+# The same check on altered quoted data (a wrong number, repaired code) must change its verdict.
+
+
+def test_a_wrong_number_in_seed_002s_table_fails():
+    table = [row[:] for row in seed002.TABLE]
+    table[1][1] = 0.8515  # sin(1) = 0.8415
+    c = seed002.claim_002_table(32, 64, table=table)
+    assert c.verdict == C.FAILS and "position 1, dim 0" in c.result
+
+
+def test_seed_003s_example_with_right_numbers_holds():
+    t = torch.arange(1, 6)
+    right = [[round(float(v), 4) for v in row] for row in sinusoid(t, 4)]
+    assert seed003.claim_003_worked_example(32, 64, example=right).verdict == C.HOLDS
+
+
+def test_seed_000s_code_with_another_base_fails():
+    code = seed000.CODE.replace("10000.0", "1000.0")
+    assert seed000.claim_000_code(32, 64, code=code).verdict == C.FAILS
+    assert seed000.claim_000_code(32, 64).verdict == C.CAVEAT
+
+
+def test_seed_004s_code_repaired_holds():
+    fixed = seed004.fixed_stages(seed004.CODE)[-1][1]
+    c = seed004.claim_004_code(32, 64, code=fixed)
+    assert c.verdict == C.HOLDS and c.result.startswith("as written it runs")
+
+
+def test_a_relative_transformer_xl_table_holds():
+    code = seed002.TXL.replace(
+        "torch.randn(max_len, max_len)", "torch.randn(2 * max_len - 1)"
+    ).replace(
+        "self.position_bias[:q_len, :k_len]",
+        "self.position_bias[torch.arange(q_len)[:, None] - torch.arange(k_len) + 31]",
+    )
+    assert seed002.claim_002_transformer_xl(32, 64, code=code).verdict == C.HOLDS
+
+
+def test_an_absolute_t5_table_fails():
+    t5 = seed002.T5.replace("unsqueeze(1) - torch.arange", "unsqueeze(1) + torch.arange")
+    assert seed002.claim_002_t5_deberta(32, 64, t5=t5).verdict == C.FAILS
+
+
+def test_one_block_has_one_encoding():
+    c = seed001.claim_001_every_block(32, 64, depth=1)
+    assert c.verdict == C.HOLDS and "1 blocks" in c.result
