@@ -66,6 +66,30 @@ def test_packed_batch_equals_each_document_alone(name, causal):
             start += len(doc)
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "chunked"])
+def test_outputs_do_not_depend_on_the_padding_around_a_sequence(name, backend):
+    """Pads before a sequence are a document of their own (doc_ids): the sequence restarts at
+    position 0 and no key of it sees a pad; pads after it never reach it (causal). Its logits
+    equal those of the sequence alone, for every encoding and attention backend."""
+    if not exact_with_cache(name):
+        pytest.skip(f"{name} depends on the whole sequence (cache_exact=False)")
+    model = tiny(name)
+    model.attn_backend = backend
+    seq = torch.randint(1, V, (6,))
+    with torch.no_grad():
+        alone = model(seq[None])[0]
+        for left, right in ((0, 5), (3, 0), (4, 2)):
+            padded = torch.cat([torch.zeros(left, dtype=torch.long), seq,
+                                torch.zeros(right, dtype=torch.long)])[None]  # fmt: skip
+            doc_ids = torch.cat([torch.zeros(left), torch.ones(6), torch.full((right,), 2)])
+            got = model(padded, doc_ids=doc_ids[None].long())[0, left : left + 6]
+            torch.testing.assert_close(got, alone, atol=1e-5, rtol=1e-4)
+            if left == 0:  # right padding alone needs no mask in a causal model
+                got = model(padded)[0, :6]
+                torch.testing.assert_close(got, alone, atol=1e-5, rtol=1e-4)
+
+
 def copy_batch(gen: torch.Generator, batch: int = 16, n: int = 3, vocab: int = 8):
     """x SEP x: the second half copies the first. Returns inputs, targets [B, 2n]."""
     x = torch.randint(2, vocab, (batch, n), generator=gen)

@@ -81,6 +81,8 @@ class PositionalEncoding(nn.Module):
 
     # Largest supported position + 1 (learned tables); None means unbounded.
     max_len: int | None = None
+    # Whether the model calls sample_positions in eval mode too (randomized, Ruoss's protocol).
+    sample_at_eval: bool = False
 
     def token_scale(self, dim: int) -> float:
         """Factor on token embeddings [B, T, D] before embed(): sqrt(D) where the encoding is

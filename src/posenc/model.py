@@ -1,24 +1,21 @@
 """A small pre-norm Transformer language model that takes any positional encoding.
 
-Read top to bottom: KVCache, Attention, MLP, Block, TransformerLM (nanoGPT style).
+Read top to bottom: Context, Attention, MLP, Block, TransformerLM (nanoGPT style).
 
 Where the encoding acts:
 - absolute encodings (family "absolute") embed the token embeddings once, at the input; if
   `embed_dim(D) != D` (onehot, index, phase concatenate features) a Linear projects back to D.
 - rotary / bias / relative encodings act inside attention. By default ONE encoding module is
   shared by all layers (as T5 and ALiBi do); `share_encoding=False` gives each layer its own.
-- a `sample_positions(positions)` hook (the `randomized` wrapper) is called once per forward,
-  before the first layer, so every layer sees the same positions.
+- `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
+  (and in eval where `sample_at_eval`), before the first layer: every layer sees the same.
 
 Positions are explicit: the default is arange(T) (continuing after the cache when decoding).
-Packed sequences: pass `doc_ids` [B, T] (contiguous documents); positions restart per document
-and a document mask keeps attention inside each document.
+Packed sequences and left padding: pass `doc_ids` [B, T] (contiguous documents, the pads one
+of them); positions restart per document and a mask keeps attention inside each document.
 
-KV cache: it holds the UNencoded keys (after the projection, before any rotation) and the
-values; each step applies the encoding over all cached keys, so every encoding works and a
-dynamic RoPE scaling never rotates with a stale base. A decode step costs O(T). Encodings with
-`cache_exact = False` (`phase`: a token's encoding depends on the whole sequence) give only
-approximate logits with the cache.
+KV cache (posenc.kv_cache): unencoded keys, so every encoding works with it; a decode step
+costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logits with it.
 """
 
 from __future__ import annotations
@@ -152,10 +149,8 @@ class TransformerLM(nn.Module):
         self.absolute = self.encoding.family == "absolute"
         if not share_encoding and not self.absolute:
             self.encodings.extend(self.build_encoding() for _ in range(depth - 1))
-
         self.tok_emb = nn.Embedding(vocab_size, dim)
-        # Vaswani et al. §3.4: token embeddings are multiplied by sqrt(D) before the sinusoids
-        # (amplitude 1) are added; without it the table drowns the tokens (std 0.02 init).
+        # sqrt(D) for sinusoids (Vaswani et al. §3.4; else the table drowns the tokens), else 1
         self.embed_scale = float(self.encoding.token_scale(dim))
         width = self.encoding.embed_dim(dim) if self.absolute else dim
         self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()
@@ -252,8 +247,9 @@ class TransformerLM(nn.Module):
         else:
             check_model_positions(positions, B, T, P)
             positions = positions.to(tokens.device)
-        if self.training and self.encoding.overrides("sample_positions"):
-            positions, default = self.encoding.sample_positions(positions), False
+        enc = self.encoding
+        if (self.training or enc.sample_at_eval) and enc.overrides("sample_positions"):
+            positions, default = enc.sample_positions(positions), False
         return positions, default, mask
 
     def context(self, positions, default: bool, mask, cache) -> Context:

@@ -6,7 +6,6 @@ import sqlite3
 
 import pytest
 
-from posenc.arena.report import Results, findings, write_report
 from posenc.arena.store import Row, Store
 
 META = dict(config={"a": 1}, config_hash="h1", wall_time=1.5, posenc_version="0", torch_version="t")
@@ -55,43 +54,13 @@ def test_corrupt_or_foreign_files_are_refused(tmp_path):
         Store(str(tmp_path / "missing.sqlite"), create=False)
 
 
-def fake_lm_rows(ppl):
-    """ppl: encoding -> [ppl at L, 2L, 4L, 8L], L = 8, two seeds."""
-    out = []
-    for enc, vals in ppl.items():
-        for seed in (0, 1):
-            for E, v in zip((8, 16, 32, 64), vals):
-                status = "n/a" if v is None else "ok"
-                out.append(dict(task="lm", encoding=enc, seed=seed, train_len=8, eval_len=E,
-                                metric="ppl", value=None if v is None else v + seed * 0.02,
-                                status=status, reason="past its table" if v is None else None,
-                                config_hash="h", config="{}", posenc_version="0",
-                                torch_version="t", wall_time=1.0))  # fmt: skip
-    return out
-
-
-def test_findings_are_computed_from_the_numbers(tmp_path):
-    good = {
-        "sinusoidal": [10, 30, 80, 200], "learned": [10, None, None, None],
-        "alibi": [10, 9.9, 9.8, 9.8], "kerple": [10, 10, 10.1, 10.1], "t5": [10, 10.2, 11, 12],
-        "rope": [10, 12, 20, 40], "rope+ntk": [10.5, 11, 13, 18], "rope+yarn": [10.4, 11, 14, 19],
-        "rope+dynamic": [10, 11, 14, 20],
-    }  # fmt: skip
-    verdicts = {f["claim"][:12]: f["verdict"] for f in findings(Results(fake_lm_rows(good)))}
-    assert list(verdicts.values()).count("reproduced") == 5
-    assert verdicts["Copy/reverse"] == "not measured"  # no tasks in these rows
-    bad = dict(
-        good,
-        sinusoidal=[10, 10.5, 11, 12],
-        alibi=[10, 12, 15, 30],
-        **{"rope+ntk": [10, 12, 25, 50]},
-    )
-    found = {f["claim"][:12]: f for f in findings(Results(fake_lm_rows(bad)))}
-    assert found["Sinusoidal p"]["verdict"] == "not reproduced"
-    assert "10.01 at L=8 → 10.51 at 16" in found["Sinusoidal p"]["numbers"]  # medians
-    assert found["ALiBi (and K"]["verdict"] == "partly"
-    assert found["Zero-shot NT"]["verdict"] == "partly"
-    index = write_report(fake_lm_rows(good), str(tmp_path / "out"))
-    md = (tmp_path / "out" / "results.md").read_text()
-    assert index.endswith("index.html") and "| learned | 10.01 [10.00–10.02] | n/a |" in md
-    assert (tmp_path / "out" / "lm_L8_ppl.png").stat().st_size > 1000
+def test_leases_share_groups_between_runs_and_expire(tmp_path):
+    key = ("copy", "rope", 0, 8)
+    with Store(str(tmp_path / "a.sqlite")) as s:
+        assert s.claim(key, "run-a", ttl=60)
+        assert not s.claim(key, "run-b", ttl=60)  # held by a live run
+        assert s.claim(key, "run-a", ttl=60)  # renewed by its owner
+        assert s.claim(key, "run-b", ttl=60, stale=lambda owner: owner == "run-a")  # dead owner
+        s.release(key, "run-b")
+        assert s.claim(key, "run-c", ttl=-1)  # free again; claimed with a lease already expired
+        assert s.claim(key, "run-d", ttl=60)  # an expired lease is taken over

@@ -1,4 +1,5 @@
-"""Arena task generators: shapes, masks, lengths as asked, answers correct."""
+"""Arena task generators: shapes, masks, sizes in each task's unit, answers checked against
+Python (list copy, reversed, sorted, int addition) at every size, right padding."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ ALGO = ("copy", "reverse", "sort", "addition", "passkey")
 
 
 def check_protocol(task, batch, B, T):
-    x, y, m = batch
+    x, y, m = batch[:3]
     assert x.shape == y.shape == m.shape == (B, T)
     assert x.dtype == y.dtype == torch.int64 and m.dtype == torch.bool
     assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
@@ -24,46 +25,61 @@ def check_protocol(task, batch, B, T):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(ALGO), st.integers(0, 200), st.integers(1, 5), st.integers(0, 2**31))
+@given(st.sampled_from(ALGO), st.integers(0, 60), st.integers(1, 5), st.integers(0, 2**31))
 def test_protocol_every_task(name, extra, B, seed):
     task = build_task(name)
-    T = task.min_len + extra
-    batch = task.sample_batch(np.random.default_rng(seed), B, T)
-    check_protocol(task, batch, B, T)
+    n = task.min_size + extra
+    batch = task.sample_batch(np.random.default_rng(seed), B, n)
+    check_protocol(task, batch, B, task.tokens(n))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(ALGO), st.lists(st.integers(0, 30), min_size=1, max_size=6),
+       st.integers(0, 2**31))  # fmt: skip
+def test_mixed_sizes_are_right_padded_and_start_at_position_zero(name, extra, seed):
+    """Each row holds one instance of its own size from position 0; PAD (never scored) after."""
+    task = build_task(name)
+    sizes = np.array([task.min_size + e for e in extra])
+    x, y, m = task.sample(np.random.default_rng(seed), sizes)[:3]
+    assert x.shape[1] == task.tokens(int(sizes.max()))
+    for i, n in enumerate(sizes):
+        T = task.tokens(int(n))
+        assert (x[i, :T] != 0).all() and (x[i, T + 1 :] == 0).all()  # pads after the instance
+        assert not m[i, T:].any() and m[i, :T].any()
 
 
 def answer(batch, i):
     """The scored targets of sequence i, and the inputs before the first scored one."""
-    x, y, m = (t[i] for t in batch)
+    x, y, m = (t[i] for t in batch[:3])
     first = int(m.nonzero()[0])
     return y[m].tolist(), x[: first + 1].tolist()
 
 
-@pytest.mark.parametrize("T", [2, 9, 40, 41])
-def test_copy_reverse_sort_answers(T):
-    rng = np.random.default_rng(T)
+@pytest.mark.parametrize("n", range(1, 25))
+def test_copy_reverse_sort_answers_at_every_size(n):
+    rng = np.random.default_rng(n)
     for name, f in (("copy", list), ("reverse", lambda s: s[::-1]), ("sort", sorted)):
         task = build_task(name)
-        batch = task.sample_batch(rng, 4, T)
+        batch = task.sample_batch(rng, 4, n)
+        assert batch.inputs.shape[1] == task.tokens(n) == 2 * n
         for i in range(4):
             ans, prompt = answer(batch, i)
-            items = [t for t in prompt[:-1] if t != 0]  # drop left padding, SEP is last
+            items = prompt[:-1]  # no padding at one size; SEP is last
             assert prompt[-1] == task.SEP
-            assert len(items) == len(ans) == T // 2
+            assert len(items) == len(ans) == n
             assert ans == f(items)
             if name == "sort":
                 assert set(items) <= set(range(2, 7))  # bucket sort over 5 symbols
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(5, 120), st.integers(0, 2**31))
-def test_addition_against_python_ints(T, seed):
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 2**31))
+def test_addition_against_python_ints_at_every_digit_count(n, seed):
     task = AdditionTask()
-    batch = task.sample_batch(np.random.default_rng(seed), 3, T)
-    n = (T - 2) // 3
+    batch = task.sample_batch(np.random.default_rng(seed), 3, n)
+    assert batch.inputs.shape[1] == task.tokens(n) == 3 * n + 2
     for i in range(3):
         ans, prompt = answer(batch, i)
-        prompt = [t for t in prompt if t != 0]
         d = task.DIGIT0
         a_digits = prompt[:n]
         assert prompt[n] == task.PLUS and prompt[-1] == task.EQ
@@ -76,6 +92,7 @@ def test_addition_against_python_ints(T, seed):
 def test_passkey_retrieves_the_key():
     task = PasskeyTask()
     batch = task.sample_batch(np.random.default_rng(0), 16, 60)
+    assert batch.inputs.shape[1] == task.tokens(60) == 60
     depths = set()
     for i in range(16):
         x = batch.inputs[i].tolist()
@@ -125,5 +142,7 @@ def test_unknown_task_suggests_names():
 
 
 def test_lengths_below_minimum_are_rejected():
-    with pytest.raises(ValueError, match="length must be an integer >= 12"):
+    with pytest.raises(ValueError, match="sizes must be >= 12"):
         PasskeyTask().sample_batch(np.random.default_rng(0), 2, 11)
+    with pytest.raises(ValueError, match="sizes must be >= 1"):
+        build_task("copy").sample(np.random.default_rng(0), [3, 0])

@@ -2,7 +2,7 @@
 
     posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--seeds N] [--steps N]
                  [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
-                 [--device D]
+                 [--device D] [--workers N]
     posenc arena report [--db FILE] [--out DIR]
 
 Bad input prints one line and returns 2, before anything is written.
@@ -14,14 +14,45 @@ import argparse
 import os
 import sys
 
-from posenc.arena.runner import DEFAULT_ENCODINGS, TRAINED, VARIANTS, ArenaConfig
-from posenc.arena.tasks import TASK_NAMES
+import torch
 
-# --quick: the README's main command; lm only, a tiny model, <= 10 minutes on 2 CPU cores.
+from posenc.arena.config import (
+    DEFAULT_TASKS,
+    VARIANTS,
+    ArenaConfig,
+    task_config,
+    validate_encodings,
+    validate_tasks,
+)
+from posenc.arena.tasks import TASK_NAMES, build_task
+
+# --quick: the README's main command, <= 5 minutes on 2 CPU cores: copy with the four encodings
+# of Kazemnejad et al.'s ranking that it can train there, and lm with a small model for Press et
+# al.'s perplexity findings and the zero-shot rope scalings. One seed.
 QUICK = dict(
-    tasks=["lm"], seeds=2, steps=400, train_len=64, eval_lens=[64, 128, 256, 512],
-    dim=64, depth=2, heads=4, batch_size=16, lr=2e-3, eval_tokens=16384,
-)  # fmt: skip
+    tasks=["copy", "lm"],
+    seeds=1,
+    overrides={
+        "copy": dict(encodings=("nope", "alibi", "rope", "sinusoidal")),
+        "lm": dict(
+            encodings=(
+                "learned",
+                "sinusoidal",
+                "rope",
+                "alibi",
+                "rope+ntk",
+                "rope+yarn",
+                "rope+dynamic",
+            ),
+            steps=400,
+            train_len=64,
+            dim=64,
+            depth=2,
+            batch_size=16,
+        ),  # fmt: skip
+    },
+    eval_tokens=16384,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,17 +62,28 @@ def parser() -> argparse.ArgumentParser:
         description="Train small Transformers per encoding at length L, evaluate at L..8L, "
         "store every number in SQLite and write a report. `posenc arena report` redraws it.",
     )
-    p.add_argument("--quick", action="store_true", help="lm only, tiny model (<= 10 min on CPU)")
-    p.add_argument("--tasks", help=f"comma-separated, from {','.join(TASK_NAMES)} (default all)")
+    p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
+    p.add_argument(
+        "--tasks", help=f"comma-separated, from {','.join(TASK_NAMES)} "
+        f"(default {','.join(DEFAULT_TASKS)})",
+    )  # fmt: skip
     p.add_argument(
         "--encodings",
-        help=f"comma-separated (default {','.join(DEFAULT_ENCODINGS)}); any registered "
-        f"encoding, and rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model)",
+        help="comma-separated (default per task: see docs/arena); any registered encoding, "
+        "randomized:NAME (Ruoss et al.'s randomized positions over NAME), and "
+        f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model)",
     )
     p.add_argument("--seeds", type=int, help=f"seeds per cell (default {d.seeds})")
-    p.add_argument("--steps", type=int, help=f"training steps (default {d.steps})")
-    p.add_argument("--train-len", type=int, help=f"training length L (default {d.train_len})")
-    p.add_argument("--eval-lens", help="comma-separated eval lengths (default L,2L,4L,8L)")
+    p.add_argument("--steps", type=int, help="training steps (default per task)")
+    p.add_argument(
+        "--train-len", type=int,
+        help="training length L in the task's unit: symbols, digits, tokens (default per task)",
+    )  # fmt: skip
+    p.add_argument("--eval-lens", help="comma-separated eval lengths (default 1..2L; lm L..8L)")
+    p.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1,
+        help="cells run in N processes of one thread each (default: the number of cores)",
+    )  # fmt: skip
     p.add_argument("--corpus", help="text file or directory for lm (default: Python's stdlib)")
     p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
     p.add_argument("--out", default=d.out, help=f"report and checkpoints (default {d.out})")
@@ -81,50 +123,37 @@ def positive(value, flag: str) -> None:
 
 def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
-    from posenc.arena.runner import task_config, validate_encodings
-    from posenc.arena.tasks import build_task
-
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     kw = {}
     if args.tasks:
         kw["tasks"] = split_names(args.tasks, "--tasks")
-        for name in kw["tasks"]:
-            if name not in TASK_NAMES:
-                build_task(name)  # raises with the closest names
+        validate_tasks(kw["tasks"])
     if args.encodings:
         kw["encodings"] = split_names(args.encodings, "--encodings")
         validate_encodings(kw["encodings"])
-    for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len")):
+    for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len"),
+                      ("--workers", "workers")):  # fmt: skip
         value = getattr(args, key)
         positive(value, flag)
         if value is not None:
             kw[key] = value
-    L = kw.get("train_len", cfg.train_len)
     if args.eval_lens:
         kw["eval_lens"] = parse_lens(args.eval_lens)
-    elif "train_len" in kw:
-        kw["eval_lens"] = [L, 2 * L, 4 * L, 8 * L]
     kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
-    if args.train_len is not None or args.eval_lens:  # the lengths asked apply to every task
-        kw["task_overrides"] = {
-            t: {k: v for k, v in ov.items() if k != "train_len"}
-            for t, ov in cfg.task_overrides.items()
-        }
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below
-        tcfg = task_config(cfg, name)
-        if min(tcfg.train_len, *tcfg.eval_lens) < task.min_len:
+        tc = task_config(cfg, name)
+        if min(tc.train_len, *tc.eval_lens) < task.min_size:
             raise ValueError(
-                f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_len}"
+                f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_size} "
+                f"({task.unit})"
             )
     check_device(cfg.device)
     return cfg
 
 
 def check_device(device: str) -> None:
-    import torch
-
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
@@ -137,16 +166,16 @@ def check_device(device: str) -> None:
 
 def load_tasks(cfg: ArenaConfig) -> dict:
     from posenc.arena.corpus import load_corpus
-    from posenc.arena.tasks import build_task
 
     corpus = None
     if "lm" in cfg.tasks:
         corpus = load_corpus(cfg.corpus)
-        need = max(cfg.eval_lens) + 1
-        if len(corpus.valid) < need or len(corpus.train) < cfg.train_len + 1:
+        tc = task_config(cfg, "lm")
+        need = max(tc.eval_lens) + 1
+        if len(corpus.valid) < need or len(corpus.train) < tc.train_len + 1:
             raise ValueError(
                 f"--corpus: {corpus.name} is too small ({len(corpus.train)} train / "
-                f"{len(corpus.valid)} valid bytes; need {cfg.train_len + 1} / {need})"
+                f"{len(corpus.valid)} valid bytes; need {tc.train_len + 1} / {need})"
             )
     return {name: build_task(name, corpus=corpus) for name in cfg.tasks}
 
@@ -162,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"posenc arena: error: {err}", file=sys.stderr)
         return 2
+    except RuntimeError as err:  # failed cells: the others are saved
+        print(f"posenc arena: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(
             "posenc arena: interrupted (finished cells are saved; rerun to resume)", file=sys.stderr
@@ -199,4 +231,4 @@ def main_report(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["main", "TRAINED"]
+__all__ = ["main"]

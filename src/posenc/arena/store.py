@@ -158,10 +158,11 @@ class Store:
 
     # ------------------------------------------------------------------------- leases
 
-    def claim(self, key: tuple, owner: str, ttl: float) -> bool:
+    def claim(self, key: tuple, owner: str, ttl: float, stale=None) -> bool:
         """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: True if it is this
-        owner's now (free, expired, or already this owner's: renewed), False if another run
-        holds it. Two runs on one database so share the work instead of doing it twice."""
+        owner's now (free, expired, already this owner's: renewed, or held by an owner that
+        `stale(owner)` says is dead), False if another run holds it. Two runs on one database
+        so share the work instead of doing it twice."""
         now = time.time()
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -170,7 +171,8 @@ class Store:
                 "AND train_len=?",
                 key,
             ).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
+            held = row is not None and row[0] != owner and row[1] > now
+            if held and (stale is None or not stale(row[0])):
                 return False
             self.conn.execute(
                 "INSERT OR REPLACE INTO leases (task, encoding, seed, train_len, owner, expires) "

@@ -1,19 +1,24 @@
-"""Arena tasks: one protocol, `sample_batch(rng, batch_size, length) -> Batch`.
+"""Arena tasks: `sample(rng, sizes) -> Batch`, one instance per entry of `sizes`.
 
-Every task is next-token prediction for a decoder: a sequence s of `length + 1` tokens gives
-inputs = s[:-1] and targets = s[1:], both [B, T] with T = `length`; `mask` [B, T] marks the
-targets that are scored (the answer). Exact match (every masked target predicted by argmax
-under teacher forcing) equals greedy decoding's exact match, so no generation is needed.
+Every task is next-token prediction for a decoder: a sequence s gives inputs = s[:-1] and
+targets = s[1:], both [B, T]; `mask` [B, T] marks the targets that are scored (the answer).
+Exact match (every masked target predicted by argmax under teacher forcing) equals greedy
+decoding's exact match, so no generation is needed.
 
-`length` is the sequence length in tokens. A task fits the largest instance into it and pads
-on the left with PAD (id 0, never scored) when the format leaves a token or two over.
+A task's length is its own unit, the instance SIZE n: symbols for copy / reverse / sort, digits
+per operand for addition, tokens for passkey and lm. `tokens(n)` is the number of input tokens
+T an instance of size n takes. Instances of different sizes share a batch: each is RIGHT-padded
+with PAD (id 0, never scored) up to the longest. In a causal decoder a pad comes after every
+real token, so it never changes a real token's output (no key mask needed) and every sequence
+starts at position 0 whatever its padding.
 
-    copy      x SEP x                      (10 symbols)
-    reverse   x SEP reversed(x)
+    copy      x SEP x                      n symbols (10 symbols)       T = 2n
+    reverse   x SEP reversed(x)                                         T = 2n
     sort      x SEP sorted(x)              (bucket sort over 5 symbols, Ruoss et al. 2023)
-    addition  a + b = c                    (n digits each, least-significant digit first)
-    passkey   filler KEY k filler QUERY k  (a 5-digit key at a random depth)
-    lm        bytes of a corpus            (every target scored)
+    addition  a + b = c                    n digits each, least-significant digit first,
+                                           c has n + 1 digits           T = 3n + 2
+    passkey   filler KEY k filler QUERY k  (a 5-digit key at a random depth), T = n
+    lm        bytes of a corpus            (every target scored),      T = n
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+
+from posenc.checks import closest_names
 
 PAD = 0
 
@@ -41,121 +48,151 @@ def _to_batch(s: np.ndarray, answer: np.ndarray) -> Batch:
     )
 
 
-def _left_pad(s: np.ndarray, answer: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
-    pad = total - s.shape[1]
-    if pad < 0:
-        raise AssertionError("instance longer than the length asked")
-    if pad:
-        s = np.concatenate([np.full((s.shape[0], pad), PAD, dtype=s.dtype), s], axis=1)
-        answer = np.concatenate([np.zeros((s.shape[0], pad), dtype=bool), answer], axis=1)
-    return s, answer
+def _check_sizes(task, sizes) -> np.ndarray:
+    sizes = np.asarray(sizes)
+    if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer):
+        raise ValueError(f"{task.name}: sizes must be a non-empty 1-D integer array, got {sizes!r}")
+    if sizes.min() < task.min_size:
+        raise ValueError(f"{task.name}: sizes must be >= {task.min_size}, got {int(sizes.min())}")
+    return sizes
 
 
-def _check_length(name: str, length: int, min_len: int) -> None:
-    if not isinstance(length, int | np.integer) or length < min_len:
-        raise ValueError(f"{name}: length must be an integer >= {min_len}, got {length!r}")
+def _right_padded(task, rng: np.random.Generator, sizes) -> Batch:
+    """One instance per size (task._instances(rng, count, n) -> s, answer, each [count, T+1]),
+    right-padded with PAD to the longest; rows keep the order of `sizes`."""
+    sizes = _check_sizes(task, sizes)
+    B, total = len(sizes), task.tokens(int(sizes.max())) + 1
+    s = np.full((B, total), PAD, dtype=np.int64)
+    answer = np.zeros((B, total), dtype=bool)
+    for n in np.unique(sizes):
+        rows = np.flatnonzero(sizes == n)
+        si, ai = task._instances(rng, len(rows), int(n))
+        s[rows, : si.shape[1]] = si
+        answer[rows, : ai.shape[1]] = ai
+    return _to_batch(s, answer)
 
 
-class SequenceTask:
-    """x SEP f(x): copy, reverse, sort. Sequence 2n + 1 tokens, so n = length // 2."""
+class _Task:
+    min_size = 1
+
+    def sample(self, rng: np.random.Generator, sizes) -> Batch:
+        """One instance per entry of `sizes` (instance sizes), right-padded to the longest."""
+        return _right_padded(self, rng, sizes)
+
+    def sample_batch(self, rng: np.random.Generator, batch_size: int, size: int) -> Batch:
+        """`batch_size` instances of size `size` (no padding)."""
+        if not isinstance(size, int | np.integer):
+            raise ValueError(f"{self.name}: size must be an integer, got {size!r}")
+        return self.sample(rng, np.full(batch_size, size, dtype=np.int64))
+
+
+class SequenceTask(_Task):
+    """x SEP f(x): copy, reverse, sort. Size n = symbols in x; sequence 2n + 1 tokens."""
 
     SEP = 1
-    min_len = 2
+    unit = "symbols"
 
     def __init__(self, name: str, symbols: int, transform):
         self.name, self.symbols, self.transform = name, symbols, transform
         self.vocab_size = 2 + symbols
 
-    def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
-        _check_length(self.name, length, self.min_len)
-        n = length // 2
-        x = rng.integers(2, 2 + self.symbols, size=(batch_size, n))
+    def tokens(self, n: int) -> int:
+        return 2 * n
+
+    def _instances(self, rng, count: int, n: int):
+        x = rng.integers(2, 2 + self.symbols, size=(count, n))
         y = self.transform(x)
-        sep = np.full((batch_size, 1), self.SEP)
+        sep = np.full((count, 1), self.SEP)
         s = np.concatenate([x, sep, y], axis=1)
         answer = np.zeros_like(s, dtype=bool)
         answer[:, n + 1 :] = True
-        return _to_batch(*_left_pad(s, answer, length + 1))
+        return s, answer
 
 
-class AdditionTask:
+class AdditionTask(_Task):
     """a + b = c, each number least-significant digit first; a, b n digits, c n + 1 digits.
 
-    Sequence 3n + 3 tokens, so n = (length - 2) // 3. Digit d is token 3 + d.
+    Size n = digits per operand; sequence 3n + 3 tokens. Digit d is token 3 + d.
     """
 
     name = "addition"
+    unit = "digits"
     PLUS, EQ, DIGIT0 = 1, 2, 3
     vocab_size = 13
-    min_len = 5
 
-    def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
-        _check_length(self.name, length, self.min_len)
-        n = (length - 2) // 3
-        a = rng.integers(0, 10, size=(batch_size, n))  # LSD first
-        b = rng.integers(0, 10, size=(batch_size, n))
-        c = np.zeros((batch_size, n + 1), dtype=np.int64)
-        carry = np.zeros(batch_size, dtype=np.int64)
+    def tokens(self, n: int) -> int:
+        return 3 * n + 2
+
+    def _instances(self, rng, count: int, n: int):
+        a = rng.integers(0, 10, size=(count, n))  # LSD first
+        b = rng.integers(0, 10, size=(count, n))
+        c = np.zeros((count, n + 1), dtype=np.int64)
+        carry = np.zeros(count, dtype=np.int64)
         for i in range(n):
             t = a[:, i] + b[:, i] + carry
             c[:, i], carry = t % 10, t // 10
         c[:, n] = carry
-        col = lambda v: np.full((batch_size, 1), v)  # noqa: E731
+        col = lambda v: np.full((count, 1), v)  # noqa: E731
         d = self.DIGIT0
         s = np.concatenate([a + d, col(self.PLUS), b + d, col(self.EQ), c + d], axis=1)
         answer = np.zeros_like(s, dtype=bool)
         answer[:, 2 * n + 2 :] = True
-        return _to_batch(*_left_pad(s, answer, length + 1))
+        return s, answer
 
 
-class PasskeyTask:
+class PasskeyTask(_Task):
     """filler KEY k1..k5 filler QUERY k1..k5: retrieve a key hidden at a random depth.
 
-    Digit d is token 3 + d; filler tokens are 13..20. Sequence length + 1 tokens exactly.
+    Size n = tokens (T = n). Digit d is token 3 + d; filler tokens are 13..20.
     """
 
     name = "passkey"
+    unit = "tokens"
     KEY, QUERY, DIGIT0, FILLER0 = 1, 2, 3, 13
     fillers, key_len = 8, 5
     vocab_size = 21
-    min_len = 2 * 5 + 2
+    min_size = 2 * 5 + 2
 
-    def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
-        _check_length(self.name, length, self.min_len)
+    def tokens(self, n: int) -> int:
+        return n
+
+    def _instances(self, rng, count: int, n: int):
         k = self.key_len
-        n_fill = length + 1 - 2 * k - 2
-        s = np.empty((batch_size, length + 1), dtype=np.int64)
+        n_fill = n + 1 - 2 * k - 2
+        s = np.empty((count, n + 1), dtype=np.int64)
         answer = np.zeros_like(s, dtype=bool)
-        key = rng.integers(0, 10, size=(batch_size, k)) + self.DIGIT0
-        fill = rng.integers(0, self.fillers, size=(batch_size, n_fill)) + self.FILLER0
-        depth = rng.integers(0, n_fill + 1, size=batch_size)
-        for i in range(batch_size):
+        key = rng.integers(0, 10, size=(count, k)) + self.DIGIT0
+        fill = rng.integers(0, self.fillers, size=(count, n_fill)) + self.FILLER0
+        depth = rng.integers(0, n_fill + 1, size=count)
+        for i in range(count):
             d = depth[i]
             s[i] = np.concatenate(
                 [fill[i, :d], [self.KEY], key[i], fill[i, d:], [self.QUERY], key[i]]
             )
         answer[:, -k:] = True
-        return _to_batch(s, answer)
+        return s, answer
 
 
-class LMTask:
-    """Byte-level language modelling: random windows of the corpus' train split."""
+class LMTask(_Task):
+    """Byte-level language modelling: random windows of the corpus' train split. Size = tokens."""
 
     name = "lm"
+    unit = "tokens"
     vocab_size = 256
-    min_len = 1
 
     def __init__(self, corpus):
         self.corpus = corpus
 
-    def sample_batch(self, rng: np.random.Generator, batch_size: int, length: int) -> Batch:
-        _check_length(self.name, length, self.min_len)
+    def tokens(self, n: int) -> int:
+        return n
+
+    def _instances(self, rng, count: int, n: int):
         data = self.corpus.train
-        if len(data) < length + 1:
-            raise ValueError(f"lm: corpus train split ({len(data)} bytes) is shorter than {length}")
-        start = rng.integers(0, len(data) - length, size=batch_size)
-        s = np.stack([data[i : i + length + 1] for i in start]).astype(np.int64)
-        return _to_batch(s, np.ones_like(s, dtype=bool))
+        if len(data) < n + 1:
+            raise ValueError(f"lm: corpus train split ({len(data)} bytes) is shorter than {n}")
+        start = rng.integers(0, len(data) - n, size=count)
+        s = np.stack([data[i : i + n + 1] for i in start]).astype(np.int64)
+        return s, np.ones_like(s, dtype=bool)
 
     def eval_chunks(self, length: int, tokens: int) -> Batch:
         """The first `tokens` bytes of the valid split (rounded down to whole chunks), cut into
@@ -173,14 +210,26 @@ class LMTask:
 TASK_NAMES = ("copy", "reverse", "sort", "addition", "passkey", "lm")
 
 
+def copy_rows(x: np.ndarray) -> np.ndarray:  # module-level functions: tasks go to workers
+    return x
+
+
+def reverse_rows(x: np.ndarray) -> np.ndarray:
+    return x[:, ::-1]
+
+
+def sort_rows(x: np.ndarray) -> np.ndarray:
+    return np.sort(x, axis=1)
+
+
 def build_task(name: str, corpus=None):
     """The task registered under `name` (lm needs a `corpus`)."""
     if name == "copy":
-        return SequenceTask("copy", 10, lambda x: x)
+        return SequenceTask("copy", 10, copy_rows)
     if name == "reverse":
-        return SequenceTask("reverse", 10, lambda x: x[:, ::-1])
+        return SequenceTask("reverse", 10, reverse_rows)
     if name == "sort":
-        return SequenceTask("sort", 5, lambda x: np.sort(x, axis=1))
+        return SequenceTask("sort", 5, sort_rows)
     if name == "addition":
         return AdditionTask()
     if name == "passkey":
@@ -189,8 +238,6 @@ def build_task(name: str, corpus=None):
         if corpus is None:
             raise ValueError("lm: needs a corpus")
         return LMTask(corpus)
-    from posenc import closest_names
-
     close = closest_names(name, TASK_NAMES)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown task {name!r}{hint} Known tasks: {', '.join(TASK_NAMES)}")

@@ -2,7 +2,9 @@
 
 During training a sequence of n tokens gets as positions a sorted random subset of
 [0, sample_len) instead of 0..n-1, so the model sees large positions (and large gaps) while
-training on short sequences; at evaluation positions pass through unchanged.
+training on short sequences. At evaluation positions pass through unchanged, unless
+`sample_at_eval=True` (Ruoss et al.'s protocol: test sequences get sorted random subsets of the
+same range too; whole-sequence evaluation only, not cached decoding, which would resample).
 
 The hook: `sample_positions(positions) -> positions`. TransformerLM calls it ONCE per forward,
 before any layer, and hands the result to the input embedding and to every layer, so all layers
@@ -49,6 +51,7 @@ class Randomized(PositionalEncoding):
         encoding: str | PositionalEncoding = "rope",
         encoding_kwargs: dict | None = None,
         sample_len: int = 2048,
+        sample_at_eval: bool = False,
         dim: int | None = None,
         heads: int | None = None,
         head_dim: int | None = None,
@@ -57,6 +60,9 @@ class Randomized(PositionalEncoding):
     ) -> None:
         super().__init__()
         self.sample_len = check_int("sample_len", sample_len, low=1)
+        if not isinstance(sample_at_eval, bool):
+            raise TypeError(f"sample_at_eval must be a bool, got {sample_at_eval!r}")
+        self.sample_at_eval = sample_at_eval
         if isinstance(encoding, PositionalEncoding):
             if encoding_kwargs:
                 raise TypeError("encoding_kwargs is only for an encoding given by name")
@@ -95,11 +101,9 @@ class Randomized(PositionalEncoding):
         return f"sample_len={self.sample_len}"
 
     def sample_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> randomized positions of the same shape (in training).
-
-        In eval mode, returns `positions` unchanged.
-        """
-        if not self.training:
+        """positions [T] or [B, T] -> randomized positions of the same shape (in training, or
+        always with sample_at_eval). In eval mode otherwise, `positions` unchanged."""
+        if not (self.training or self.sample_at_eval):
             return positions
         if positions.is_floating_point():
             raise ValueError("positions must be integers to be randomized, got a float tensor")

@@ -1,7 +1,6 @@
 """Rotary position embedding (Su et al. 2021): frequencies, cos/sin, and the rotation.
 
-Angles are float32 like transformers' (whose numbers the parity tests match), float64 where
-large positions or the input dtype need it (see ROPE_F64_FROM); shapes follow posenc.base.
+Angles are float32, or float64 where needed (see ROPE_F64_FROM); shapes follow posenc.base.
 The rotation runs through posenc.kernels (the C kernel on CPU) where it applies, else the
 reference `apply_rope_reference`; scaling variants are in posenc.functional.rope_scaling.
 """
@@ -11,16 +10,15 @@ from __future__ import annotations
 import torch
 
 from posenc import kernels
-from posenc.checks import check_positions
+from posenc.checks import check_int, check_positions
 from posenc.functional.rope_scaling import ROPE_SCALING, rope_type_of
 
 ROPE_LAYOUTS = ("half", "interleaved")
 # Angles are float32, like transformers' (whose numbers the parity tests match), except float64
 # when the largest position is >= 2^24 (float32 no longer holds every integer), or >= 2^12 for
 # float16/bfloat16 inputs (float32 angle rounding, up to p * 2^-24 rad, would otherwise reach
-# float16's half-ulp 2^-11), or for float64 inputs or positions. Under torch.compile the
-# largest position is not read (that would need .item(), a graph break): angles stay float32
-# there unless the input or the positions are float64.
+# float16's half-ulp 2^-11), or for float64 inputs or positions. Under torch.compile the largest
+# position is not read (.item() breaks the graph): float32 unless input or positions are float64.
 ROPE_F64_FROM = 2**24
 ROPE_F64_FROM_HALF = 2**12
 
@@ -142,12 +140,7 @@ def _rope_check(x: torch.Tensor, layout: str, rotary_dim: int | None, half_r: in
         raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
     dh = x.shape[-1] if x.dim() else 0
     if rotary_dim is not None:
-        if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
-            raise TypeError(f"rotary_dim must be an int or None, got {type(rotary_dim).__name__}")
-        if rotary_dim < 2 or rotary_dim % 2:
-            raise ValueError(
-                f"rotary_dim must be an even int >= 2 (pairs rotate), got {rotary_dim}"
-            )
+        check_int("rotary_dim", rotary_dim, low=2, even=True)  # pairs rotate
         if rotary_dim > dh:
             raise ValueError(
                 f"rotary_dim must be <= the head dim Dh={dh} (allowed: even values 2..{dh}), "
@@ -262,10 +255,8 @@ def apply_rope_qk(
         q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
     q_cos, q_sin = (rope_align(t, q, "q_pos") for t in q_cs)
     k_cos, k_sin = (rope_align(t, k, "k_pos") for t in k_cs)
-    return (
-        _apply_rope_dispatch(q, q_cos, q_sin, layout, False),
-        _apply_rope_dispatch(k, k_cos, k_sin, layout, False),
-    )
+    q = _apply_rope_dispatch(q, q_cos, q_sin, layout, False)
+    return q, _apply_rope_dispatch(k, k_cos, k_sin, layout, False)
 
 
 def apply_rope_fast(

@@ -1,0 +1,137 @@
+"""The arena's grid: cells, the models they train, the metrics they report.
+
+A cell is (task, label, seed, train_len). Cells of one trained model form a group: the label
+"rope" and its zero-shot variants "rope+ntk", ... share one training run. A group is the unit of
+work a worker takes; each cell's rows are written in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from posenc.arena.config import (
+    PROTOCOL,
+    RANDOMIZED_REACH,
+    VARIANTS,
+    TaskConfig,
+    encoding_of,
+    split_label,
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    label: str
+    seed: int
+    train_len: int
+    train_cfg: dict  # hashed: everything that decides the trained weights
+    cfg: dict  # train_cfg + the evaluation settings of this label
+
+    @property
+    def train_hash(self) -> str:
+        return config_hash(self.train_cfg)
+
+    @property
+    def hash(self) -> str:
+        return config_hash(self.cfg)
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.label}/seed{self.seed}"
+
+    @property
+    def group(self) -> tuple[str, str, int, int]:
+        """(task, trained label, seed, train_len): the cells that share one trained model."""
+        return self.task, split_label(self.label)[0], self.seed, self.train_len
+
+
+def config_hash(cfg: dict) -> str:
+    return hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
+    """TransformerLM(**kwargs) for a trained label. The encoding reads what it needs from
+    train_len, in tokens (a learned table's size, T5's buckets, FIRE's threshold); randomized
+    samples positions from [0, 4 x the tokens of the longest evaluation), in training and in
+    evaluation (Ruoss et al. 2023)."""
+    name, enc_kwargs = encoding_of(base)
+    if name == "randomized":
+        longest = task.tokens(max(tc.train_len, *tc.eval_lens))
+        enc_kwargs = dict(enc_kwargs, sample_len=RANDOMIZED_REACH * longest, sample_at_eval=True)
+    return {
+        "vocab_size": task.vocab_size,
+        "dim": tc.dim,
+        "depth": tc.depth,
+        "heads": tc.heads,
+        "encoding": name,
+        "encoding_kwargs": enc_kwargs,
+        "train_len": task.tokens(tc.train_len),
+        "causal": True,
+    }
+
+
+def rope_scaling(variant: str, train_tokens: int, eval_tokens: list[int]) -> dict:
+    """HF rope_scaling for a zero-shot variant; static ones target the longest eval length."""
+    factor = max(1.0, max(eval_tokens) / train_tokens)
+    if variant == "dynamic":  # s = max(1, T / L) at each forward
+        factor = 1.0
+    return {
+        "rope_type": variant,
+        "factor": factor,
+        "original_max_position_embeddings": train_tokens,
+    }
+
+
+def ordered_labels(labels) -> list[str]:
+    """Each trained label followed by its zero-shot variants (one model in memory at a time)."""
+    bases = list(dict.fromkeys(split_label(lb)[0] for lb in labels))
+    group = lambda b: [lb for lb in labels if split_label(lb)[0] == b]  # noqa: E731
+    return [lb for b in bases for lb in sorted(group(b), key=lambda lb: "+" in lb)]
+
+
+def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
+    cells = []
+    for tc in tcs:
+        task = tasks[tc.task]
+        for seed in range(tc.seeds):
+            for label in ordered_labels(tc.encodings):
+                base, variant = split_label(label)
+                train_cfg = {
+                    "protocol": PROTOCOL,
+                    "task": tc.task,
+                    "model": model_kwargs(task, base, tc),
+                    "seed": seed,
+                    "train_len": tc.train_len,
+                    "steps": tc.steps,
+                    "batch_size": tc.batch_size,
+                    "lr": tc.lr,
+                }
+                if tc.task == "lm":
+                    train_cfg["corpus"] = task.corpus.digest
+                    full = dict(train_cfg, eval_tokens=tc.eval_tokens)
+                else:
+                    full = dict(train_cfg, eval_samples=tc.eval_samples)
+                if variant:
+                    assert variant in VARIANTS, variant
+                    toks = [task.tokens(e) for e in tc.eval_lens]
+                    full["rope_scaling"] = rope_scaling(variant, task.tokens(tc.train_len), toks)
+                cells.append(Cell(tc.task, label, seed, tc.train_len, train_cfg, full))
+    return cells
+
+
+def metrics_for(task_name: str, train_len: int, eval_len: int) -> list[str]:
+    if task_name != "lm":
+        return ["accuracy", "token_accuracy"]
+    return ["loss", "ppl"] + [f"loss@{a}-{b}" for a, b in position_bands(train_len, eval_len)]
+
+
+def position_bands(train_len: int, eval_len: int) -> list[tuple[int, int]]:
+    """[0, L), [L, 2L), [2L, 4L), ... cut at eval_len: where the loss per position is reported."""
+    bands, a, b = [], 0, train_len
+    while a < eval_len:
+        bands.append((a, min(b, eval_len)))
+        a, b = b, 2 * b
+    return bands

@@ -1,0 +1,172 @@
+"""The arena's configuration: the default grid, the training recipe per task, encoding labels.
+
+Lengths are in each task's own unit (posenc.arena.tasks): symbols for copy / reverse / sort,
+digits per operand for addition, tokens for passkey and lm. A task's `train_len` L is the
+largest training size; algorithmic tasks are evaluated at every size 1..2L, lm at L..8L tokens.
+
+Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
+al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
+rope scaling (no training of its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from posenc.arena.tasks import TASK_NAMES
+from posenc.checks import closest_names
+from posenc.encodings import resolve
+
+PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
+VARIANTS = ("ntk", "yarn", "dynamic")  # zero-shot rope scalings: labels "rope+ntk", ...
+RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
+
+# Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
+# tasks; Press et al.'s perplexity findings and the zero-shot rope scalings on lm.
+ALGORITHMIC_ENCODINGS = (
+    "nope", "t5", "alibi", "rope", "sinusoidal", "randomized:rope", "randomized:sinusoidal",
+)  # fmt: skip
+LM_ENCODINGS = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire") + tuple(
+    f"rope+{v}" for v in VARIANTS
+)
+DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
+
+# The training recipe per task (docs/arena/README.md says how it was chosen). Every task: AdamW
+# (0.9, 0.98), weight decay 0.1 on the blocks' matrices only, warmup then cosine to 0.1 lr,
+# gradient clip 1.0, half of each batch at size L and half at sizes U(1..L), right-padded.
+ALGO = dict(dim=64, depth=4, heads=4, batch_size=32, lr=1e-3, steps=3000)
+TASK_DEFAULTS: dict[str, dict] = {
+    "copy": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
+    "reverse": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
+    "sort": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
+    "addition": dict(ALGO, train_len=5, lr=2e-3, encodings=ALGORITHMIC_ENCODINGS),
+    "passkey": dict(ALGO, train_len=32, encodings=ALGORITHMIC_ENCODINGS),
+    "lm": dict(
+        dim=128,
+        depth=2,
+        heads=4,
+        batch_size=16,
+        lr=2e-3,
+        steps=1000,
+        train_len=32,
+        encodings=LM_ENCODINGS,
+    ),  # fmt: skip
+}
+
+
+@dataclass
+class ArenaConfig:
+    """A run. Fields left None take the task's default from TASK_DEFAULTS."""
+
+    tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
+    encodings: list[str] | None = None
+    seeds: int = 3
+    steps: int | None = None
+    train_len: int | None = None
+    eval_lens: list[int] | None = None
+    dim: int | None = None
+    depth: int | None = None
+    heads: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    corpus: str | None = None
+    db: str = "arena.sqlite"
+    out: str = "arena_out"
+    device: str = "cpu"
+    workers: int = 1
+    eval_samples: int = 128  # instances per eval size (tasks)
+    eval_tokens: int = 32768  # bytes of the valid split (lm), the same for every length
+    checkpoint_seconds: float = 30.0
+    # per task: recipe fields replaced for that task only (the quick run's lm, tests)
+    overrides: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Everything that decides one task's cells: the recipe, the lengths, the labels."""
+
+    task: str
+    encodings: tuple[str, ...]
+    seeds: int
+    steps: int
+    train_len: int
+    eval_lens: tuple[int, ...]
+    dim: int
+    depth: int
+    heads: int
+    batch_size: int
+    lr: float
+    eval_samples: int
+    eval_tokens: int
+
+
+def default_eval_lens(task: str, L: int) -> list[int]:
+    """Every size 1..2L for the algorithmic tasks (passkey from its minimum), L..8L for lm."""
+    if task == "lm":
+        return [L, 2 * L, 4 * L, 8 * L]
+    low = 12 if task == "passkey" else 1
+    return list(range(min(low, L), 2 * L + 1))
+
+
+def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
+    """The run's settings for `task`: its defaults, overridden by what the run sets."""
+    d = {**TASK_DEFAULTS[task], **cfg.overrides.get(task, {})}
+    pick = {k: getattr(cfg, k) if getattr(cfg, k) is not None else d[k] for k in ALGO}
+    L = cfg.train_len if cfg.train_len is not None else d["train_len"]
+    lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
+    lens = lens if lens is not None else default_eval_lens(task, L)
+    encodings = cfg.encodings if cfg.encodings is not None else d["encodings"]
+    return TaskConfig(
+        task=task, encodings=tuple(encodings), seeds=cfg.seeds, train_len=L,
+        eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
+        eval_tokens=cfg.eval_tokens, **pick,
+    )  # fmt: skip
+
+
+def replace(cfg: ArenaConfig, **kw) -> ArenaConfig:
+    return dataclasses.replace(cfg, **kw)
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def split_label(label: str) -> tuple[str, str | None]:
+    """'rope+yarn' -> ('rope', 'yarn'); 'alibi' -> ('alibi', None)."""
+    base, _, variant = label.partition("+")
+    return base, (variant or None)
+
+
+def encoding_of(base: str) -> tuple[str, dict]:
+    """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
+    ('randomized', {'encoding': 'rope'})."""
+    if base.startswith("randomized:"):
+        return "randomized", {"encoding": base.partition(":")[2]}
+    return base, {}
+
+
+def validate_encodings(labels: list[str]) -> None:
+    """ValueError naming the label (with the closest names) unless every label is runnable."""
+    for label in labels:
+        base, variant = split_label(label)
+        name, kwargs = encoding_of(base)
+        resolve(name)  # ValueError with the closest names
+        if kwargs:
+            resolve(kwargs["encoding"])
+            if resolve(kwargs["encoding"]) is resolve("randomized"):
+                raise ValueError(f"{label!r}: randomized cannot wrap itself")
+        if variant is not None and (base != "rope" or variant not in VARIANTS):
+            known = [f"rope+{v}" for v in VARIANTS]
+            close = closest_names(label, known)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(
+                f"unknown encoding {label!r}{hint} Zero-shot variants: {', '.join(known)}"
+            )
+
+
+def validate_tasks(names: list[str]) -> None:
+    for name in names:
+        if name not in TASK_NAMES:
+            close = closest_names(name, TASK_NAMES)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(f"unknown task {name!r}{hint} Known tasks: {', '.join(TASK_NAMES)}")

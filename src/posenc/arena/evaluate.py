@@ -1,0 +1,81 @@
+"""Evaluating one arena cell: exact match and per-token accuracy at every size (tasks), loss and
+perplexity per position band (lm). Evaluation data depends only on the task and the size, so
+every encoding and seed is measured on the same instances."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posenc.arena.cells import Cell, metrics_for, position_bands
+from posenc.arena.config import TaskConfig
+from posenc.arena.store import Row
+from posenc.arena.train import task_seed
+from posenc.model import TransformerLM
+
+EVAL_SEED = 12345
+TOKENS_PER_FORWARD = 8192
+MATERIALIZE = 2**22  # largest heads * T * T bias for which evaluation uses sdpa
+
+
+def encoding_limit(model: TransformerLM) -> int | None:
+    """The hard position limit of the model's encoding (a learned table), None if unbounded."""
+    return model.encoding.max_len
+
+
+def variant_model(model: TransformerLM, cell: Cell, device: str) -> TransformerLM:
+    """The trained rope model rebuilt with the cell's zero-shot rope scaling."""
+    kwargs = json.loads(json.dumps(cell.train_cfg["model"]))
+    kwargs["encoding_kwargs"] = dict(kwargs["encoding_kwargs"], scaling=cell.cfg["rope_scaling"])
+    scaled = TransformerLM(**kwargs)
+    scaled.load_state_dict(model.state_dict())
+    return scaled.to(device).eval()
+
+
+def eval_batch(task, tc: TaskConfig, size: int):
+    if tc.task == "lm":
+        return task.eval_chunks(size, tc.eval_tokens)
+    rng = np.random.default_rng([EVAL_SEED, task_seed(tc.task), size])
+    return task.sample_batch(rng, tc.eval_samples, size)
+
+
+@torch.no_grad()
+def evaluate(model: TransformerLM, task, cell: Cell, size: int, tc: TaskConfig,
+             device: str) -> list[Row]:  # fmt: skip
+    """The rows of one evaluation size: 'n/a' with a reason where the encoding cannot run."""
+    metrics = metrics_for(cell.task, cell.train_len, size)
+    row = lambda m, v, status="ok", reason=None: Row(  # noqa: E731
+        cell.task, cell.label, cell.seed, cell.train_len, size, m, v, status, reason
+    )
+    T, limit = task.tokens(size), encoding_limit(model)
+    if limit is not None and limit < T:
+        reason = f"{cell.label} has a table of {limit} positions; {T} tokens need more"
+        return [row(m, None, "n/a", reason) for m in metrics]
+    batch = eval_batch(task, tc, size)
+    torch.manual_seed(EVAL_SEED + size)  # randomized positions at evaluation: the same draws
+    # sequences per forward: <= TOKENS_PER_FORWARD tokens, and a bias sdpa can materialize
+    per_chunk = min(max(1, TOKENS_PER_FORWARD // T), MATERIALIZE // (tc.heads * T * T))
+    backend = model.attn_backend
+    model.attn_backend = "auto" if per_chunk < 1 else "sdpa"
+    try:
+        nll, hit = [], []
+        for i in range(0, batch.inputs.shape[0], max(1, per_chunk)):
+            x, y = (t[i : i + max(1, per_chunk)].to(device) for t in batch[:2])
+            logits = model(x).float()  # [b, T, V]
+            nll.append(F.cross_entropy(logits.transpose(1, 2), y, reduction="none").cpu())
+            hit.append((logits.argmax(-1) == y).cpu())
+    finally:
+        model.attn_backend = backend
+    nll, hit, mask = torch.cat(nll), torch.cat(hit), batch.mask
+    if cell.task != "lm":
+        exact = (hit | ~mask).all(dim=1).float().mean().item()
+        return [row("accuracy", exact), row("token_accuracy", hit[mask].float().mean().item())]
+    loss = nll.mean().item()
+    rows = [row("loss", loss), row("ppl", math.exp(loss))]
+    for a, b in position_bands(cell.train_len, size):
+        rows.append(row(f"loss@{a}-{b}", nll[:, a:b].mean().item()))
+    return rows

@@ -1,0 +1,201 @@
+"""The published findings the arena checks, each a Claim computed from the rows.
+
+Every number is the median over seeds with its [min–max] spread. A model counts as trained on a
+task when its median exact match at L reaches BAR; an encoding below it is left out of that
+task's verdict, with its number shown. Thresholds are stated in each result text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+
+from posenc.arena.results import Results
+from posenc.explain.claims import Claim
+
+BAR = 0.95  # in-distribution exact match at L that a trained model must reach
+KAZEMNEJAD = ("nope", "t5", "alibi", "rope", "sinusoidal")
+KAZEMNEJAD_TASKS = ("copy", "reverse", "sort")
+RUOSS_PAIRS = (("randomized:rope", "rope"), ("randomized:sinusoidal", "sinusoidal"))
+RUOSS_TASKS = ("copy", "reverse", "sort", "addition")
+ADDITION_FACTORS = (1.1, 1.25, 1.5)
+
+
+def spread(values: list[float]) -> tuple[float, float, float] | None:
+    return (statistics.median(values), min(values), max(values)) if values else None
+
+
+def show(s, digits: int = 2) -> str:
+    if s is None:
+        return "–"
+    med, lo, hi = s
+    return (
+        f"{med:.{digits}f}" if lo == hi else f"{med:.{digits}f} [{lo:.{digits}f}–{hi:.{digits}f}]"
+    )
+
+
+def group(res: Results, task: str) -> int | None:
+    """The train length of the task's rows (the first, if several)."""
+    return next((L for t, L in res.groups if t == task), None)
+
+
+def at_L(res: Results, task: str, L: int, enc: str, metric: str = "accuracy"):
+    return spread(list(res.per_seed(task, L, metric, enc, L).values()))
+
+
+def ood(res: Results, task: str, L: int, enc: str, metric: str):
+    """Per seed, the mean of `metric` over the sizes L+1..2L; then median and spread."""
+    lens = [E for E in res.eval_lens(task, L) if L < E <= 2 * L]
+    per = [res.per_seed(task, L, metric, enc, E) for E in lens]
+    seeds = set.intersection(*(set(p) for p in per)) if per else set()
+    return spread([statistics.mean(p[s] for p in per) for s in sorted(seeds)])
+
+
+def trained(res: Results, task: str, L: int, enc: str) -> bool:
+    s = at_L(res, task, L, enc)
+    return s is not None and s[0] >= BAR
+
+
+def claim(claim_text: str, paper: str, result: str, verdict: str) -> Claim:
+    cid = "finding-" + re.sub(r"[^a-z0-9]+", "-", claim_text.lower()).strip("-")
+    return Claim(id=cid, claim=claim_text, paper=paper, result=result, verdict=verdict)
+
+
+# ----------------------------------------------------------------------------- algorithmic
+
+
+def kazemnejad(res: Results) -> Claim:
+    text = "Copy/reverse/sort out of distribution: NoPE ≈ T5 > ALiBi > RoPE ≈ sinusoidal"
+    paper = ("Kazemnejad et al. 2023: exact match per length, trained to L, read over L+1..2L; "
+             "~100% in distribution first")  # fmt: skip
+    tasks = [(t, group(res, t)) for t in KAZEMNEJAD_TASKS if group(res, t)]
+    tasks = [(t, L) for t, L in tasks if all(at_L(res, t, L, e) for e in KAZEMNEJAD)]
+    if not tasks:
+        return claim(text, paper, "needs copy/reverse/sort with " + ", ".join(KAZEMNEJAD),
+                     "not measured")  # fmt: skip
+    parts, usable = [], []
+    for t, L in tasks:
+        row = []
+        for e in KAZEMNEJAD:
+            mark = "" if trained(res, t, L, e) else " (below the bar: left out)"
+            row.append(f"{e} {show(at_L(res, t, L, e))} → {show(ood(res, t, L, e, 'accuracy'))}"
+                       f" / {show(ood(res, t, L, e, 'token_accuracy'))}{mark}")  # fmt: skip
+        parts.append(f"{t} (L={L}): " + "; ".join(row))
+        if all(trained(res, t, L, e) for e in KAZEMNEJAD):
+            usable.append((t, L))
+    result = ("exact match at L → mean over L+1..2L of exact match / token accuracy, median "
+              "[min–max] over seeds. " + " | ".join(parts))  # fmt: skip
+    if not usable:
+        return claim(text, paper, result + f". No task where all five reach {BAR} at L.",
+                     "inconclusive")  # fmt: skip
+    metric = "accuracy"
+    score = {e: statistics.mean(ood(res, t, L, e, metric)[0] for t, L in usable)
+             for e in KAZEMNEJAD}  # fmt: skip
+    if max(score.values()) < 0.05:  # ~nothing extrapolates by exact match: rank by tokens
+        metric = "token_accuracy"
+        score = {e: statistics.mean(ood(res, t, L, e, metric)[0] for t, L in usable)
+                 for e in KAZEMNEJAD}  # fmt: skip
+    ranked = " > ".join(f"{e} {score[e]:.3f}" for e in sorted(score, key=score.get, reverse=True))
+    by = "exact match" if metric == "accuracy" else "token accuracy"
+    result += f". Ranked by {by} over {', '.join(t for t, _ in usable)}: {ranked}"
+    top = min(score["nope"], score["t5"])
+    bottom = max(score["rope"], score["sinusoidal"])
+    if top > score["alibi"] > bottom:
+        return claim(text, paper, result, "reproduced")
+    why = ("NoPE and T5 above RoPE and sinusoidal, ALiBi not between" if top > bottom
+           else "NoPE/T5 not above RoPE/sinusoidal")  # fmt: skip
+    return claim(text, paper, result + f" ({why})", "not reproduced")
+
+
+def ruoss(res: Results) -> Claim:
+    text = "Randomized positions improve length generalization (RoPE and sinusoidal)"
+    paper = ("Ruoss et al. 2023: +12.0% mean test accuracy (per token) over 6000 models; "
+             "positions a sorted random subset of a longer range")  # fmt: skip
+    parts, gains = [], {}
+    for rnd, base in RUOSS_PAIRS:
+        diffs = []
+        for t in RUOSS_TASKS:
+            L = group(res, t)
+            if not L or not at_L(res, t, L, rnd) or not at_L(res, t, L, base):
+                continue
+            if not (trained(res, t, L, rnd) and trained(res, t, L, base)):
+                parts.append(
+                    f"{t}: {rnd} {show(at_L(res, t, L, rnd))} / {base} "
+                    f"{show(at_L(res, t, L, base))} at L (below the bar: left out)"
+                )
+                continue  # fmt: skip
+            a, b = ood(res, t, L, rnd, "token_accuracy"), ood(res, t, L, base, "token_accuracy")
+            diffs.append(a[0] - b[0])
+            parts.append(f"{t}: {rnd} {show(a)} vs {base} {show(b)}")
+        if diffs:
+            gains[rnd] = statistics.mean(diffs)
+    if not gains:
+        return claim(
+            text,
+            paper,
+            "needs trained randomized:rope / randomized:sinusoidal and "
+            "their bases on an algorithmic task; " + "; ".join(parts),
+            "not measured",
+        )
+    result = (
+        "token accuracy over L+1..2L, median [min–max] over seeds. "
+        + "; ".join(parts)
+        + ". Mean gain: "
+        + ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
+    )
+    better = [v > 0 for v in gains.values()]
+    return claim(text, paper, result, "reproduced" if all(better) else "not reproduced")
+
+
+def addition(res: Results) -> Claim:
+    text = "Addition extrapolates by at most ~1.25× the trained digits"
+    paper = "Kazemnejad et al. 2023: ~1.1–1.25× for every encoding (length = digits)"
+    L = group(res, "addition")
+    if not L:
+        return claim(text, paper, "needs the addition task", "not measured")
+    sizes = {f: math.ceil(f * L - 1e-9) for f in ADDITION_FACTORS}
+    if any(s not in res.eval_lens("addition", L) for s in sizes.values()):
+        return claim(text, paper, f"needs eval sizes {sorted(sizes.values())}", "not measured")
+    parts, beyond, learned = [], [], 0
+    for e in res.encodings("addition", L):
+        base = at_L(res, "addition", L, e)
+        if base is None:
+            continue
+        if base[0] < BAR:
+            parts.append(f"{e} {show(base)} at L (below the bar: left out)")
+            continue
+        learned += 1
+        accs = {f: spread(list(res.per_seed("addition", L, "accuracy", e, s).values()))
+                for f, s in sizes.items()}  # fmt: skip
+        parts.append(f"{e} {show(base)} at L → " + ", ".join(
+            f"{show(a)} at {sizes[f]} ({f:g}×)" for f, a in accs.items()))  # fmt: skip
+        far = accs[ADDITION_FACTORS[-1]]
+        if far is not None and far[0] >= 0.5 * base[0]:
+            beyond.append(e)
+    result = (f"exact match, L={L} digits, median [min–max] over seeds; holds = keeps half its "
+              f"accuracy at L. " + "; ".join(parts))  # fmt: skip
+    if not learned:
+        return claim(text, paper, result, "inconclusive")
+    if beyond:
+        return claim(text, paper, result + f". Holds at 1.5×: {', '.join(beyond)}",
+                     "not reproduced")  # fmt: skip
+    return claim(text, paper, result + ". No trained encoding holds at 1.5×", "reproduced")
+
+
+def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """One table: exact match at L per task and encoding, marked where below BAR."""
+    tasks = [(t, L) for t, L in res.groups if t != "lm"]
+    if not tasks:
+        return []
+    encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
+    header = ["encoding"] + [f"{t} (L={L})" for t, L in tasks]
+    rows = []
+    for e in encs:
+        cells = []
+        for t, L in tasks:
+            s = at_L(res, t, L, e)
+            cells.append("–" if s is None else show(s, 3) + ("" if s[0] >= BAR else " ✗"))
+        rows.append([e] + cells)
+    title = f"In distribution: exact match at L (median [min–max] over seeds; ✗ below {BAR})"
+    return [(title, header, rows)]

@@ -1,0 +1,148 @@
+"""Training one arena model: the recipe, batches, and checkpoints that survive a kill.
+
+Training state is checkpointed atomically (tmp file + os.replace) every `checkpoint_seconds`
+and the final model is saved beside it, so a run killed at any moment resumes where it was.
+Everything random is seeded from the cell (model init, batches), so a cell trains to the same
+weights in any process, in any order.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posenc.arena.cells import Cell
+from posenc.arena.config import TaskConfig, split_label
+from posenc.model import TransformerLM
+
+WEIGHT_DECAY = 0.1
+WARMUP = 100
+
+
+def param_groups(model: TransformerLM, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
+    """AdamW groups: decay on the blocks' weight matrices; none on the embedding (tied with the
+    head), norms, biases and the encoding's own parameters (tables, slopes, FIRE's MLP)."""
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        (decay if name.startswith("blocks.") and p.dim() >= 2 else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def lr_at(step: int, steps: int, lr: float) -> float:
+    """Linear warmup, then cosine from lr down to 0.1 lr."""
+    warm = max(1, min(WARMUP, steps // 10))
+    if step < warm:
+        return lr * (step + 1) / warm
+    t = (step - warm) / max(1, steps - warm)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def train_batch(task, tc: TaskConfig, rng: np.random.Generator):
+    """lm: batch_size windows of train_len bytes. Algorithmic: half the instances at size L
+    (the length evaluation reads first), half at sizes U(min..L), each its own size,
+    right-padded (in a causal model pads after a sequence never reach it)."""
+    if tc.task == "lm":
+        return task.sample_batch(rng, tc.batch_size, tc.train_len)
+    sizes = rng.integers(task.min_size, tc.train_len + 1, size=tc.batch_size)
+    sizes[: tc.batch_size // 2] = tc.train_len
+    return task.sample(rng, sizes)
+
+
+def task_seed(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+def atomic_save(obj, path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def model_path(out: str, cell: Cell) -> str:
+    base = split_label(cell.label)[0].replace(":", "-")
+    name = f"{cell.task}-{base}-s{cell.seed}-L{cell.train_len}-{cell.train_hash}.ckpt"
+    return os.path.join(out, "models", name)
+
+
+def load_trained(path: str, cell: Cell) -> TransformerLM | None:
+    """The finished model of this cell's training, or None."""
+    if not os.path.exists(path):
+        return None
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if ckpt.get("arena", {}).get("train_hash") != cell.train_hash:
+        return None
+    model = TransformerLM(**cell.train_cfg["model"])
+    model.load_state_dict(ckpt["model"])
+    return model
+
+
+def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint_seconds: float,
+          on_step=None) -> TransformerLM:  # fmt: skip
+    """Train (or resume, or load) the model of a cell; returns it in eval mode.
+
+    on_step(step, loss) is called after every step (progress bars)."""
+    final = model_path(out, cell)
+    model = load_trained(final, cell)
+    if model is not None:
+        return model.to(device).eval()
+    state_path = final[: -len(".ckpt")] + ".train.ckpt"
+    torch.manual_seed(cell.seed)
+    model = TransformerLM(**cell.train_cfg["model"]).to(device)
+    opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
+    rng = np.random.default_rng([cell.seed, task_seed(cell.task)])
+    step = 0
+    if os.path.exists(state_path):
+        st = torch.load(state_path, map_location="cpu", weights_only=False)
+        if st.get("train_hash") == cell.train_hash:
+            model.load_state_dict(st["model"])
+            opt.load_state_dict(st["optimizer"])
+            rng.bit_generator.state = st["rng"]
+            torch.set_rng_state(st["torch_rng"])
+            step = st["step"]
+            print(f"{cell.name}: resuming at step {step}", file=sys.stderr, flush=True)
+    model.train()
+    last_save, loss_ema = time.time(), None
+    while step < tc.steps:
+        batch = train_batch(task, tc, rng)
+        inputs, targets, mask = (t.to(device) for t in batch[:3])
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, tc.steps, tc.lr)
+        logits = model(inputs)  # [B, T, V]
+        loss = F.cross_entropy(logits[mask], targets[mask])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        val = loss.item()
+        loss_ema = val if loss_ema is None else 0.95 * loss_ema + 0.05 * val
+        if on_step is not None:
+            on_step(step, loss_ema)
+        if step < tc.steps and time.time() - last_save >= checkpoint_seconds:
+            os.makedirs(os.path.dirname(state_path), exist_ok=True)
+            atomic_save(
+                {
+                    "train_hash": cell.train_hash,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "rng": rng.bit_generator.state,
+                    "torch_rng": torch.get_rng_state(),
+                    "step": step,
+                },
+                state_path,
+            )
+            last_save = time.time()
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    meta = {"train_hash": cell.train_hash, "train_cfg": cell.train_cfg, "loss": loss_ema}
+    atomic_save({"config": dict(model.config), "model": sd, "arena": meta}, final)
+    if os.path.exists(state_path):
+        os.remove(state_path)
+    return model.eval()

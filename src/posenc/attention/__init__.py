@@ -1,0 +1,146 @@
+"""attention(q, k, v, encoding): one attention function for every positional encoding.
+
+Backends (all return the same numbers up to float tolerance; `eager` is the reference):
+    eager    logits in float32, the full [B, H, Tq, Tk] score matrix.
+    sdpa     F.scaled_dot_product_attention; a bias is passed as a float attn_mask (materialized).
+    flex     FlexAttention with encoding.score_mod and a block mask, compiled once (cached).
+             Position-only biases (no values hook). On CPU this torch runs it only forward:
+             with gradients required it raises NotImplementedError (use `chunked`).
+    chunked  query blocks of `block_size` (default: 16..256, as many as keep a block's
+             [B, H, block, Tk] at 2**23 elements); the bias is built per block, so peak memory
+             is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
+             backward pass is memory-bounded too. Exact (no online-softmax approximation: each
+             block sees every key).
+
+`auto` picks (`choose_backend`):
+    1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
+    2. a values hook (Shaw)                                  -> chunked (needs the probabilities).
+    3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22, a 16 MiB float32 bias) -> sdpa with
+       the materialized bias.
+    4. a position-only bias on CUDA                          -> flex.
+    5. otherwise                                             -> chunked. On CPU flex is never
+       picked: it has no backward there and compiles anew (~20 s) for every new shape.
+
+Causal means key position <= query position, by position VALUES (so decoding with Tq < Tk and
+packed sequences whose positions restart work); for 2-D / 3-D positions it is by index, the
+queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
+
+Modules: inputs (validation and default positions), eager (the reference math: masks and
+one block of queries), backends (sdpa, chunked, flex).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch it there
+    BLOCK_ELEMENTS,
+    chunked_backend,
+    flex_backend,
+    needs_grad,
+    sdpa_backend,
+)
+from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
+from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
+from posenc.base import PositionalEncoding
+from posenc.checks import renamed
+
+__all__ = [
+    "AUTO_MATERIALIZE",
+    "BACKENDS",
+    "BLOCK_ELEMENTS",
+    "allowed_mask",
+    "attend_block",
+    "attention",
+    "check_qkv",
+    "choose_backend",
+    "chunked_backend",
+    "flex_backend",
+    "needs_grad",
+    "prepare_mask",
+    "prepare_positions",
+    "repeat_kv",
+    "sdpa_backend",
+]
+
+BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
+AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
+
+
+@renamed(q_positions="q_pos", k_positions="k_pos")
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    encoding: PositionalEncoding | None = None,
+    q_pos: torch.Tensor | None = None,
+    k_pos: torch.Tensor | None = None,
+    causal: bool = True,
+    backend: str = "auto",
+    mask: torch.Tensor | None = None,
+    block_size: int | None = None,
+) -> torch.Tensor:
+    """Scaled dot-product attention with a positional encoding applied.
+
+    q [B, H, Tq, Dh], k / v [B, Hkv, Tk, Dh] (H % Hkv == 0) -> [B, H, Tq, Dh] in q's dtype.
+    Positions: [T] or [B, T] (with a trailing [..., P] axis for 2-D / 3-D encodings); the
+    default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
+    (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
+    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), mask, softmax, @ v, + values.
+    """
+    B, H, Tq, Dh, Hkv, Tk = check_qkv(q, k, v)
+    if encoding is not None and not isinstance(encoding, PositionalEncoding):
+        raise TypeError(
+            f"encoding must be a posenc.PositionalEncoding or None, got {type(encoding).__name__}"
+        )
+    enc_heads = getattr(encoding, "heads", None)
+    if isinstance(enc_heads, int) and enc_heads != H:
+        raise ValueError(
+            f"encoding {type(encoding).__name__} was built for heads={enc_heads}, "
+            f"but q has H={H} heads; build it with heads={H}"
+        )
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be a positive int or None, got {block_size!r}")
+    P = encoding.position_dims if encoding is not None else 1
+    default_pos = q_pos is None and k_pos is None
+    if q_pos is None and Tq > Tk:
+        raise ValueError(
+            f"q_pos must be given when Tq > Tk (default queries are the last Tq of "
+            f"arange(Tk)); got Tq={Tq}, Tk={Tk}"
+        )
+    q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
+    k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
+    mask = prepare_mask(mask, B, H, Tq, Tk)
+    scale = encoding.softmax_scale(Dh) if encoding is not None else Dh**-0.5
+
+    if encoding is not None:
+        q, k = encoding.rotate(q, k, q_pos, k_pos)
+    if backend == "auto":
+        backend = choose_backend(encoding, q, k)
+    if backend == "sdpa":
+        return sdpa_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
+    if backend == "flex":
+        return flex_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale)
+    k, v = repeat_kv(k, H), repeat_kv(v, H)
+    if backend == "eager":
+        allowed = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P, Tk - Tq)
+        return attend_block(q, k, v, encoding, q_pos, k_pos, allowed, scale)
+    return chunked_backend(
+        q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size, default_pos
+    )
+
+
+def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
+    """The backend `auto` runs (the rule is in the docstring of posenc.attention)."""
+    if enc is None or not (enc.has_bias or enc.has_values):
+        return "sdpa"
+    if enc.has_values:
+        return "chunked"
+    B, H, Tq, _ = q.shape
+    if B * H * Tq * k.shape[2] <= AUTO_MATERIALIZE:
+        return "sdpa"
+    if q.device.type == "cuda" and not enc.content_dependent:
+        return "flex"
+    return "chunked"

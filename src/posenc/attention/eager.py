@@ -1,0 +1,59 @@
+"""The reference math of posenc.attention: grouped-query kv repeat, the allowed mask (causal by
+position values, and the user's mask) and one block of queries attended in float32. The eager
+backend is attend_block over every query at once; chunked runs it per query block."""
+
+from __future__ import annotations
+
+import torch
+
+
+def repeat_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, Hkv, T, Dh] -> [B, H, T, Dh]; query head h reads kv head h // (H / Hkv)."""
+    return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
+
+
+def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1, offset=0):
+    """Bool [B or 1, H or 1, stop - start, Tk] (True = may attend) for query rows start:stop.
+
+    Causal compares position values; for 2-D / 3-D positions it compares indices, query row r
+    being key `offset + r` (offset = Tk - Tq: the queries are the last Tq keys).
+    """
+    allowed = None
+    if causal:
+        if P == 1:  # [Tq] or [B, Tq] against [Tk] or [B, Tk]
+            qp, kp = q_pos[..., start:stop], k_pos
+        else:
+            qp = torch.arange(offset + start, offset + stop, device=k_pos.device)
+            kp = torch.arange(k_pos.shape[-2], device=k_pos.device)
+        allowed = (kp.unsqueeze(-2) <= qp.unsqueeze(-1)).unsqueeze(-3)  # [(B,) 1, tq, Tk]
+        if allowed.dim() == 3:
+            allowed = allowed.unsqueeze(0)
+    if mask is not None:
+        block = mask if mask.shape[-2] == 1 else mask[..., start:stop, :]
+        allowed = block if allowed is None else allowed & block
+    return allowed
+
+
+def attend_block(q, k, v, enc, q_pos, k_pos, allowed, scale):
+    """The reference math for a block of queries: q [B, H, tq, Dh], k / v [B, H, Tk, Dh].
+
+    Logits, softmax and the weighted sum in float32; returns [B, H, tq, Dh] in q's dtype.
+    In-place where autograd allows, so a block holds about two [B, H, tq, Tk] tensors.
+    """
+    logits = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # [B, H, tq, Tk]
+    bias = enc.bias(q, k, q_pos, k_pos) if enc is not None else None
+    if bias is not None:
+        logits += bias
+        del bias
+    if allowed is not None:
+        # finfo.min, not -inf: a fully masked row stays finite (no NaN in the backward pass)
+        logits.masked_fill_(~allowed, torch.finfo(torch.float32).min)
+    probs = torch.softmax(logits, dim=-1)
+    del logits
+    out = torch.matmul(probs, v.float())
+    extra = enc.values(probs, q_pos, k_pos) if enc is not None else None
+    if extra is not None:
+        out = out + extra.float()
+    if allowed is not None:  # a row with no key to attend gives zeros (as SDPA does)
+        out = out * allowed.any(dim=-1, keepdim=True)
+    return out.to(q.dtype)

@@ -1,0 +1,84 @@
+"""Input validation for posenc.attention: q / k / v shapes, positions (with their defaults)
+and the boolean mask."""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.checks import check_positions
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
+    """(B, H, Tq, Dh, Hkv, Tk) after checking q [B, H, Tq, Dh] and k, v [B, Hkv, Tk, Dh]."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D [B, H, T, Dh], got shape {tuple(t.shape)}")
+    B, H, Tq, Dh = q.shape
+    _, Hkv, Tk, _ = k.shape
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape [B, Hkv, Tk, Dh], got k {tuple(k.shape)} "
+            f"and v {tuple(v.shape)}"
+        )
+    if k.shape[0] != B or k.shape[3] != Dh:
+        raise ValueError(
+            f"k must be [B={B}, Hkv, Tk, Dh={Dh}] to match q {tuple(q.shape)}, got {tuple(k.shape)}"
+        )
+    if Hkv == 0 or H % Hkv:
+        raise ValueError(
+            f"q heads H={H} must be a multiple of k/v heads Hkv={Hkv} (grouped-query attention)"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    return B, H, Tq, Dh, Hkv, Tk
+
+
+def prepare_positions(
+    positions: torch.Tensor | None,
+    name: str,
+    T: int,
+    B: int,
+    P: int,
+    offset: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Validated positions, or the default arange(offset, offset + T) ([T] or [T, P])."""
+    if positions is None:
+        pos = torch.arange(offset, offset + T, device=device)
+        return pos[:, None].expand(T, P) if P > 1 else pos
+    nd = 1 if P == 1 else 2  # dims of the unbatched form
+    want = f"[{T}] or [B={B}, {T}]" if P == 1 else f"[{T}, {P}] or [B={B}, {T}, {P}]"
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape {want}")
+    shape = tuple(positions.shape)
+    ok = positions.dim() in (nd, nd + 1) and shape[positions.dim() - nd] == T
+    ok = ok and (positions.dim() == nd or shape[0] in (1, B))
+    if not ok or (P > 1 and shape[-1] != P):
+        raise ValueError(f"{name} must have shape {want}, got {shape}")
+    return check_positions(positions.to(device), name=name, position_dims=P)
+
+
+def prepare_mask(mask: torch.Tensor | None, B: int, H: int, Tq: int, Tk: int):
+    """mask as a 4-D bool view broadcastable to [B, H, Tq, Tk], or None."""
+    if mask is None:
+        return None
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        what = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
+    try:
+        ok = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, (B, H, Tq, Tk)) == (
+            B,
+            H,
+            Tq,
+            Tk,
+        )
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"mask must be broadcastable to [B, H, Tq, Tk] = {[B, H, Tq, Tk]}, "
+            f"got {tuple(mask.shape)}"
+        )
+    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))

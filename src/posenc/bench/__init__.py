@@ -1,0 +1,51 @@
+"""`posenc bench`: speed and memory of posenc side by side with the libraries people use.
+
+    posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
+
+One process measures, in this order (each library that is not installed is skipped with a
+note), one module per section:
+    copy   rope.py        the machine's copy bandwidth: q and k copied once into preallocated
+                          buffers (the physical limit of RoPE, which reads and writes q and k once)
+    rope   rope.py        RoPE on q and k, forward and forward+backward: posenc against
+                          transformers, rotary-embedding-torch, x-transformers (and on CUDA
+                          Liger-Kernel and flash-attn)
+    table  sinusoidal.py  sinusoidal table generation against positional-encodings
+    bias   attention.py   alibi / t5 / fire causal attention, T = 1k ... 32k: time and peak extra
+                          memory of posenc.attention against the bias materialized as
+                          transformers' T5 and BLOOM do
+    train  train.py       training tokens/s of posenc.TransformerLM against an x-transformers
+                          model of the same size and encoding, at the arena's default size
+
+and around them:
+    common.py   Sizes (--smoke / --quick / full), the timer, optional-library imports
+    workers.py  subprocess workers (one bias path per process) and peak-memory measurement
+    targets.py  the acceptance targets: one table, PASS / FAIL / N/A judged from it
+    report.py   Row, Report, the text table and --json
+    cli.py      arguments and main()
+
+Times are medians of repeats after warm-up. "ratio" = that row's time / posenc's time (> 1:
+posenc is faster). "of limit" = copy time / the row's time (1.0 = at the copy bandwidth).
+"""
+
+from posenc.bench.cli import SECTIONS, main, parser
+from posenc.bench.common import Sizes, sizes_for, timeit
+from posenc.bench.report import Report, Row, print_report
+from posenc.bench.targets import TARGETS, check_targets
+from posenc.bench.workers import peak_extra_bytes, proc_status_kb, reset_peak_rss
+
+__all__ = [
+    "SECTIONS",
+    "TARGETS",
+    "Report",
+    "Row",
+    "Sizes",
+    "check_targets",
+    "main",
+    "parser",
+    "peak_extra_bytes",
+    "print_report",
+    "proc_status_kb",
+    "reset_peak_rss",
+    "sizes_for",
+    "timeit",
+]

@@ -1,0 +1,185 @@
+"""Sections `copy` and `rope`: RoPE on q and k against the copy bandwidth and other libraries.
+
+copy   q and k copied once into preallocated buffers: the physical limit of RoPE, which reads
+       and writes q and k once. "of limit" = copy time / a row's time.
+rope   forward, and forward+backward with random output gradients, on q, k [B, H, T, Dh]
+       float32, positions arange(T), cos/sin computed inside every timed call. posenc
+       out-of-place, into out= buffers, in place, and its pure-PyTorch reference, against
+       transformers (Llama's rotary embedding + apply_rotary_pos_emb), rotary-embedding-torch,
+       x-transformers, and on CUDA Liger-Kernel and flash-attn.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.bench.common import GB, Sizes, optional, timeit
+from posenc.bench.report import Report, Row
+from posenc.functional import (
+    apply_rope_qk_fast,
+    apply_rope_reference,
+    rope_align,
+    rope_cos_sin,
+    rope_inv_freq,
+)
+from posenc.kernels import engine_status
+
+# ---------------------------------------------------------------------------------- copy
+
+
+def bench_copy(rep: Report, s: Sizes, device: str) -> float:
+    q = torch.randn(s.B, s.H, s.T, s.Dh, device=device)  # [B, H, T, Dh]
+    k = torch.randn_like(q)
+    oq, ok = torch.empty_like(q), torch.empty_like(k)
+    ms = timeit(lambda: (oq.copy_(q), ok.copy_(k)), device, s.repeats)
+    moved = 2 * 2 * q.numel() * q.element_size()  # read + write, q and k
+    note = f"{moved / GB / (ms / 1e3):.1f} GB/s (read + write of q and k)"
+    rep.rows.append(Row("copy", "q,k", "torch copy_ into buffers", ms, None, 1.0, note=note))
+    return ms
+
+
+# ---------------------------------------------------------------------------------- rope
+
+
+def reference_qk(q, k, pos, inv):
+    """posenc.functional's pure-PyTorch reference RoPE on q and k (no fast path)."""
+    cos, sin = rope_cos_sin(pos, inv)  # [T, Dh/2]
+    return tuple(
+        apply_rope_reference(x, rope_align(cos, x, "p"), rope_align(sin, x, "p"), "half", False)
+        for x in (q, k)
+    )
+
+
+def rope_impls(s: Sizes, device: str, notes: list[str]):
+    """name -> (fwd(q, k) -> (q', k'), supports_backward). posenc first."""
+    inv, _ = rope_inv_freq(s.Dh)  # [Dh/2]
+    inv = inv.to(device)
+    pos = torch.arange(s.T, device=device)  # [T]
+    impls = {
+        "posenc": (lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv), True),
+        "posenc out=": (None, False),  # filled in bench_rope (needs the buffers)
+        "posenc in-place": (
+            lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv, inplace=True),
+            False,
+        ),
+        "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
+    }
+    tf = optional("transformers.models.llama.modeling_llama")
+    if tf is not None:
+        from transformers import LlamaConfig
+
+        cfg = LlamaConfig(
+            hidden_size=s.H * s.Dh, num_attention_heads=s.H, head_dim=s.Dh,
+            max_position_embeddings=s.T,
+        )  # fmt: skip
+        rot = tf.LlamaRotaryEmbedding(config=cfg).to(device)
+        pid = pos[None]  # [1, T]
+
+        def hf(q, k):
+            cos, sin = rot(q, pid)  # Llama computes cos/sin per forward, then applies them
+            return tf.apply_rotary_pos_emb(q, k, cos, sin)
+
+        impls["transformers"] = (hf, True)
+    else:
+        notes.append("transformers not installed: its RoPE skipped")
+    ret = optional("rotary_embedding_torch")
+    if ret is not None:
+        r = ret.RotaryEmbedding(dim=s.Dh).to(device)
+        impls["rotary-embedding-torch"] = (
+            lambda q, k: (r.rotate_queries_or_keys(q), r.rotate_queries_or_keys(k)),
+            True,
+        )
+    else:
+        notes.append("rotary-embedding-torch not installed: skipped")
+    xt = optional("x_transformers.x_transformers")
+    if xt is not None:
+        xr = xt.RotaryEmbedding(s.Dh).to(device)
+
+        def xtr(q, k):
+            freqs, scale = xr(pos)
+            return xt.apply_rotary_pos_emb(q, freqs, scale), xt.apply_rotary_pos_emb(
+                k, freqs, scale
+            )
+
+        impls["x-transformers"] = (xtr, True)
+    else:
+        notes.append("x-transformers not installed: skipped")
+    if device == "cuda":
+        add_cuda_rope_impls(impls, s, pos, notes)
+    else:
+        notes.append("Liger-Kernel and flash-attn rotary: CUDA only, not measured on CPU")
+    return impls
+
+
+def add_cuda_rope_impls(impls, s, pos, notes) -> None:
+    inv, _ = rope_inv_freq(s.Dh)
+    cos, sin = rope_cos_sin(pos, inv.to(pos.device))  # [T, Dh/2]
+    liger = optional("liger_kernel.ops.rope")
+    if liger is not None:
+        full_cos = torch.cat((cos, cos), -1)[None]  # [1, T, Dh]
+        full_sin = torch.cat((sin, sin), -1)[None]
+        fn = liger.LigerRopeFunction.apply
+        impls["Liger-Kernel"] = (lambda q, k: fn(q, k, full_cos, full_sin), True)
+    else:
+        notes.append("Liger-Kernel not installed: skipped")
+    fa = optional("flash_attn.layers.rotary")
+    if fa is not None:
+
+        def flash(q, k):  # flash-attn wants [B, T, H, Dh]
+            qt, kt = q.transpose(1, 2), k.transpose(1, 2)
+            return fa.apply_rotary_emb(qt, cos, sin), fa.apply_rotary_emb(kt, cos, sin)
+
+        impls["flash-attn"] = (flash, True)
+    else:
+        notes.append("flash-attn not installed: skipped")
+
+
+def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
+    """Rows "rope fwd" and "rope fwd+bwd"; {"fwd": {impl: ms}, "bwd": {impl: ms}}."""
+    torch.manual_seed(0)
+    q0 = torch.randn(s.B, s.H, s.T, s.Dh, device=device)  # [B, H, T, Dh]
+    k0 = torch.randn_like(q0)
+    oq, ok = torch.empty_like(q0), torch.empty_like(k0)
+    inv, _ = rope_inv_freq(s.Dh)
+    pos = torch.arange(s.T, device=device)
+    impls = rope_impls(s, device, rep.notes)
+    impls["posenc out="] = (
+        lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv.to(device), out=(oq, ok)),
+        False,
+    )
+    case = f"B={s.B} H={s.H} T={s.T} Dh={s.Dh} f32"
+    times: dict[str, float] = {}
+    with torch.no_grad():
+        for name, (fn, _) in impls.items():
+            q, k = (q0.clone(), k0.clone()) if "in-place" in name else (q0, k0)
+            try:
+                times[name] = timeit(lambda fn=fn, q=q, k=k: fn(q, k), device, s.repeats, s.warmup)
+            except Exception as err:  # noqa: BLE001 - one broken library must not stop the run
+                rep.notes.append(f"rope fwd {name}: failed ({type(err).__name__}: {err})")
+    for name, ms in times.items():
+        base = times.get("posenc")
+        rep.rows.append(Row("rope fwd", case, name, ms, ms / base if base else None, copy_ms / ms))
+    rep.notes.append(f"posenc fast RoPE engines: {engine_status()}")
+
+    bwd: dict[str, float] = {}
+    gq, gk = torch.randn_like(q0), torch.randn_like(k0)  # output gradients
+    for name, (fn, has_bwd) in impls.items():
+        if not has_bwd:
+            continue
+        q, k = q0.clone().requires_grad_(), k0.clone().requires_grad_()
+
+        def step(fn=fn, q=q, k=k):
+            q.grad = k.grad = None
+            outs = fn(q, k)
+            torch.autograd.backward(list(outs), [gq, gk])
+
+        try:
+            bwd[name] = timeit(step, device, s.repeats, s.warmup)
+        except Exception as err:  # noqa: BLE001
+            rep.notes.append(f"rope fwd+bwd {name}: failed ({type(err).__name__}: {err})")
+    for name, ms in bwd.items():
+        base = bwd.get("posenc")
+        rep.rows.append(
+            Row("rope fwd+bwd", case, name, ms, ms / base if base else None, 2 * copy_ms / ms)
+        )
+    return {"fwd": times, "bwd": bwd}

@@ -1,0 +1,101 @@
+"""The acceptance targets (issue 6): one table, and PASS / FAIL / N/A computed from it.
+
+TARGETS: target -> (measurement, how it is judged, threshold). ">=": the measurement must be
+at least the threshold (a speed-up); "<=": at most (a cost). measurements() turns a run's
+results into {measurement: (value, as printed)}, or a note saying why the run has no such
+value (then the target is N/A).
+"""
+
+from __future__ import annotations
+
+import operator
+
+from posenc.bench.common import Sizes
+from posenc.bench.report import Report
+
+# target -> (measurement, judged by, threshold)
+TARGETS: dict[str, tuple[str, str, float]] = {
+    "out-of-place RoPE >= 3x transformers": ("rope_fwd_speedup", ">=", 3.0),
+    "in-place RoPE >= 10x transformers": ("rope_inplace_speedup", ">=", 10.0),
+    "fwd+bwd RoPE >= 3x transformers": ("rope_bwd_speedup", ">=", 3.0),
+    "in-place RoPE within 1.5x of copy": ("rope_inplace_over_copy", "<=", 1.5),
+    "t5 T=16384 peak extra memory <= 1/8 of 8.6 GB": ("t5_peak_mb", "<=", 8.6e3 / 8),
+    "t5 no slower than materialized (largest T where it fits)": ("t5_vs_mat", ">=", 1.0),
+    "alibi T=16384 peak extra memory <= 1/8 of 8.6 GB": ("alibi_peak_mb", "<=", 8.6e3 / 8),
+    "alibi no slower than materialized (largest T where it fits)": ("alibi_vs_mat", ">=", 1.0),
+    "TransformerLM training >= 1.2x x-transformers (rope)": ("train_rope_speedup", ">=", 1.2),
+}
+JUDGED_BY = {">=": operator.ge, "<=": operator.le}
+ROPE_SHAPE = (4, 16, 2048, 128)  # the RoPE targets hold at this (B, H, T, Dh) only
+MEMORY_T = 16384  # the memory targets' length
+
+
+def judge(value: float, how: str, threshold: float) -> str:
+    return "PASS" if JUDGED_BY[how](value, threshold) else "FAIL"
+
+
+def target_rows(measured: dict) -> list[dict]:
+    """[{target, status, value, note}] in TARGETS order, from measurements()' output."""
+    rows = []
+    for target, (key, how, threshold) in TARGETS.items():
+        m = measured.get(key, "not measured")
+        if isinstance(m, str):  # why it was not measured
+            rows.append(dict(target=target, status="N/A", value="-", note=m))
+        else:
+            value, shown = m
+            status = judge(value, how, threshold)
+            rows.append(dict(target=target, status=status, value=shown, note=""))
+    return rows
+
+
+def measurements(s: Sizes, copy_ms, rope, bias, train, quick: bool) -> dict:
+    """measurement -> (value, as printed), or a str: why this run has no value for it.
+
+    copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; bias: {encoding: {path: {T: {ms,
+    peak_mb}}}}; train: {encoding: {impl: tokens/s}}; any of them None where not run."""
+    out: dict = {}
+    at_shape = (s.B, s.H, s.T, s.Dh) == ROPE_SHAPE
+    why = "" if at_shape else "not at the target shape (B=4 H=16 T=2048 Dh=128)"
+    fwd, bwd = (rope or {}).get("fwd", {}), (rope or {}).get("bwd", {})
+    hf, hfb = fwd.get("transformers"), bwd.get("transformers")
+    for key, ours, other in (
+        ("rope_fwd_speedup", fwd.get("posenc"), hf),
+        ("rope_inplace_speedup", fwd.get("posenc in-place"), hf),
+        ("rope_bwd_speedup", bwd.get("posenc"), hfb),
+    ):
+        if ours and other and at_shape:
+            out[key] = (other / ours, f"{other / ours:.1f}x")
+        else:
+            out[key] = why or "transformers not measured"
+    inp = fwd.get("posenc in-place")
+    if inp and copy_ms and at_shape:
+        out["rope_inplace_over_copy"] = (inp / copy_ms, f"{inp / copy_ms:.2f}x")
+    else:
+        out["rope_inplace_over_copy"] = why
+    for name in ("t5", "alibi"):
+        res = (bias or {}).get(name, {})
+        ours = res.get("posenc", {}).get(MEMORY_T)
+        quick_note = " (--quick)" if quick else ""
+        if ours:
+            out[f"{name}_peak_mb"] = (ours["peak_mb"], f"{ours['peak_mb']:.0f} MB")
+        else:
+            out[f"{name}_peak_mb"] = f"T={MEMORY_T} not in this run{quick_note}"
+        mat = res.get("materialized", {})
+        common = [T for T in mat if T in res.get("posenc", {})]
+        if common:  # the largest T where the materialized path fit
+            T = max(common)
+            r = mat[T]["ms"] / res["posenc"][T]["ms"]
+            out[f"{name}_vs_mat"] = (r, f"{r:.2f}x at T={T}")
+        else:
+            out[f"{name}_vs_mat"] = "materialized path not measured"
+    sp = (train or {}).get("rope", {})
+    if "posenc" in sp and "x-transformers" in sp:
+        r = sp["posenc"] / sp["x-transformers"]
+        out["train_rope_speedup"] = (r, f"{r:.2f}x")
+    else:
+        out["train_rope_speedup"] = "not measured"
+    return out
+
+
+def check_targets(rep: Report, s: Sizes, copy_ms, rope, bias, train, quick: bool) -> None:
+    rep.targets.extend(target_rows(measurements(s, copy_ms, rope, bias, train, quick)))

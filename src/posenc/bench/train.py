@@ -1,0 +1,86 @@
+"""Section `train`: training tokens/s of posenc.TransformerLM against x-transformers.
+
+Both models at the arena's default size (posenc.arena.config.task_config: dim, depth, heads,
+batch size, train length), vocabulary 256, the same encoding, ff multiplier 4, tied
+embeddings. One step: forward, cross-entropy, backward, AdamW step, on fixed random tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc import TransformerLM
+from posenc.arena.config import ArenaConfig, task_config
+from posenc.arena.tasks import build_task
+from posenc.bench.common import Sizes, optional, timeit
+from posenc.bench.report import Report, Row
+
+VOCAB = 256
+SMOKE = dict(dim=32, depth=1, heads=2, batch=2, T=16)  # --smoke: a tiny model
+# encoding -> the x-transformers keyword that turns it on (its Decoder has no registry)
+XT_ENCODING = {"rope": dict(rotary_pos_emb=True), "alibi": dict(alibi_pos_bias=True)}
+
+
+def arena_size() -> dict:
+    """The arena's default model and batch on its first algorithmic task (copy)."""
+    c = task_config(ArenaConfig(), "copy")
+    T = build_task("copy").tokens(c.train_len)
+    return dict(dim=c.dim, depth=c.depth, heads=c.heads, batch=c.batch_size, T=T)
+
+
+def xtransformers_model(cfg: dict, encoding: str, vocab: int):
+    from x_transformers import Decoder, TransformerWrapper
+
+    return TransformerWrapper(
+        num_tokens=vocab, max_seq_len=cfg["T"], use_abs_pos_emb=False,
+        attn_layers=Decoder(
+            dim=cfg["dim"], depth=cfg["depth"], heads=cfg["heads"],
+            attn_dim_head=cfg["dim"] // cfg["heads"], ff_mult=4, **XT_ENCODING[encoding],
+        ),
+        tie_embedding=True,  # posenc ties the output head to the embedding too
+    )  # fmt: skip
+
+
+def bench_train(rep: Report, s: Sizes, device: str) -> dict:
+    """Rows "train" (ratio: posenc's tokens/s / the row's); {encoding: {impl: tokens/s}}."""
+    cfg, vocab = arena_size(), VOCAB
+    if s.B == 1:  # --smoke
+        cfg = SMOKE
+    B, T = cfg["batch"], cfg["T"]
+    out = {}
+    xt = optional("x_transformers")
+    if xt is None:
+        rep.notes.append("x-transformers not installed: training comparison skipped")
+    for encoding in s.train_encodings:
+        models = {
+            "posenc": TransformerLM(
+                vocab, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding, max_len=T
+            )
+        }
+        if xt is not None:
+            models["x-transformers"] = xtransformers_model(cfg, encoding, vocab)
+        case = f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} B={B} T={T}"
+        speeds = {}
+        for name, model in models.items():
+            model.to(device).train()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            g = torch.Generator().manual_seed(0)
+            x = torch.randint(0, vocab, (B, T + 1), generator=g).to(device)  # [B, T+1] tokens
+
+            def step(model=model, opt=opt, x=x):
+                logits = model(x[:, :-1])  # [B, T, vocab]
+                loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+            ms = timeit(step, device, s.train_steps, warmup=3)
+            speeds[name] = B * T / (ms / 1e3)
+            params = sum(p.numel() for p in model.parameters())
+            note = f"{speeds[name]:,.0f} tok/s, {params:,} params"
+            rep.rows.append(Row("train", case, name, ms, None, note=note))
+        for row in rep.rows:
+            if row.section == "train" and row.case == case:
+                row.ratio = speeds["posenc"] / speeds[row.impl]  # their time / ours
+        out[encoding] = speeds
+    return out

@@ -1,0 +1,94 @@
+"""Subprocess workers and peak memory: each measured path runs in a process of its own.
+
+A worker is `python -m posenc.bench --worker SPEC` (SPEC: JSON); it prints one JSON line, the
+last line of its stdout. A fresh process per path means one library's caches (allocator,
+thread pools, compiled kernels) never count against another.
+
+Peak extra memory of one call (CPU, Linux): freed heap memory is given back (glibc
+malloc_trim) and the peak resident set size reset ("5" into /proc/self/clear_refs), the call
+runs, and peak extra = VmHWM - VmRSS before the call: every byte the call made resident,
+allocator caches included. Without clear_refs: the growth of ru_maxrss (an underestimate when
+an earlier peak was higher). CUDA: torch.cuda.max_memory_allocated minus what was allocated
+before the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import json
+import subprocess
+import sys
+
+import torch
+
+from posenc.bench.common import GB
+
+
+def proc_status_kb(field: str) -> int | None:
+    """A field of /proc/self/status in kB (VmRSS, VmHWM), or None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Give freed heap memory back to the OS (glibc malloc_trim, so a later allocation cannot
+    reuse resident pages unseen), then reset the peak RSS (VmHWM) to the current RSS (Linux
+    >= 4.0, /proc/self/clear_refs)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_extra_bytes(run, device: str) -> int:
+    """Peak extra memory of one run() in bytes (module doc); run() was warmed up before."""
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        run()
+        return torch.cuda.max_memory_allocated() - base
+    if reset_peak_rss() and proc_status_kb("VmHWM") is not None:
+        base = proc_status_kb("VmRSS")
+        run()
+        return (proc_status_kb("VmHWM") - base) * 1024
+    import resource  # stdlib, Unix only: imported where the fallback needs it
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
+
+
+def available_memory() -> float:
+    """Bytes the OS can still give (MemAvailable), or the GPU's free memory."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return float(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 * GB
+
+
+def run_worker(spec: dict) -> list[dict]:
+    """Run one worker (`posenc.bench --worker`) in a fresh process; its JSON result."""
+    cmd = [sys.executable, "-m", "posenc.bench", "--worker", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,81 @@
+"""The shared set-up of the rotary encodings (posenc.encodings.rotary): the head dim Dh from
+`head_dim`, else `dim // heads`, else `dim`, else from q at the first call; the rotary dim R
+(<= Dh, a multiple of 2, or 4 for rope_2d) from `rotary_dim`, else Dh; base and layout."""
+
+from __future__ import annotations
+
+from posenc import functional as PF
+from posenc.base import PositionalEncoding
+
+
+def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
+    """Dh from the standard keywords, or None when none is given."""
+    for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    if head_dim is not None:
+        return head_dim
+    if dim is None:
+        return None
+    if heads and dim % heads:
+        raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
+    return dim // (heads or 1)
+
+
+def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(f"rotary_dim must be an int or None, got {type(rotary_dim).__name__}")
+    if rotary_dim < multiple or rotary_dim % multiple:
+        what = "pairs rotate" if multiple == 2 else "half the pairs per axis"
+        raise ValueError(
+            f"rotary_dim must be a positive multiple of {multiple} ({what}), got {rotary_dim}"
+        )
+    if head_dim is not None and rotary_dim > head_dim:
+        raise ValueError(
+            f"rotary_dim must be <= head_dim={head_dim} (allowed: multiples of {multiple} "
+            f"up to {head_dim}), got {rotary_dim}"
+        )
+    return rotary_dim
+
+
+class RotaryEncoding(PositionalEncoding):
+    """Shared set-up of the rotary family: head dim, rotary dim, base, layout."""
+
+    family = "rotary"
+    _multiple = 2  # the rotary dim must be a multiple of this
+
+    def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
+        super().__init__()
+        self.head_dim = head_dim_of(dim, heads, head_dim)
+        if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
+            raise ValueError(f"base must be a number > 1, got {base!r}")
+        if layout not in PF.ROPE_LAYOUTS:
+            raise ValueError(f"layout must be one of {PF.ROPE_LAYOUTS}, got {layout!r}")
+        self.base, self.layout = float(base), layout
+        if rotary_dim is not None:
+            rotary_dim = check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
+        self._rotary_dim = rotary_dim
+
+    def rotary_dim(self, head_dim: int | None = None) -> int:
+        """R for inputs of head dim `head_dim` (default: the constructed one)."""
+        dh = self.head_dim if head_dim is None else head_dim
+        if self.head_dim is not None and head_dim is not None and head_dim != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {head_dim}, but this encoding was built with "
+                f"head_dim={self.head_dim}"
+            )
+        if self._rotary_dim is not None:
+            return check_rotary_dim(self._rotary_dim, dh, self._multiple)
+        if dh is None:
+            raise ValueError("head_dim is needed: pass head_dim= (or dim= and heads=)")
+        if dh % self._multiple:
+            raise ValueError(
+                f"head_dim={dh} is not a multiple of {self._multiple}: pass rotary_dim= "
+                f"(a multiple of {self._multiple}, <= {dh}) to rotate part of each head"
+            )
+        return dh
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"

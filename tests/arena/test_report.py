@@ -1,0 +1,141 @@
+"""The arena's findings and report from synthetic rows: every verdict computed from the numbers
+(median over seeds, spread shown), encodings below the in-distribution bar left out and shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
+from posenc.arena.findings import BAR, addition, kazemnejad, ruoss
+from posenc.arena.report import findings, style, write_report
+from posenc.arena.results import Results
+from posenc.explain.claims import Claim
+
+META = dict(config_hash="h", config="{}", posenc_version="0", torch_version="t", wall_time=1.0)
+
+
+def row(task, enc, seed, L, E, metric, value):
+    status = "n/a" if value is None else "ok"
+    return dict(task=task, encoding=enc, seed=seed, train_len=L, eval_len=E, metric=metric,
+                value=value, status=status, reason="past its table" if value is None else None,
+                **META)  # fmt: skip
+
+
+def lm_rows(ppl):
+    """ppl: encoding -> [ppl at L, 2L, 4L, 8L], L = 8, three seeds (+0, +0.02, +0.04)."""
+    return [row("lm", enc, seed, 8, E, "ppl", None if v is None else v + 0.02 * seed)
+            for enc, vals in ppl.items() for seed in range(3)
+            for E, v in zip((8, 16, 32, 64), vals)]  # fmt: skip
+
+
+GOOD = {
+    "sinusoidal": [10, 30, 80, 200], "learned": [10, None, None, None],
+    "alibi": [10, 9.9, 9.8, 9.8], "kerple": [10, 10, 10.1, 10.1], "t5": [10, 10.2, 11, 12],
+    "rope": [10, 12, 20, 40], "rope+ntk": [10.5, 11, 13, 18], "rope+yarn": [10.4, 11, 14, 19],
+    "rope+dynamic": [10, 11, 14, 20],
+}  # fmt: skip
+
+
+def by_claim(rows) -> dict[str, Claim]:
+    return {f.claim[:12]: f for f in findings(Results(rows))}
+
+
+def test_lm_findings_are_computed_from_the_numbers(tmp_path):
+    found = by_claim(lm_rows(GOOD))
+    lm = ["Sinusoidal p", "Learned abso", "ALiBi (and K", "T5 bias hold", "Zero-shot NT"]
+    assert [found[k].verdict for k in lm] == ["reproduced"] * 5
+    assert found["Copy/reverse"].verdict == "not measured"  # no tasks in these rows
+    bad = dict(GOOD, sinusoidal=[10, 10.5, 11, 12], alibi=[10, 12, 15, 30],
+               **{"rope+ntk": [10, 12, 25, 50]})  # fmt: skip
+    found = by_claim(lm_rows(bad))
+    assert found["Sinusoidal p"].verdict == "not reproduced"
+    assert "10.02 [10.00–10.04] at L=8 → 10.52 [10.50–10.54] at 16" in found["Sinusoidal p"].result
+    assert found["ALiBi (and K"].verdict == "not reproduced"
+    assert found["Zero-shot NT"].verdict == "not reproduced"
+    assert "only some beat raw RoPE" in found["Zero-shot NT"].result
+    index = write_report(lm_rows(GOOD), str(tmp_path / "out"))
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert index.endswith("index.html") and "| learned | 10.02 [10.00–10.04] | n/a |" in md
+    assert (tmp_path / "out" / "lm_L8_ppl.png").stat().st_size > 1000
+
+
+ENCS = ("nope", "t5", "alibi", "rope", "sinusoidal")
+
+
+def task_rows(exact: dict, tok: dict, at_L: dict | None = None, tasks=("copy", "reverse", "sort"),
+              L=4, seeds=3) -> list[dict]:  # fmt: skip
+    """Exact match / token accuracy: at_L[enc] at sizes <= L, exact[enc] / tok[enc] beyond."""
+    out = []
+    for task in tasks:
+        for enc in exact:
+            for seed in range(seeds):
+                for E in range(1, 2 * L + 1):
+                    ind = E <= L
+                    acc = (at_L or {}).get(enc, 1.0) if ind else exact[enc] + 0.01 * seed
+                    ta = 1.0 if ind else tok[enc]
+                    out += [row(task, enc, seed, L, E, "accuracy", acc),
+                            row(task, enc, seed, L, E, "token_accuracy", ta)]  # fmt: skip
+    return out
+
+
+RANKED = dict(nope=0.8, t5=0.8, alibi=0.5, rope=0.2, sinusoidal=0.2)
+UNRANKED = dict(nope=0.2, t5=0.2, alibi=0.5, rope=0.8, sinusoidal=0.8)
+ZERO = dict.fromkeys(ENCS, 0.0)
+
+
+def test_kazemnejad_ranks_by_exact_match_over_L_plus_1_to_2L():
+    f = kazemnejad(Results(task_rows(RANKED, UNRANKED)))
+    assert f.verdict == "reproduced" and "Ranked by exact match" in f.result
+    assert "nope 1.00 → 0.81 [0.80–0.82] / 0.20" in f.result  # median [min–max] over seeds
+    f = kazemnejad(Results(task_rows(UNRANKED, RANKED)))
+    assert f.verdict == "not reproduced" and "not above" in f.result
+
+
+def test_kazemnejad_falls_back_to_token_accuracy_when_no_exact_match_survives():
+    f = kazemnejad(Results(task_rows(ZERO, RANKED)))
+    assert f.verdict == "reproduced" and "Ranked by token accuracy" in f.result
+    between = dict(RANKED, alibi=0.1)
+    f = kazemnejad(Results(task_rows(ZERO, between)))
+    assert f.verdict == "not reproduced" and "ALiBi not between" in f.result
+
+
+def test_an_encoding_below_the_bar_is_left_out_with_its_number():
+    low = {"nope": BAR - 0.1}
+    f = kazemnejad(Results(task_rows(RANKED, UNRANKED, at_L=low, tasks=("copy",))))
+    assert f.verdict == "inconclusive" and "(below the bar: left out)" in f.result
+    rows = task_rows(RANKED, UNRANKED, at_L=low, tasks=("copy",))
+    rows += task_rows(RANKED, UNRANKED, tasks=("sort",))
+    f = kazemnejad(Results(rows))
+    assert f.verdict == "reproduced" and "over sort:" in f.result  # copy left out
+
+
+def test_ruoss_compares_randomized_with_its_base():
+    encs = {"rope": 0.0, "sinusoidal": 0.0, "randomized:rope": 0.0, "randomized:sinusoidal": 0.0}
+    tok = {"rope": 0.3, "sinusoidal": 0.2, "randomized:rope": 0.6, "randomized:sinusoidal": 0.5}
+    f = ruoss(Results(task_rows(encs, tok)))
+    assert f.verdict == "reproduced" and "randomized:rope +30.0 points" in f.result
+    f = ruoss(Results(task_rows(encs, dict(tok, **{"randomized:sinusoidal": 0.1}))))
+    assert f.verdict == "not reproduced"
+    f = ruoss(Results(task_rows(encs, tok, at_L={"randomized:rope": 0.5})))
+    assert "below the bar" in f.result
+
+
+@pytest.mark.parametrize("far, verdict", [(0.1, "reproduced"), (0.9, "not reproduced")])
+def test_addition_is_judged_at_1_1_1_25_1_5_times_the_digits(far, verdict):
+    L = 8  # sizes 9, 10, 12
+    rows = []
+    for enc, at_L in (("rope", 1.0), ("nope", 0.2)):
+        for seed in range(3):
+            for E in range(1, 2 * L + 1):
+                acc = at_L if E <= L else (0.9 if E <= 10 else far)
+                rows.append(row("addition", enc, seed, L, E, "accuracy", acc))
+    f = addition(Results(rows))
+    assert f.verdict == verdict
+    assert "at 9 (1.1×), 0.90 at 10 (1.25×)" in f.result
+    assert "nope 0.20 at L (below the bar: left out)" in f.result
+
+
+def test_every_default_label_gets_its_own_colour_and_line_style():
+    labels = list(dict.fromkeys(LM_ENCODINGS + ALGORITHMIC_ENCODINGS))
+    styles = {(style(e)["color"], style(e)["ls"], style(e)["marker"]) for e in labels}
+    assert len(styles) == len(labels)

@@ -1,0 +1,145 @@
+"""`posenc bench` runs and prints its table (timings are never asserted); the targets table
+judges made-up measurements."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from posenc import bench
+from posenc.bench.attention import bias_case_worker
+from posenc.bench.common import Sizes
+from posenc.bench.targets import TARGETS, measurements, target_rows
+from posenc.cli import main as cli_main
+
+# section name (--sections) -> the row sections it prints
+ROW_SECTIONS = {
+    "copy": {"copy"},
+    "rope": {"copy", "rope fwd", "rope fwd+bwd"},  # rope's "of limit" needs the copy time
+    "table": {"sin table"},
+    "bias": {"bias attn"},
+    "train": {"train"},
+}
+
+
+def test_smoke_prints_table_targets_and_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for needle in ("rope fwd", "rope fwd+bwd", "sin table", "bias attn", "train", "targets:"):
+        assert needle in text
+    data = json.loads(out.read_text())
+    impls = {r["impl"] for r in data["rows"]}
+    assert {"posenc", "posenc in-place", "posenc out=", "transformers"} <= impls
+    assert all(t["status"] in ("PASS", "FAIL", "N/A") for t in data["targets"])
+    assert data["machine"]["threads"] == 2
+    # every section module ran, and every target of the table was judged, in its order
+    assert {r["section"] for r in data["rows"]} == set().union(*ROW_SECTIONS.values())
+    assert [t["target"] for t in data["targets"]] == list(TARGETS)
+
+
+def test_one_section_runs_alone(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--sections", "table", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {r["section"] for r in data["rows"]} == ROW_SECTIONS["table"]
+    assert {t["status"] for t in data["targets"]} == {"N/A"}
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
+@pytest.mark.parametrize("path", ["posenc", "materialized"])
+def test_bias_worker_every_encoding_and_path(name, path):
+    """What one `--worker` subprocess runs (in process here, tiny): every (encoding, path)."""
+    if path == "materialized" and name in ("alibi", "t5"):
+        pytest.importorskip("transformers")
+    spec = dict(
+        device="cpu", encoding=name, path=path, T=[16, 32], H=2, Dh=8, repeats=1,
+        threads=torch.get_num_threads(),
+    )  # fmt: skip
+    results = bias_case_worker(spec)
+    assert [r["T"] for r in results] == [16, 32]
+    assert all(r["ms"] > 0 and r["peak_mb"] >= 0 for r in results)
+
+
+def test_bad_arguments():
+    assert cli_main(["bench", "--sections", "rope,warp"]) == 2
+    with pytest.raises(ValueError, match="--threads"):
+        bench.main(["--threads", "0"])
+
+
+# ------------------------------------------------------------------------------ targets
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_each_target_judged_against_its_threshold(target):
+    key, how, threshold = TARGETS[target]
+    better, worse = (1 + 1e-6, 1 - 1e-6) if how == ">=" else (1 - 1e-6, 1 + 1e-6)
+    for factor, status in ((better, "PASS"), (1.0, "PASS"), (worse, "FAIL")):
+        (row,) = [r for r in target_rows({key: (threshold * factor, "v")}) if r["target"] == target]
+        assert (row["status"], row["value"], row["note"]) == (status, "v", ""), factor
+    (row,) = [r for r in target_rows({key: "why not"}) if r["target"] == target]
+    assert (row["status"], row["value"], row["note"]) == ("N/A", "-", "why not")
+
+
+def test_targets_from_made_up_results():
+    """Ratios just over / under each threshold, through measurements() and the table."""
+    rope = {
+        "fwd": {"posenc": 1.0, "posenc in-place": 0.302, "transformers": 3.01},
+        "bwd": {"posenc": 1.0, "transformers": 2.99},
+    }
+    bias = {
+        "t5": {
+            "posenc": {8192: {"ms": 1.0, "peak_mb": 2.0}, 16384: {"ms": 4.0, "peak_mb": 1075.0}},
+            "materialized": {4096: {"ms": 2.0, "peak_mb": 9.0}, 8192: {"ms": 0.99, "peak_mb": 9}},
+        },
+        "alibi": {
+            "posenc": {4096: {"ms": 1.0, "peak_mb": 1.0}, 16384: {"ms": 1.0, "peak_mb": 1076.0}},
+            "materialized": {4096: {"ms": 1.01, "peak_mb": 9.0}},
+        },
+    }
+    train = {"rope": {"posenc": 1210.0, "x-transformers": 1000.0}}
+    got = measurements(Sizes(), 0.2, rope, bias, train, quick=False)
+    rows = {r["target"]: (r["status"], r["value"]) for r in target_rows(got)}
+    assert rows == {
+        "out-of-place RoPE >= 3x transformers": ("PASS", "3.0x"),
+        "in-place RoPE >= 10x transformers": ("FAIL", "10.0x"),  # 9.97, printed rounded
+        "fwd+bwd RoPE >= 3x transformers": ("FAIL", "3.0x"),
+        "in-place RoPE within 1.5x of copy": ("FAIL", "1.51x"),
+        "t5 T=16384 peak extra memory <= 1/8 of 8.6 GB": ("PASS", "1075 MB"),
+        "t5 no slower than materialized (largest T where it fits)": ("FAIL", "0.99x at T=8192"),
+        "alibi T=16384 peak extra memory <= 1/8 of 8.6 GB": ("FAIL", "1076 MB"),
+        "alibi no slower than materialized (largest T where it fits)": ("PASS", "1.01x at T=4096"),
+        "TransformerLM training >= 1.2x x-transformers (rope)": ("PASS", "1.21x"),
+    }
+
+
+def test_targets_not_measured_say_why():
+    smoke = Sizes(B=1, H=2, T=64, Dh=32)
+    rope = {"fwd": {"posenc": 1.0, "transformers": 9.0}, "bwd": {}}
+    rows = target_rows(measurements(smoke, 0.1, rope, {}, None, quick=True))
+    assert {r["status"] for r in rows} == {"N/A"}
+    notes = {r["target"]: r["note"] for r in rows}
+    assert notes["out-of-place RoPE >= 3x transformers"].startswith("not at the target shape")
+    assert notes["t5 T=16384 peak extra memory <= 1/8 of 8.6 GB"] == (
+        "T=16384 not in this run (--quick)"
+    )
+    assert notes["TransformerLM training >= 1.2x x-transformers (rope)"] == "not measured"
+    rows = target_rows(measurements(Sizes(), None, {"fwd": {}, "bwd": {}}, None, None, False))
+    assert rows[0]["note"] == "transformers not measured" and rows[3]["note"] == ""
+
+
+@pytest.mark.slow
+def test_quick_runs_under_two_minutes():
+    """The issue's command itself (marked slow: about 1-2 minutes of CPU)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "posenc", "bench", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "targets:" in proc.stdout and "posenc in-place" in proc.stdout
