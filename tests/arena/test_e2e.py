@@ -93,6 +93,16 @@ def start(db, out):
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+def finish(proc, timeout=300):
+    """proc's stderr once it exits; killed (never left behind) if it runs past `timeout`."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_sigkill_mid_training_resumes_without_losing_rows(tmp_path):
     db, out = str(tmp_path / "a.sqlite"), str(tmp_path / "out")
     proc = start(db, out)
@@ -108,7 +118,7 @@ def test_sigkill_mid_training_resumes_without_losing_rows(tmp_path):
         first = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
     assert len(first) == 4 and {r[2] for r in first} == {"nope"}
     proc = start(db, out)
-    _, err = proc.communicate(timeout=300)
+    err = finish(proc)
     assert proc.returncode == 0, err
     assert "copy/alibi/seed0: resuming at step" in err
     with sqlite3.connect(db) as conn:
@@ -122,7 +132,7 @@ def test_sigkill_mid_training_resumes_without_losing_rows(tmp_path):
     # the resumed run equals an uninterrupted one
     ref_db, ref_out = str(tmp_path / "ref.sqlite"), str(tmp_path / "ref")
     proc = start(ref_db, ref_out)
-    proc.communicate(timeout=300)
+    finish(proc)
     with sqlite3.connect(ref_db) as conn:
         ref = conn.execute("SELECT encoding, eval_len, metric, value FROM results").fetchall()
     got = {(a[2], a[5], a[6]): a[7] for a in after}  # (encoding, eval_len, metric) -> value

@@ -171,7 +171,13 @@ def test_two_runs_on_one_database_share_the_work(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", SHARE, db, out], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]  # fmt: skip
-    outs = [p.communicate(timeout=300) for p in procs]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:  # never leave a run behind
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert all(p.returncode == 0 for p in procs), outs
     assert rows(db) == rows(ref.db)
     written = [int(o.strip().splitlines()[-1]) for o, _ in outs]

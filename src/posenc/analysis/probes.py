@@ -9,13 +9,13 @@ import torch
 import posenc
 from posenc.analysis.measures import Measure, na
 from posenc.base import PositionalEncoding
+from posenc.checks import grid_positions
 
 
 def lay_out(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
     """[T] -> the positions the encoding takes: for 2-D / 3-D ones the diagonal (t, t[, t])
     [T, P], so an offset k in t is the same offset (k, k) everywhere."""
-    P = enc.position_dims
-    return positions if P == 1 else positions[:, None].expand(-1, P).contiguous()
+    return grid_positions(positions, enc.position_dims).contiguous()
 
 
 @torch.no_grad()

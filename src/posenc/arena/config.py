@@ -11,7 +11,6 @@ rope scaling (no training of its own).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from posenc.arena.tasks import TASK_NAMES
@@ -122,10 +121,6 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
         eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
         eval_tokens=cfg.eval_tokens, **pick,
     )  # fmt: skip
-
-
-def replace(cfg: ArenaConfig, **kw) -> ArenaConfig:
-    return dataclasses.replace(cfg, **kw)
 
 
 # ----------------------------------------------------------------------------- labels

@@ -153,10 +153,15 @@ def write_report(rows: list[dict], out: str) -> str:
     found = findings(res) if rows else []
     tabs = in_distribution(res) + tables(res)
     pngs = plots(res, out) if rows else []
-    finding_rows = [[f.claim, f.paper, f.result, f.verdict] for f in found]
+    # only the findings this run measured; the others in one line under the table
+    finding_rows = [[f.claim, f.paper, f.result, f.verdict] for f in found
+                    if f.verdict != "not measured"]  # fmt: skip
+    unmeasured = [f.claim for f in found if f.verdict == "not measured"]
+    note = ("Not measured by this run (its tasks or encodings are not in it): "
+            + "; ".join(unmeasured) + ".") if unmeasured else ""  # fmt: skip
     header = ["published finding", "paper", "this run", "verdict"]
     md = ["# posenc arena results", "", _run_summary(res) if rows else "No rows yet.", ""]
-    md += ["## Published findings", "", _md_table(header, finding_rows), ""]
+    md += ["## Published findings", "", _md_table(header, finding_rows), "", note, ""]
     for title, h, r in tabs:
         md += [f"## {title}", "", _md_table(h, r), ""]
     md += ["## Plots", ""] + [f"![{c}]({n})" for n, c in pngs] + [""]
@@ -165,7 +170,8 @@ def write_report(rows: list[dict], out: str) -> str:
     body = [
         f"<h1>posenc arena</h1><p>{html.escape(_run_summary(res) if rows else 'No rows yet.')}</p>"
     ]
-    body += ["<h2>Published findings</h2>", _html_table(header, finding_rows)]
+    body += ["<h2>Published findings</h2>", _html_table(header, finding_rows),
+             f"<p>{html.escape(note)}</p>"]  # fmt: skip
     body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>{html.escape(c)}'
              "</figcaption></figure>" for n, c in pngs]  # fmt: skip
     for title, h, r in tabs:

@@ -103,12 +103,15 @@ def fmt_time(s: float) -> str:
     return f"{s:.0f}s" if s < 90 else f"{s / 60:.1f}m" if s < 5400 else f"{s / 3600:.1f}h"
 
 
-def summarize(rows) -> str:
+def summarize(rows, train_len: int) -> str:
+    """The main metric at L, at 2L and at the longest length (where measured)."""
     main = {r.eval_len: r for r in rows if r.metric in ("ppl", "accuracy")}
+    show = sorted({e for e in (train_len, 2 * train_len, max(main, default=0)) if e in main})
     parts = []
-    for e, r in sorted(main.items())[:4]:
+    for e in show:
+        r = main[e]
         parts.append(f"{r.metric}@{e}=" + ("n/a" if r.value is None else f"{r.value:.3g}"))
-    return ", ".join(parts) + (", ..." if len(main) > 4 else "")
+    return ", ".join(parts)
 
 
 def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
@@ -137,7 +140,7 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
                 store.write_cell(rows, config=res.cell.cfg, config_hash=res.cell.hash,
                                  wall_time=res.wall, **versions)  # fmt: skip
                 written += len(rows)
-            progress.cell_done(res.cell.name, summarize(res.rows), res.wall)
+            progress.cell_done(res.cell.name, summarize(res.rows, res.cell.train_len), res.wall)
         store.release(job.key, owner)
 
     try:
@@ -145,6 +148,7 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     finally:
         progress.close()
     for job, err in failed:
+        store.release(job.key, owner)
         print(f"arena: {job.cells[0][0].name} failed: {type(err).__name__}: {err}",
               file=sys.stderr)  # fmt: skip
     if failed:

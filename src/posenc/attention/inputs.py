@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.checks import check_positions
+from posenc.checks import check_positions, grid_positions
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
@@ -47,7 +47,7 @@ def prepare_positions(
     """Validated positions, or the default arange(offset, offset + T) ([T] or [T, P])."""
     if positions is None:
         pos = torch.arange(offset, offset + T, device=device)
-        return pos[:, None].expand(T, P) if P > 1 else pos
+        return grid_positions(pos, P)
     nd = 1 if P == 1 else 2  # dims of the unbatched form
     want = f"[{T}] or [B={B}, {T}]" if P == 1 else f"[{T}, {P}] or [B={B}, {T}, {P}]"
     if not isinstance(positions, torch.Tensor):

@@ -36,8 +36,9 @@ class Randomized(PositionalEncoding):
 
     Every hook of HOOKS (but sample_positions, its own) calls the inner encoding's
     (`self.inner`), and every fact of FACTS is the inner's, so a hook added to the interface
-    later is forwarded too. The class-level family
-    is "none" since the wrapper itself adds no signal; an instance reports its inner's family.
+    later is forwarded too. The class-level family is "none" since the wrapper itself adds no
+    signal; an instance reports its inner's family. The inner is built with train_len =
+    sample_len (training positions reach it: tables cover it, T5 / FIRE scale to it).
     """
 
     family = "none"
@@ -70,8 +71,6 @@ class Randomized(PositionalEncoding):
         elif isinstance(encoding, str):
             if encoding.strip().lower() == "randomized":
                 raise ValueError("encoding must be another encoding, not 'randomized' itself")
-            # training positions reach sample_len - 1: tables must cover them, and settings
-            # scaled to the training length (T5's buckets, FIRE's L) scale to sample_len
             std = dict(dim=dim, heads=heads, head_dim=head_dim, train_len=sample_len)
             std["max_len"] = None if max_len is None else max(max_len, sample_len)
             inner = lookup("encoding", encoding, WRAPPABLE)(**{**std, **(encoding_kwargs or {})})
