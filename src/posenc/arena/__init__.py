@@ -1,11 +1,18 @@
 """posenc arena: train small Transformers per encoding, measure length generalization, report.
 
-tasks.py   the tasks behind one protocol, sample_batch(rng, batch_size, length) -> Batch
-corpus.py  byte-level corpora (default: the running Python's standard library)
-store.py   SQLite results, one row per measurement
-runner.py  train / evaluate / checkpoint / resume
-report.py  index.html, PNG plots, results.md and the published findings checked
-cli.py     `posenc arena ...`
+tasks.py        the tasks: sample(rng, sizes) -> Batch, sizes in the task's unit
+corpus.py       byte-level corpora (default: the running Python's standard library)
+config.py       the default grid and the training recipe per task, encoding labels
+cells.py        cells (task, label, seed) and the models they train
+train.py        training one model, checkpointed so a kill loses nothing
+evaluate.py     exact match / token accuracy per size, loss per position band
+workers.py      running groups of cells in N single-thread processes
+runner.py       what is left, leases, writing rows as they come (the only writer)
+store.py        SQLite results (and leases), one row per measurement
+results.py      rows grouped per seed: median and spread
+findings*.py    the published findings, each a Claim computed from the rows
+report.py       index.html, PNG plots, results.md
+cli.py          `posenc arena ...`
 """
 
 from posenc.arena.tasks import TASK_NAMES, Batch, build_task
