@@ -146,10 +146,8 @@ def validate_encodings(labels: list[str]) -> None:
         base, variant = split_label(label)
         name, kwargs = encoding_of(base)
         resolve(name)  # ValueError with the closest names
-        if kwargs:
-            resolve(kwargs["encoding"])
-            if resolve(kwargs["encoding"]) is resolve("randomized"):
-                raise ValueError(f"{label!r}: randomized cannot wrap itself")
+        if kwargs and resolve(kwargs["encoding"]) is resolve("randomized"):
+            raise ValueError(f"{label!r}: randomized cannot wrap itself")
         if variant is not None and (base != "rope" or variant not in VARIANTS):
             known = [f"rope+{v}" for v in VARIANTS]
             close = closest_names(label, known)
