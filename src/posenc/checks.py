@@ -23,10 +23,6 @@ def check_int(name: str, value, *, low: int | None = None, even: bool = False) -
     return value
 
 
-def check_positive_int(name: str, value) -> int:
-    return check_int(name, value, low=1)
-
-
 def check_float(name: str, value, *, gt: float | None = None, ge: float | None = None) -> float:
     """value as a finite float with value > gt / >= ge; bool is not a number here."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -22,11 +22,6 @@ TOKENS_PER_FORWARD = 8192
 MATERIALIZE = 2**22  # largest heads * T * T bias for which evaluation uses sdpa
 
 
-def encoding_limit(model: TransformerLM) -> int | None:
-    """The hard position limit of the model's encoding (a learned table), None if unbounded."""
-    return model.encoding.max_len
-
-
 def variant_model(model: TransformerLM, cell: Cell, device: str) -> TransformerLM:
     """The trained rope model rebuilt with the cell's zero-shot rope scaling."""
     kwargs = json.loads(json.dumps(cell.train_cfg["model"]))
@@ -51,7 +46,7 @@ def evaluate(model: TransformerLM, task, cell: Cell, size: int, tc: TaskConfig,
     row = lambda m, v, status="ok", reason=None: Row(  # noqa: E731
         cell.task, cell.label, cell.seed, cell.train_len, size, m, v, status, reason
     )
-    T, limit = task.tokens(size), encoding_limit(model)
+    T, limit = task.tokens(size), model.encoding.max_len  # a hard limit: a learned table
     if limit is not None and limit < T:
         reason = f"{cell.label} has a table of {limit} positions; {T} tokens need more"
         return [row(m, None, "n/a", reason) for m in metrics]
@@ -61,10 +56,11 @@ def evaluate(model: TransformerLM, task, cell: Cell, size: int, tc: TaskConfig,
     per_chunk = min(max(1, TOKENS_PER_FORWARD // T), MATERIALIZE // (tc.heads * T * T))
     backend = model.attn_backend
     model.attn_backend = "auto" if per_chunk < 1 else "sdpa"
+    per_chunk = max(1, per_chunk)
     try:
         nll, hit = [], []
-        for i in range(0, batch.inputs.shape[0], max(1, per_chunk)):
-            x, y = (t[i : i + max(1, per_chunk)].to(device) for t in batch[:2])
+        for i in range(0, batch.inputs.shape[0], per_chunk):
+            x, y = (t[i : i + per_chunk].to(device) for t in batch[:2])
             logits = model(x).float()  # [b, T, V]
             nll.append(F.cross_entropy(logits.transpose(1, 2), y, reduction="none").cpu())
             hit.append((logits.argmax(-1) == y).cpu())

@@ -123,18 +123,18 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     versions = {"posenc_version": __version__, "torch_version": torch.__version__}
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     progress, written = Progress(jobs), 0
-    sizes = {j.key: dict((c.label, s) for c, s in j.cells) for j in jobs}
 
     def claim(job: Job) -> str:
-        fresh = [c for c, _ in job.cells if missing_sizes(store, c, sizes[job.key][c.label])]
+        fresh = [c for c, sizes in job.cells if missing_sizes(store, c, sizes)]
         if not fresh:
             return "done"
         return "take" if store.claim(job.key, owner, LEASE_SECONDS, stale) else "held"
 
     def on_result(job: Job, results) -> None:
         nonlocal written
+        wanted = {c.label: sizes for c, sizes in job.cells}
         for res in results:
-            todo = set(missing_sizes(store, res.cell, sizes[job.key][res.cell.label]))
+            todo = set(missing_sizes(store, res.cell, wanted[res.cell.label]))
             rows = [r for r in res.rows if r.eval_len in todo]  # another run may have written
             if rows:
                 store.write_cell(rows, config=res.cell.cfg, config_hash=res.cell.hash,
