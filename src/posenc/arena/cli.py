@@ -2,7 +2,8 @@
 
     posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--seeds N] [--steps N]
                  [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
-                 [--device D] [--workers N]
+                 [--device D] [--workers N] [--ray [ADDRESS]] [--cpus-per-cell N]
+                 [--gpus-per-cell N]
     posenc arena report [--db FILE] [--out DIR]
 
 Bad input prints one line and returns 2, before anything is written.
@@ -16,6 +17,7 @@ import sys
 
 import torch
 
+from posenc.arena.cluster import import_ray
 from posenc.arena.config import (
     DEFAULT_TASKS,
     VARIANTS,
@@ -33,7 +35,7 @@ QUICK = dict(
     tasks=["copy", "lm"],
     seeds=1,
     overrides={
-        "copy": dict(encodings=("nope", "t5", "alibi", "rope", "sinusoidal")),
+        "copy": dict(encodings=("nope", "t5", "alibi", "rope", "sinusoidal"), steps=3000),
         "lm": dict(
             encodings=(
                 "learned",
@@ -81,9 +83,18 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--eval-lens", help="comma-separated eval lengths (default 1..2L; lm L..8L)")
     p.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1,
-        help="cells run in N processes of one thread each (default: the number of cores)",
+        "--workers", type=int,
+        help="cells run in N processes of one thread each (default: the number of cores); "
+        "with --ray, the cells in flight on the cluster (default: as many as fit)",
     )  # fmt: skip
+    p.add_argument(
+        "--ray", nargs="?", const="local", metavar="ADDRESS",
+        help="run the cells as Ray tasks: on a local Ray started for this run (no ADDRESS), "
+        "the cluster started on this machine (auto), or a head node HOST:PORT "
+        "(pip install 'posenc[ray]'; see docs/arena/cluster.md)",
+    )  # fmt: skip
+    p.add_argument("--cpus-per-cell", type=int, help="with --ray: CPUs (threads) per cell (1)")
+    p.add_argument("--gpus-per-cell", type=float, help="with --ray: GPUs per cell (0)")
     p.add_argument("--corpus", help="text file or directory for lm (default: Python's stdlib)")
     p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
     p.add_argument("--out", default=d.out, help=f"report and checkpoints (default {d.out})")
@@ -132,11 +143,12 @@ def config_from_args(args) -> ArenaConfig:
         kw["encodings"] = split_names(args.encodings, "--encodings")
         validate_encodings(kw["encodings"])
     for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len"),
-                      ("--workers", "workers")):  # fmt: skip
+                      ("--workers", "workers"), ("--cpus-per-cell", "cpus_per_cell")):  # fmt: skip
         value = getattr(args, key)
         positive(value, flag)
         if value is not None:
             kw[key] = value
+    kw.update(ray_options(args, kw))
     if args.eval_lens:
         kw["eval_lens"] = parse_lens(args.eval_lens)
     kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
@@ -149,16 +161,36 @@ def config_from_args(args) -> ArenaConfig:
                 f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_size} "
                 f"({task.unit})"
             )
-    check_device(cfg.device)
+    check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
     return cfg
 
 
-def check_device(device: str) -> None:
+def ray_options(args, kw: dict) -> dict:
+    """--ray, --cpus-per-cell, --gpus-per-cell and what --workers means with them."""
+    gpus = args.gpus_per_cell
+    if gpus is not None and not (gpus >= 0 and gpus == gpus):
+        raise ValueError(f"--gpus-per-cell must be >= 0, got {gpus}")
+    if args.ray is None:
+        if args.cpus_per_cell is not None or gpus is not None:
+            raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
+        return {"workers": kw.get("workers", os.cpu_count() or 1)}
+    if not args.ray.strip():
+        raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address for a local Ray")
+    import_ray()  # the install hint now, before anything runs
+    if gpus and not args.device.startswith("cuda"):
+        raise ValueError(f"--gpus-per-cell {gpus:g} needs --device cuda (got {args.device})")
+    out = {"ray": args.ray.strip(), "ray_slots": kw.pop("workers", None)}
+    if gpus is not None:
+        out["gpus_per_cell"] = gpus
+    return out
+
+
+def check_device(device: str, local: bool = True) -> None:
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
         raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    if local and dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")

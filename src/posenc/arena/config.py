@@ -36,8 +36,8 @@ DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
 # gradient clip 1.0, half of each batch at size L and half at sizes U(1..L), right-padded.
 ALGO = dict(dim=64, depth=4, heads=4, batch_size=32, lr=1e-3, steps=3000)
 TASK_DEFAULTS: dict[str, dict] = {
-    "copy": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
-    "reverse": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
+    "copy": dict(ALGO, train_len=8, steps=5000, encodings=ALGORITHMIC_ENCODINGS),
+    "reverse": dict(ALGO, train_len=8, steps=5000, encodings=ALGORITHMIC_ENCODINGS),
     "sort": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
     "addition": dict(ALGO, train_len=5, lr=2e-3, encodings=ALGORITHMIC_ENCODINGS),
     "passkey": dict(ALGO, train_len=32, encodings=ALGORITHMIC_ENCODINGS),
@@ -74,6 +74,10 @@ class ArenaConfig:
     out: str = "arena_out"
     device: str = "cpu"
     workers: int = 1
+    ray: str | None = None  # None: this machine; "local", "auto" or "HOST:PORT": a Ray cluster
+    cpus_per_cell: int = 1
+    gpus_per_cell: float = 0.0
+    ray_slots: int | None = None  # groups in flight on the cluster (default: what fits)
     eval_samples: int = 128  # instances per eval size (tasks)
     eval_tokens: int = 32768  # bytes of the valid split (lm), the same for every length
     checkpoint_seconds: float = 30.0

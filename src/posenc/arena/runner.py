@@ -20,9 +20,10 @@ from tqdm import tqdm
 
 from posenc import __version__
 from posenc.arena.cells import Cell, make_cells, metrics_for
+from posenc.arena.cluster import RayExecutor
 from posenc.arena.config import ArenaConfig, task_config
 from posenc.arena.store import Store
-from posenc.arena.workers import Job, run_jobs
+from posenc.arena.workers import Job, local_executor, run_jobs
 
 LEASE_SECONDS = 120.0  # a group's lease; renewed every <= 30 s while it runs
 
@@ -114,6 +115,15 @@ def summarize(rows, train_len: int) -> str:
     return ", ".join(parts)
 
 
+def executor(cfg: ArenaConfig, tasks: dict):
+    """Where the groups run: this machine's worker processes, or a Ray cluster (--ray)."""
+    if cfg.ray is None:
+        return local_executor(cfg.workers, tasks)
+    address = None if cfg.ray == "local" else cfg.ray
+    return RayExecutor(address, tasks, cpus_per_cell=cfg.cpus_per_cell,
+                       gpus_per_cell=cfg.gpus_per_cell, slots=cfg.ray_slots)  # fmt: skip
+
+
 def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     """Run every unfinished cell; returns the number of rows written."""
     cells, jobs = plan(cfg, tasks, store)
@@ -144,7 +154,7 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
         store.release(job.key, owner)
 
     try:
-        failed = run_jobs(jobs, cfg.workers, tasks, claim, on_result)
+        failed = run_jobs(jobs, executor(cfg, tasks), claim, on_result)
     finally:
         progress.close()
     for job, err in failed:

@@ -1,4 +1,5 @@
-"""Running groups of cells: in this process (workers=1) or in N worker processes of one thread.
+"""Running groups of cells: in this process (workers=1), in N worker processes of one thread,
+or on a Ray cluster (posenc.arena.cluster, the same executor interface).
 
 A job is one group (one trained model and the cells evaluated from it). Workers compute and
 return rows; only the parent writes the database, so there is one writer. A worker that dies
@@ -51,9 +52,10 @@ class CellResult:
 _TASKS: dict = {}  # a worker's tasks (the lm corpus is sent once per worker, not per job)
 
 
-def init_worker(tasks: dict) -> None:
+def init_worker(tasks: dict, threads: int = 1) -> None:
+    _TASKS.clear()
     _TASKS.update(tasks)
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
@@ -76,7 +78,9 @@ def run_job(job: Job) -> list[CellResult]:
 
 
 class InlineExecutor:
-    """The executor interface, running each job at submit (workers=1): one thread, as a worker."""
+    """Runs each job at submit (workers=1), on one thread, as a worker would."""
+
+    slots = 1
 
     def __init__(self, tasks: dict):
         self.threads = torch.get_num_threads()
@@ -90,28 +94,58 @@ class InlineExecutor:
             fut.set_exception(err)
         return fut
 
-    def shutdown(self, cancel_futures: bool = False) -> None:
+    def lost(self, err: BaseException) -> bool:
+        return False
+
+    def shutdown(self) -> None:
         torch.set_num_threads(self.threads)
 
 
-def executor(workers: int, tasks: dict):
-    if workers == 1:
-        return InlineExecutor(tasks)
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process with OpenMP threads
-    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker, initargs=(tasks,))
+class ProcessExecutor:
+    """N spawned worker processes of one thread each. A worker that dies breaks the whole pool
+    (`whole`): every job in flight is lost and the pool is started again."""
+
+    whole = True
+
+    def __init__(self, workers: int, tasks: dict):
+        self.slots, self.tasks = workers, tasks
+        self.pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with OpenMP threads
+        return ProcessPoolExecutor(self.slots, mp_context=ctx, initializer=init_worker,
+                                   initargs=(self.tasks,))  # fmt: skip
+
+    def submit(self, fn, job) -> Future:
+        return self.pool.submit(fn, job)
+
+    def lost(self, err: BaseException) -> bool:
+        return isinstance(err, BrokenProcessPool)
+
+    def restart(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+        self.pool = self._start()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
 
 
-def run_jobs(jobs, workers: int, tasks: dict, claim, on_result, max_restarts: int = 3):
-    """Run jobs with `workers` in flight. claim(job) -> "take" (this run does it), "held"
-    (another run holds it: retried later) or "done" (its rows are in the database: dropped);
-    on_result(job, results) writes. Returns the jobs that raised, as (job, error)."""
+def local_executor(workers: int, tasks: dict):
+    return InlineExecutor(tasks) if workers == 1 else ProcessExecutor(workers, tasks)
+
+
+def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3):
+    """Run jobs with `pool.slots` in flight on `pool` (an executor above, or a cluster's).
+    claim(job) -> "take" (this run does it), "held" (another run holds it: retried later) or
+    "done" (its rows are in the database: dropped); on_result(job, results) writes. A job whose
+    worker was lost (pool.lost(err)) is run again, at most `max_restarts` times in all. Returns
+    the jobs that raised, as (job, error)."""
     pending, failed, restarts = list(jobs), [], 0
-    pool = executor(workers, tasks)
     in_flight: dict[Future, Job] = {}
     try:
         while pending or in_flight:
             held = []
-            while pending and len(in_flight) < workers:
+            while pending and len(in_flight) < pool.slots:
                 job = pending.pop(0)
                 verdict = claim(job)
                 if verdict == "take":
@@ -123,27 +157,27 @@ def run_jobs(jobs, workers: int, tasks: dict, claim, on_result, max_restarts: in
                 time.sleep(2.0)  # every job left is held by another run (bounded by its lease)
                 continue
             done, _ = wait(in_flight, timeout=30.0, return_when=FIRST_COMPLETED)
-            broken = False
+            lost = []
             for fut in done:
                 job = in_flight.pop(fut)
                 err = fut.exception()
-                if isinstance(err, BrokenProcessPool):
-                    broken = True
-                    pending.insert(0, job)
+                if err is not None and pool.lost(err):
+                    lost.append(job)
                 elif err is not None:
                     failed.append((job, err))  # one job failing does not stop the grid
                 else:
                     on_result(job, fut.result())
-            if broken:
+            if lost:
                 restarts += 1
                 if restarts > max_restarts:
-                    raise RuntimeError(f"worker processes died {restarts} times; giving up")
-                pending = list(in_flight.values()) + pending
-                in_flight.clear()
-                pool.shutdown(cancel_futures=True)
-                pool = executor(workers, tasks)
+                    raise RuntimeError(f"workers were lost {restarts} times; giving up")
+                if getattr(pool, "whole", False):
+                    lost += list(in_flight.values())
+                    in_flight.clear()
+                    pool.restart()
+                pending = lost + pending
             for job in in_flight.values():
                 claim(job)  # renews the lease of a job still running
     finally:
-        pool.shutdown(cancel_futures=True)
+        pool.shutdown()
     return failed

@@ -1,0 +1,95 @@
+"""Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`).
+
+One group (a trained model and the cells read from it) is one Ray task with its CPU / GPU
+request. The driver stays the only writer of the database: tasks return rows, the runner writes
+them as they come, with the same leases as the local path. Ray retries a task whose worker or
+node died (`max_retries`); past those, the runner runs the group again. Every task sets the
+same thread count and determinism as a local worker, so a cluster's rows equal a local run's.
+
+Checkpoints are written under `--out` on the node that trains: a shared `--out` (NFS, ...) lets a
+group moved to another node resume; otherwise it trains again from the start (same numbers).
+Ray is optional (`pip install 'posenc[ray]'`) and imported only here, only when asked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import Future
+
+from posenc.arena.workers import init_worker
+
+INSTALL_HINT = "--ray needs Ray, which is not installed: pip install 'posenc[ray]'"
+RETRIES = 3  # Ray's own retries of a task whose worker process or node died
+
+_RUN: dict = {}  # the run whose tasks a Ray worker process holds (workers outlive runs)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(INSTALL_HINT) from None
+    return ray
+
+
+def run_on_node(run_id: str, tasks: dict, threads: int, fn, job):
+    """A Ray task: the worker's tasks and threads set once per run, then fn(job)."""
+    if _RUN.get("id") != run_id:
+        init_worker(tasks, threads)
+        _RUN["id"] = run_id
+    return fn(job)
+
+
+class RayExecutor:
+    """The runner's executor interface over a Ray cluster.
+
+    address: None starts a local Ray on this machine (loopback only, no dashboard), "auto" the
+    cluster already started here, or "HOST:PORT" of a head node. slots: groups in flight (default
+    the cluster's CPUs / cpus_per_cell, or its GPUs / gpus_per_cell if fewer)."""
+
+    whole = False  # a lost worker loses only its own task
+
+    def __init__(self, address: str | None, tasks: dict, *, cpus_per_cell: int = 1,
+                 gpus_per_cell: float = 0, slots: int | None = None):  # fmt: skip
+        ray = self.ray = import_ray()
+        if address is None:
+            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+                     configure_logging=False)  # fmt: skip
+        else:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        self.lost_errors = tuple(
+            getattr(ray.exceptions, name)
+            for name in (
+                "WorkerCrashedError",
+                "NodeDiedError",
+                "LocalRayletDiedError",
+                "ObjectLostError",
+                "OwnerDiedError",
+            )  # fmt: skip
+            if hasattr(ray.exceptions, name)
+        )
+        resources = ray.cluster_resources()
+        fit = int(resources.get("CPU", 0) // cpus_per_cell)
+        if gpus_per_cell:
+            fit = min(fit, int(resources.get("GPU", 0) // gpus_per_cell))
+        if fit < 1:
+            ray.shutdown()
+            raise ValueError(
+                f"--cpus-per-cell {cpus_per_cell} / --gpus-per-cell {gpus_per_cell}: the cluster "
+                f"has {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} GPUs"
+            )
+        self.slots = slots or fit
+        self.run_id, self.threads = uuid.uuid4().hex, cpus_per_cell
+        self.tasks = ray.put(tasks)  # sent to each node once, not with every group
+        self.remote = ray.remote(run_on_node).options(
+            num_cpus=cpus_per_cell, num_gpus=gpus_per_cell, max_retries=RETRIES
+        )
+
+    def submit(self, fn, job) -> Future:
+        return self.remote.remote(self.run_id, self.tasks, self.threads, fn, job).future()
+
+    def lost(self, err: BaseException) -> bool:
+        return isinstance(err, self.lost_errors)
+
+    def shutdown(self) -> None:
+        self.ray.shutdown()  # disconnects; stops the local Ray if this run started it
