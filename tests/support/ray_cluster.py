@@ -1,8 +1,9 @@
 """A two-node Ray cluster on loopback for the arena's cluster tests.
 
-Run as `unshare --net --pid --fork --mount-proc python ray_cluster.py WORKDIR`: in a network
-namespace with only loopback up (no packet leaves it) and a PID namespace (when this script
-ends, the kernel ends every process the cluster started). It starts a head and one worker node
+Run as `unshare --net --pid --fork --mount-proc --kill-child python ray_cluster.py WORKDIR`: in
+a network namespace with only loopback up (no packet leaves it) and a PID namespace whose init
+is this script (when it ends, or unshare is killed, the kernel ends every process the cluster
+started). It starts a head and one worker node
 (one CPU each, --node-ip-address=127.0.0.1), then runs three scenarios with the grid of
 DRIVER, each writing WORKDIR/<name>.sqlite:
 
@@ -92,6 +93,7 @@ def node_pids() -> list[int]:
 def main(work: str) -> None:
     sh("ip", "link", "set", "lo", "up")
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_worker_niceness"] = "0"  # Ray's default 15 starves cells beside other work
     common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     sh("ray", "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false", *common)
     sh("ray", "start", f"--address={ADDRESS}", f"--node-manager-port={WORKER_NM_PORT}", *common)

@@ -53,7 +53,8 @@ class RayExecutor:
                  gpus_per_cell: float = 0, slots: int | None = None):  # fmt: skip
         ray = self.ray = import_ray()
         if address is None:
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                     log_to_driver=False,
                      configure_logging=False)  # fmt: skip
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False)

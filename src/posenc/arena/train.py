@@ -71,15 +71,35 @@ def model_path(out: str, cell: Cell) -> str:
     return os.path.join(out, "models", name)
 
 
-def load_trained(path: str, cell: Cell) -> TransformerLM | None:
-    """The finished model of this cell's training, or None."""
+def read_checkpoint(path: str, cell: Cell) -> dict | None:
+    """A checkpoint's contents, or None if there is none; one that cannot be read (truncated,
+    corrupt, not a checkpoint) is reported, removed and treated as absent."""
     if not os.path.exists(path):
         return None
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if ckpt.get("arena", {}).get("train_hash") != cell.train_hash:
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(ckpt, dict):
+            raise ValueError(f"holds a {type(ckpt).__name__}, not a checkpoint")
+        return ckpt
+    except Exception as err:  # noqa: BLE001 - any unreadable file: train again, never crash
+        print(f"{cell.name}: checkpoint {path} is unreadable ({type(err).__name__}: "
+              f"{str(err)[:120]}); training from scratch", file=sys.stderr, flush=True)  # fmt: skip
+        os.remove(path)
+        return None
+
+
+def load_trained(path: str, cell: Cell) -> TransformerLM | None:
+    """The finished model of this cell's training, or None."""
+    ckpt = read_checkpoint(path, cell)
+    if ckpt is None or ckpt.get("arena", {}).get("train_hash") != cell.train_hash:
         return None
     model = TransformerLM(**cell.train_cfg["model"])
-    model.load_state_dict(ckpt["model"])
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (KeyError, RuntimeError) as err:
+        print(f"{cell.name}: {path} does not fit the model ({type(err).__name__}); "
+              "training from scratch", file=sys.stderr, flush=True)  # fmt: skip
+        return None
     return model
 
 
@@ -93,20 +113,27 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
     if model is not None:
         return model.to(device).eval()
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
-    torch.manual_seed(cell.seed)
-    model = TransformerLM(**cell.train_cfg["model"]).to(device)
-    opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
-    rng = np.random.default_rng([cell.seed, task_seed(cell.task)])
-    step = 0
-    if os.path.exists(state_path):
-        st = torch.load(state_path, map_location="cpu", weights_only=False)
-        if st.get("train_hash") == cell.train_hash:
+
+    def fresh():
+        torch.manual_seed(cell.seed)
+        model = TransformerLM(**cell.train_cfg["model"]).to(device)
+        opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
+        return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)]), 0
+
+    model, opt, rng, step = fresh()
+    st = read_checkpoint(state_path, cell)
+    if st is not None and st.get("train_hash") == cell.train_hash:
+        try:
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["optimizer"])
             rng.bit_generator.state = st["rng"]
             torch.set_rng_state(st["torch_rng"])
-            step = st["step"]
+            step = int(st["step"])
             print(f"{cell.name}: resuming at step {step}", file=sys.stderr, flush=True)
+        except (KeyError, RuntimeError, ValueError, TypeError) as err:
+            print(f"{cell.name}: {state_path} does not fit ({type(err).__name__}); training "
+                  "from scratch", file=sys.stderr, flush=True)  # fmt: skip
+            model, opt, rng, step = fresh()
     model.train()
     last_save, loss_ema = time.time(), None
     while step < tc.steps:
