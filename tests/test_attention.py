@@ -75,6 +75,11 @@ def test_backends_equal_eager(name, kwargs):
         if explicit:
             kp = positions(Tk, P, batch=B)
             pos = dict(q_pos=kp[:, Tk - Tq :], k_pos=kp)
+        if not causal and not enc.bidirectional:  # a decoder form: refused, never silently used
+            for backend in ("eager", "chunked", "auto", "sdpa", "flex"):
+                with pytest.raises(ValueError, match="causal=False: .* one-directional"):
+                    posenc.attention(q, k, v, enc, causal=causal, backend=backend, **pos)
+            continue
         ref = posenc.attention(q, k, v, enc, causal=causal, backend="eager", **pos)
         assert ref.shape == (B, H, Tq, DH) and torch.isfinite(ref).all()
         for backend in ("chunked", "auto", "sdpa"):
@@ -140,7 +145,7 @@ def test_decode_row_equals_full_last_rows():
 
 
 def test_fully_masked_row_gives_zeros_and_finite_grads():
-    enc = make("alibi") if "alibi" in posenc.ENCODINGS else None
+    enc = make("alibi", bidirectional=True)
     q, k, v = (t.requires_grad_() for t in qkv(4, 4))
     mask = torch.ones(4, 4, dtype=torch.bool)
     mask[1] = False
@@ -170,6 +175,8 @@ def test_flex_equals_eager(name):
     batched = dict(causal=True, q_pos=kp[:, 4:], k_pos=kp)
     with torch.no_grad():
         for kwargs in (dict(causal=True), dict(causal=False, mask=mask), batched):
+            if not kwargs["causal"] and not enc.bidirectional:
+                continue  # refused (test_backends_equal_eager)
             ref = posenc.attention(q, k, v, enc, backend="eager", **kwargs)
             out = posenc.attention(q, k, v, enc, backend="flex", **kwargs)
             torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4, msg=str(kwargs.keys()))
@@ -308,3 +315,51 @@ def test_encoding_built_for_other_head_count(name):
     enc = make(name, heads=8)
     with pytest.raises(ValueError, match="heads=8"):
         posenc.attention(q, k, v, enc)
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def softmax_reference(q, k, v, bias):
+    """softmax(q.k / sqrt(Dh) + bias) @ v, every key visible: [B, H, T, Dh]."""
+    logits = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5 + bias
+    return torch.softmax(logits, -1) @ v
+
+
+def test_encoders_get_the_bidirectional_form():
+    """causal=False with ALiBi / T5 built bidirectional equals the hand-built symmetric bias
+    (ALiBi: -m_h |i - j|; T5: transformers' bidirectional buckets); decoder forms are refused."""
+    t5_ref = pytest.importorskip("transformers.models.t5.modeling_t5").T5Attention
+    T = 9
+    q, k, v = qkv(T, T, kv_heads=H)
+    i = torch.arange(T)
+    rel = i[None, :] - i[:, None]  # [T, T] key - query
+    alibi = make("alibi", bidirectional=True)
+    t5 = make("t5", bidirectional=True, num_buckets=8, max_distance=6)
+    buckets = t5_ref._relative_position_bucket(rel, True, 8, 6)  # [T, T]
+    expected = {
+        "alibi": softmax_reference(q, k, v, -alibi.slopes[:, None, None] * rel.abs()),
+        "t5": softmax_reference(
+            q, k, v, t5.relative_attention_bias.weight[buckets].permute(2, 0, 1)
+        ),
+    }
+    for enc, name in ((alibi, "alibi"), (t5, "t5")):
+        for backend in ("eager", "chunked", "sdpa", "auto"):
+            out = posenc.attention(q, k, v, enc, causal=False, backend=backend, block_size=4)
+            torch.testing.assert_close(out, expected[name], atol=2e-5, rtol=1e-4, msg=name)
+        decoder = make(name)
+        with pytest.raises(ValueError, match="bidirectional=True"):
+            posenc.attention(q, k, v, decoder, causal=False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_encoder_model_builds_the_bidirectional_form_or_refuses(name):
+    try:
+        model = posenc.TransformerLM(17, 16, 1, 2, encoding=name, causal=False, max_len=32)
+    except ValueError as err:
+        assert "causal=False" in str(err) and not posenc.resolve(name).bidirectional
+        return
+    assert model.encoding.bidirectional
+    if name in ("alibi", "t5"):
+        assert model.encoding.bidirectional is True and "bidirectional=True" in repr(model.encoding)
+    assert torch.isfinite(model(torch.randint(0, 17, (2, 6)))).all()

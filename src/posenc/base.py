@@ -53,7 +53,10 @@ HOOKS = (
     "angles",
 )
 # Facts an instance reports (class attributes, or set per instance by a wrapper).
-FACTS = ("family", "position_dims", "integer_positions", "trainable", "cache_exact", "max_len")
+FACTS = (
+    "family", "position_dims", "integer_positions", "trainable", "cache_exact", "bidirectional",
+    "max_len",
+)  # fmt: skip
 STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 
 
@@ -69,6 +72,9 @@ class PositionalEncoding(nn.Module):
         trainable:     True if the encoding has parameters that training changes.
         cache_exact:   False where a token's encoding depends on the whole sequence (`phase`),
                        so cached decoding cannot reproduce a full forward.
+        bidirectional: False where the form is one-directional and only right under a causal
+                       mask (ALiBi's and T5's decoder forms, xPos, CoPE): attention(...,
+                       causal=False) refuses it; ALiBi and T5 build with bidirectional=True.
     """
 
     family: str = "none"
@@ -78,6 +84,7 @@ class PositionalEncoding(nn.Module):
     integer_positions: bool = False
     trainable: bool = False
     cache_exact: bool = True
+    bidirectional: bool = True
 
     # Largest supported position + 1 (learned tables); None means unbounded.
     max_len: int | None = None

@@ -20,6 +20,7 @@ costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logi
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -27,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.attention import attention
+from posenc.attention import attention, one_directional
 from posenc.base import PositionalEncoding
 from posenc.checks import check_model_positions, grid_positions, restart_positions
-from posenc.encodings import build
+from posenc.encodings import build, resolve
 from posenc.kv_cache import KVCache, generate
 
 
@@ -167,7 +168,16 @@ class TransformerLM(nn.Module):
         c = self.config
         std = dict(dim=c["dim"], heads=c["heads"], head_dim=c["dim"] // c["heads"])
         std.update(max_len=c["max_len"], train_len=c["train_len"])
-        return build(c["encoding"], **std, **c["encoding_kwargs"])
+        kwargs = dict(c["encoding_kwargs"])
+        if (
+            not c["causal"]
+            and "bidirectional" in inspect.signature(resolve(c["encoding"])).parameters
+        ):
+            kwargs.setdefault("bidirectional", True)  # an encoder gets the symmetric form
+        enc = build(c["encoding"], **std, **kwargs)
+        if not c["causal"] and not enc.bidirectional:
+            raise ValueError(one_directional(enc))
+        return enc
 
     def init_weights(self) -> None:
         """GPT-2 init for the model's own weights; the encodings keep their own init."""

@@ -93,7 +93,7 @@ def node_pids() -> list[int]:
 def main(work: str) -> None:
     sh("ip", "link", "set", "lo", "up")
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_worker_niceness"] = "0"  # Ray's default 15 starves cells beside other work
+    os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray's name; its 15 starves cells
     common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     sh("ray", "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false", *common)
     sh("ray", "start", f"--address={ADDRESS}", f"--node-manager-port={WORKER_NM_PORT}", *common)

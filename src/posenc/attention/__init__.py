@@ -31,6 +31,8 @@ one block of queries), backends (sdpa, chunked, flex).
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch it there
@@ -54,6 +56,7 @@ __all__ = [
     "attention",
     "check_qkv",
     "choose_backend",
+    "one_directional",
     "chunked_backend",
     "flex_backend",
     "needs_grad",
@@ -99,6 +102,8 @@ def attention(
             f"encoding {type(encoding).__name__} was built for heads={enc_heads}, "
             f"but q has H={H} heads; build it with heads={H}"
         )
+    if not causal and encoding is not None and not encoding.bidirectional:
+        raise ValueError(one_directional(encoding))
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
@@ -130,6 +135,17 @@ def attention(
     return chunked_backend(
         q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size, default_pos
     )
+
+
+def one_directional(encoding: PositionalEncoding) -> str:
+    """Why a one-directional encoding cannot run with causal=False, and what to build."""
+    cls = type(getattr(encoding, "inner", encoding))  # a wrapper: the wrapped encoding
+    if "bidirectional" in inspect.signature(cls).parameters:
+        fix = "build it with bidirectional=True for an encoder (TransformerLM(causal=False) does)"
+    else:
+        fix = "it has no bidirectional form; use causal=True or another encoding"
+    return (f"causal=False: {cls.__name__} is one-directional (keys after the query would get "
+            f"its decoder form); {fix}")  # fmt: skip
 
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:

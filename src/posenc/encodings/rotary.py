@@ -119,6 +119,7 @@ class XPos(RotaryEncoding):
 
     paper = "Sun et al. 2022"
     summary = "xPos: RoPE plus a per-pair exponential decay with distance"
+    bidirectional = False  # keys after the query would grow with distance instead of decay
 
     def __init__(
         self,
