@@ -363,3 +363,22 @@ def test_an_encoder_model_builds_the_bidirectional_form_or_refuses(name):
     if name in ("alibi", "t5"):
         assert model.encoding.bidirectional is True and "bidirectional=True" in repr(model.encoding)
     assert torch.isfinite(model(torch.randint(0, 17, (2, 6)))).all()
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("name", [None, "rope", "alibi"])
+def test_backends_agree_on_non_finite_inputs(where, name):
+    """NaN in q, k or v: every query that sees it gives NaN in every backend, as eager does
+    (SDPA's fused kernels alone would return 0 for a NaN query row). Query 3 sees key 3."""
+    enc = make(name) if name else None
+    for bad in (float("nan"), float("inf")) if where == "q" else (float("nan"),):
+        q, k, v = qkv(6, 6)
+        {"q": q, "k": k, "v": v}[where][1, 0, 3, 2] = bad  # kv head 0 = query heads 0, 1
+        sees = torch.zeros(6, dtype=torch.bool)
+        sees[3:] = where != "q"
+        sees[3] = True
+        for backend in ("eager", "sdpa", "chunked", "auto"):
+            out = posenc.attention(q, k, v, enc, backend=backend, block_size=2)
+            heads = [0] if where == "q" else [0, 1]
+            assert torch.isnan(out[1, heads][:, sees]).any(-1).all(), (backend, bad)
+            assert torch.isfinite(out[0]).all(), backend  # the other batch row is untouched

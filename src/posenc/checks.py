@@ -112,8 +112,9 @@ def check_positions(
 ) -> torch.Tensor:
     """Validate positions and return them unchanged.
 
-    Raises TypeError for non-tensors, ValueError for negative values, non-integer values where
-    `integer`, values >= `max_len`, or a trailing axis that is not `position_dims` long.
+    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values,
+    non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
+    `position_dims` long.
     """
     check_tensor(name, positions)
     if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
@@ -125,6 +126,8 @@ def check_positions(
         return positions  # value checks need .item(); under torch.compile they would break graphs
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
+    if positions.is_floating_point() and not torch.isfinite(positions).all():
+        raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
         raise ValueError(
             f"{name} must be integers for this encoding (a table or buckets index them); "

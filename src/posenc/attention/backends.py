@@ -42,9 +42,11 @@ def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
         if bias is not None:
             bias = bias.to(q.dtype)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, -torch.inf)
-    return F.scaled_dot_product_attention(
+    out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=True
     )
+    # SDPA's fused kernels return 0 for a query row holding NaN / inf; eager gives NaN: agree
+    return torch.where(torch.isfinite(q).all(-1, keepdim=True), out, torch.nan)
 
 
 def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size, default_pos):
