@@ -4,9 +4,12 @@ the parameter and what is allowed. Plus the positions helpers every family share
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import functools
 import math
+import os
+import tempfile
 import warnings
 
 import torch
@@ -181,3 +184,25 @@ def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> No
         raise ValueError(
             f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
         )
+    check_positions(positions, name="positions", position_dims=P)
+
+
+def check_out_dir(path, flag: str = "--out"):
+    """Create the output directory `path` (and parents) and check it is writable, before any
+    work: ValueError naming the flag if it is a file or cannot be written."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        raise ValueError(f"{flag} {path} cannot be written ({err.strerror or err})") from None
+    return path
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr and exit status 2 (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

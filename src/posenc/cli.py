@@ -7,10 +7,11 @@ POSENC_DEBUG=1 to see it).
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
+
+from posenc.checks import OneLineParser
 
 # name -> (module with main(argv), one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -63,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
 def main_list(argv: list[str]) -> int:
     import posenc
 
-    parser = argparse.ArgumentParser(prog="posenc list", description=COMMANDS["list"][1])
+    parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
     parser.add_argument("--family", help="only this family (absolute, rotary, bias, relative)")
     args = parser.parse_args(argv)
+    families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
+    if args.family is not None and args.family not in families:
+        raise ValueError(f"--family must be one of {', '.join(families)}, got {args.family!r}")
     rows = [
         (name, cls.family, cls.summary, cls.paper)
         for name, cls in sorted(posenc.ENCODINGS.items(), key=lambda kv: (kv[1].family, kv[0]))
@@ -97,7 +101,7 @@ def main_show(argv: list[str]) -> int:
 
     import posenc
 
-    parser = argparse.ArgumentParser(prog="posenc show", description=COMMANDS["show"][1])
+    parser = OneLineParser(prog="posenc show", description=COMMANDS["show"][1])
     parser.add_argument("name", help="encoding name (see `posenc list`)")
     parser.add_argument("--dim", type=int, default=8, help="model width / head dim (default 8)")
     parser.add_argument("--positions", default="0:8", help="A:B, end exclusive (default 0:8)")

@@ -216,10 +216,9 @@ class TransformerLM(nn.Module):
         cache: KVCache | None = None,
     ) -> torch.Tensor:
         """tokens [B, T] -> logits [B, T, V]. positions [T] or [B, T]; doc_ids [B, T] or [T]."""
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
-            raise ValueError(
-                f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}"
-            )
+        self.check_tokens(tokens)
+        if tokens.shape[1] == 0:  # an empty sequence: empty logits
+            return self.lm_head.weight.new_zeros(tokens.shape[0], 0, self.lm_head.out_features)
         positions, default, mask = self.positions_of(tokens, positions, doc_ids, cache)
         x = self.tok_emb(tokens) * self.embed_scale  # [B, T, D]
         if self.absolute:
@@ -232,6 +231,23 @@ class TransformerLM(nn.Module):
         if cache is not None:
             cache.length += tokens.shape[1]
         return self.lm_head(self.norm(x))
+
+    def check_tokens(self, tokens) -> None:
+        """tokens: a [B, T] integer tensor with ids in 0..vocab_size-1 (checked on the CPU; on a
+        GPU an id out of range stops the embedding with a device-side assert)."""
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+            raise ValueError(
+                f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}"
+            )
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be an integer tensor of token ids, got {tokens.dtype}")
+        V = self.lm_head.out_features
+        if tokens.numel() and tokens.device.type == "cpu" and not torch.compiler.is_compiling():
+            lo, hi = tokens.min().item(), tokens.max().item()
+            if lo < 0 or hi >= V:
+                raise ValueError(
+                    f"tokens must be ids in 0..{V - 1} (vocab_size={V}), got values {lo}..{hi}"
+                )
 
     def positions_of(self, tokens, positions, doc_ids, cache):
         """-> (positions [T] / [B, T] (+ [..., P]), whether they are the default arange, the
@@ -298,11 +314,21 @@ class TransformerLM(nn.Module):
     @classmethod
     def from_checkpoint(cls, path, map_location="cpu") -> TransformerLM:
         """Rebuild a model saved by `save` (or any {"config", "model"} checkpoint)."""
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        try:
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except Exception as err:  # noqa: BLE001 - truncated, corrupt, not a torch file
+            raise ValueError(
+                f"{path} is not a readable checkpoint ({type(err).__name__})"
+            ) from None
         if not isinstance(ckpt, dict) or "config" not in ckpt or "model" not in ckpt:
             raise ValueError(
                 f"{path} is not a TransformerLM checkpoint (needs 'config' and 'model')"
             )
-        model = cls(**ckpt["config"])
-        model.load_state_dict(ckpt["model"])
+        try:
+            model = cls(**ckpt["config"])
+            model.load_state_dict(ckpt["model"])
+        except (TypeError, KeyError, RuntimeError) as err:
+            raise ValueError(f"{path}: config and weights do not fit ({err})"[:300]) from None
         return model

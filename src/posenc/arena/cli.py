@@ -27,6 +27,7 @@ from posenc.arena.config import (
     validate_tasks,
 )
 from posenc.arena.tasks import TASK_NAMES, build_task
+from posenc.checks import OneLineParser, check_out_dir
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores: copy with the five encodings
 # of Kazemnejad et al.'s ranking, and lm with a small model for Press et al.'s perplexity
@@ -59,7 +60,7 @@ QUICK = dict(
 
 def parser() -> argparse.ArgumentParser:
     d = ArenaConfig()
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="posenc arena",
         description="Train small Transformers per encoding at length L, evaluate at L..8L, "
         "store every number in SQLite and write a report. `posenc arena report` redraws it.",
@@ -104,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
 
 def report_parser() -> argparse.ArgumentParser:
     d = ArenaConfig()
-    p = argparse.ArgumentParser(prog="posenc arena report", description="redraw the report")
+    p = OneLineParser(prog="posenc arena report", description="redraw the report")
     p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
     p.add_argument("--out", default=d.out, help=f"output directory (default {d.out})")
     return p
@@ -162,6 +163,10 @@ def config_from_args(args) -> ArenaConfig:
                 f"({task.unit})"
             )
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
+    check_out_dir(cfg.out)  # before any training, not after
+    if os.path.isdir(cfg.db):
+        raise ValueError(f"--db {cfg.db} is a directory; give a file name")
+    check_out_dir(os.path.dirname(os.path.abspath(cfg.db)), "--db")
     return cfg
 
 

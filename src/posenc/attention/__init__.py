@@ -118,6 +118,8 @@ def attention(
     q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
     k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
     mask = prepare_mask(mask, B, H, Tq, Tk)
+    if Tq == 0 or Tk == 0:  # nothing to attend: an empty result, or zeros as SDPA gives
+        return q.new_zeros(B, H, Tq, Dh)
     scale = encoding.softmax_scale(Dh) if encoding is not None else Dh**-0.5
 
     if encoding is not None:

@@ -15,7 +15,13 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, .
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D [B, H, T, Dh], got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {t.dtype}")
     B, H, Tq, Dh = q.shape
+    if H < 1 or Dh < 1:
+        raise ValueError(
+            f"q must have H >= 1 heads and Dh >= 1 channels, got shape {tuple(q.shape)}"
+        )
     _, Hkv, Tk, _ = k.shape
     if k.shape != v.shape:
         raise ValueError(

@@ -22,12 +22,13 @@ from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
+from posenc.checks import OneLineParser
 
 SECTIONS = ("copy", "rope", "table", "bias", "train")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="posenc bench", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="posenc bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (< 2 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     sections = [x.strip() for x in args.sections.split(",") if x.strip()]
+    if not sections:
+        raise ValueError(f"--sections: give at least one of {', '.join(SECTIONS)}")
     bad = [x for x in sections if x not in SECTIONS]
     if bad:
         raise ValueError(f"--sections: unknown {bad}; allowed: {', '.join(SECTIONS)}")

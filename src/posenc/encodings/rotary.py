@@ -61,10 +61,6 @@ class RoPE(RotaryEncoding):
         prf = self.scaling.get("partial_rotary_factor")
         if rotary_dim is None and prf is not None and self.head_dim is not None:
             self._rotary_dim = check_rotary_dim(int(self.head_dim * prf), self.head_dim)
-        if self._rotary_dim is None and self.rope_type == "longrope":
-            self._rotary_dim = check_rotary_dim(
-                2 * len(self.scaling.get("short_factor") or []), self.head_dim
-            )
         self.per_call = self.rope_type in ("dynamic", "longrope")
         known = self._rotary_dim or self.head_dim
         # a rotary dim is needed to check the scaling keys now; 64 stands in when none is known

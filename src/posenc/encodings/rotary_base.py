@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
+from posenc.checks import check_float
 
 
 def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
@@ -49,8 +50,7 @@ class RotaryEncoding(PositionalEncoding):
     def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
         super().__init__()
         self.head_dim = head_dim_of(dim, heads, head_dim)
-        if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
-            raise ValueError(f"base must be a number > 1, got {base!r}")
+        check_float("base", base, gt=1)
         if layout not in PF.ROPE_LAYOUTS:
             raise ValueError(f"layout must be one of {PF.ROPE_LAYOUTS}, got {layout!r}")
         self.base, self.layout = float(base), layout

@@ -7,6 +7,8 @@ import argparse
 import time
 from pathlib import Path
 
+from posenc.checks import OneLineParser, check_out_dir
+
 DESCRIPTION = (
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. "
     "Writes DIR/index.html (figures as PNG files beside it; opens from disk, no network) and "
@@ -15,7 +17,7 @@ DESCRIPTION = (
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="posenc explain", description=DESCRIPTION)
+    p = OneLineParser(prog="posenc explain", description=DESCRIPTION)
     p.add_argument("name", nargs="?", help="encoding name (see `posenc list`)")
     p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
     p.add_argument(
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
-        out = Path(args.out or "explain_all")
+        out = Path(check_out_dir(args.out or "explain_all"))
         pages = ex.explain_all(
             out, dim=args.dim, heads=args.heads, max_pos=args.max_pos, arena=args.arena
         )
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
-    out = Path(args.out or f"explain_{args.name}")
+    out = Path(check_out_dir(args.out or f"explain_{args.name}"))
     pg = ex.explain(
         args.name,
         out,

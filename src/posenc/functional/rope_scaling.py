@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 
+from posenc.checks import check_float
 from posenc.functional.absolute import sinusoidal_inv_freq
 
 KNOWN_KEYS = {
@@ -210,6 +211,50 @@ ROPE_SCALING: dict[str, Callable[..., tuple[torch.Tensor, float]]] = {
 }
 
 
+# numeric keys: the bound each must pass (gt: >, ge: >=); None values mean absent (as in HF)
+BOUNDS = {
+    "rope_theta": dict(gt=1.0), "factor": dict(gt=0.0), "beta_fast": dict(gt=0.0),
+    "beta_slow": dict(gt=0.0), "mscale": dict(gt=0.0), "mscale_all_dim": dict(gt=0.0),
+    "attention_factor": dict(gt=0.0), "low_freq_factor": dict(gt=0.0),
+    "high_freq_factor": dict(gt=0.0), "partial_rotary_factor": dict(gt=0.0),
+    "original_max_position_embeddings": dict(ge=1), "max_position_embeddings": dict(ge=1),
+}  # fmt: skip
+NEEDS_FACTOR_AT_LEAST_1 = ("ntk", "dynamic", "yarn", "llama3", "longrope")
+
+
+def check_values(params: dict, rope_type: str) -> None:
+    """TypeError / ValueError naming the key, the value and the allowed range for every numeric
+    key out of range, and for inconsistent pairs (beta_fast <= beta_slow, ...)."""
+    where = f"rope scaling rope_type={rope_type!r}"
+    for key, bound in BOUNDS.items():
+        if params.get(key) is not None:
+            value = check_float(f"{where}: {key}", params[key], **bound)
+            if "ge" in bound and value != int(value):
+                raise ValueError(f"{where}: {key} must be a whole number, got {value!r}")
+    if params.get("partial_rotary_factor", 0) > 1:
+        raise ValueError(f"{where}: partial_rotary_factor must be in (0, 1], "
+                         f"got {params['partial_rotary_factor']!r}")  # fmt: skip
+    factor = params.get("factor")
+    if factor is not None and factor < 1 and rope_type in NEEDS_FACTOR_AT_LEAST_1:
+        raise ValueError(f"{where}: factor must be >= 1 (it extends the context), got {factor!r}")
+    fast, slow = params.get("beta_fast"), params.get("beta_slow")
+    if fast is not None and slow is not None and not fast > slow:
+        raise ValueError(f"{where}: beta_fast must be > beta_slow, got {fast!r} <= {slow!r}")
+    low_f, high_f = params.get("low_freq_factor"), params.get("high_freq_factor")
+    if low_f is not None and high_f is not None and not high_f > low_f:
+        raise ValueError(f"{where}: high_freq_factor must be > low_freq_factor, "
+                         f"got {high_f!r} <= {low_f!r}")  # fmt: skip
+    for key in ("short_factor", "long_factor"):
+        value = params.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+            for x in value
+        ):
+            raise ValueError(f"{where}: {key} must be a list of finite numbers > 0, got {value!r}")
+
+
 def rope_type_of(params: dict | None) -> str:
     """The rope_type of a scaling dict (legacy key `type` accepted); ValueError if unknown."""
     if not params:
@@ -226,6 +271,7 @@ def rope_type_of(params: dict | None) -> str:
         raise ValueError(
             f"unknown rope_type {rope_type!r}; known rope_types (closest first): {', '.join(close)}"
         )
+    check_values(params, rope_type)
     unknown = set(params) - KNOWN_KEYS
     if unknown:
         warnings.warn(
