@@ -36,6 +36,8 @@ vocabulary across posenc (CONTRIBUTING.md has the table):
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -166,3 +168,14 @@ class PositionalEncoding(nn.Module):
     def content_dependent(self) -> bool:
         """True where the bias depends on q/k (no score_mod possible)."""
         return self.family == "relative"
+
+
+def one_directional(encoding: PositionalEncoding) -> str:
+    """Why a one-directional encoding cannot run with causal=False, and what to build."""
+    cls = type(getattr(encoding, "inner", encoding))  # a wrapper: the wrapped encoding
+    if "bidirectional" in inspect.signature(cls).parameters:
+        fix = "build it with bidirectional=True for an encoder (TransformerLM(causal=False) does)"
+    else:
+        fix = "it has no bidirectional form; use causal=True or another encoding"
+    return (f"causal=False: {cls.__name__} is one-directional (keys after the query would get "
+            f"its decoder form); {fix}")  # fmt: skip

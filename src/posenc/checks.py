@@ -187,6 +187,34 @@ def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> No
     check_positions(positions, name="positions", position_dims=P)
 
 
+def check_tokens(tokens, vocab_size: int) -> None:
+    """tokens: a [B, T] integer tensor with ids in 0..vocab_size-1 (checked on the CPU; on a
+    GPU an id out of range stops the embedding with a device-side assert)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+        raise ValueError(f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor of token ids, got {tokens.dtype}")
+    if tokens.numel() and tokens.device.type == "cpu" and not torch.compiler.is_compiling():
+        lo, hi = tokens.min().item(), tokens.max().item()
+        if lo < 0 or hi >= vocab_size:
+            raise ValueError(f"tokens must be ids in 0..{vocab_size - 1} "
+                             f"(vocab_size={vocab_size}), got values {lo}..{hi}")  # fmt: skip
+
+
+def load_checkpoint(path, keys: tuple[str, ...], map_location="cpu") -> dict:
+    """torch.load(path) (weights only) as a dict holding `keys`; ValueError naming the file if it
+    is truncated, corrupt, not a torch file or lacks a key (a missing file stays an OSError)."""
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any unreadable content
+        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__})") from None
+    if not isinstance(ckpt, dict) or any(k not in ckpt for k in keys):
+        raise ValueError(f"{path} is not a posenc checkpoint (needs {', '.join(map(repr, keys))})")
+    return ckpt
+
+
 def check_out_dir(path, flag: str = "--out"):
     """Create the output directory `path` (and parents) and check it is writable, before any
     work: ValueError naming the flag if it is a file or cannot be written."""

@@ -20,7 +20,6 @@ costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logi
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 
@@ -28,10 +27,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.attention import attention, one_directional
+from posenc.attention import attention
 from posenc.base import PositionalEncoding
-from posenc.checks import check_model_positions, grid_positions, restart_positions
-from posenc.encodings import build, resolve
+from posenc.checks import (
+    check_int,
+    check_model_positions,
+    check_tokens,
+    grid_positions,
+    load_checkpoint,
+    restart_positions,
+)
+from posenc.encodings import build_for
 from posenc.kv_cache import KVCache, generate
 
 
@@ -127,8 +133,7 @@ class TransformerLM(nn.Module):
         super().__init__()
         kv_heads = heads if kv_heads is None else kv_heads
         for name, value in (("vocab_size", vocab_size), ("dim", dim), ("depth", depth)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(name, value, low=1)
         if not isinstance(heads, int) or heads < 1 or dim % heads:
             raise ValueError(f"heads must be a positive int dividing dim={dim}, got {heads!r}")
         if not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
@@ -136,9 +141,7 @@ class TransformerLM(nn.Module):
                 f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}"
             )
         if not isinstance(encoding, str):
-            raise TypeError(
-                f"encoding must be a registry name (str), got {type(encoding).__name__}"
-            )
+            raise TypeError(f"encoding must be a registry name, got {type(encoding).__name__}")
         self.config = dict(
             vocab_size=vocab_size, dim=dim, depth=depth, heads=heads, encoding=encoding,
             encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, train_len=train_len,
@@ -168,16 +171,7 @@ class TransformerLM(nn.Module):
         c = self.config
         std = dict(dim=c["dim"], heads=c["heads"], head_dim=c["dim"] // c["heads"])
         std.update(max_len=c["max_len"], train_len=c["train_len"])
-        kwargs = dict(c["encoding_kwargs"])
-        if (
-            not c["causal"]
-            and "bidirectional" in inspect.signature(resolve(c["encoding"])).parameters
-        ):
-            kwargs.setdefault("bidirectional", True)  # an encoder gets the symmetric form
-        enc = build(c["encoding"], **std, **kwargs)
-        if not c["causal"] and not enc.bidirectional:
-            raise ValueError(one_directional(enc))
-        return enc
+        return build_for(c["encoding"], causal=c["causal"], **std, **c["encoding_kwargs"])
 
     def init_weights(self) -> None:
         """GPT-2 init for the model's own weights; the encodings keep their own init."""
@@ -216,7 +210,7 @@ class TransformerLM(nn.Module):
         cache: KVCache | None = None,
     ) -> torch.Tensor:
         """tokens [B, T] -> logits [B, T, V]. positions [T] or [B, T]; doc_ids [B, T] or [T]."""
-        self.check_tokens(tokens)
+        check_tokens(tokens, self.lm_head.out_features)
         if tokens.shape[1] == 0:  # an empty sequence: empty logits
             return self.lm_head.weight.new_zeros(tokens.shape[0], 0, self.lm_head.out_features)
         positions, default, mask = self.positions_of(tokens, positions, doc_ids, cache)
@@ -231,23 +225,6 @@ class TransformerLM(nn.Module):
         if cache is not None:
             cache.length += tokens.shape[1]
         return self.lm_head(self.norm(x))
-
-    def check_tokens(self, tokens) -> None:
-        """tokens: a [B, T] integer tensor with ids in 0..vocab_size-1 (checked on the CPU; on a
-        GPU an id out of range stops the embedding with a device-side assert)."""
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
-            raise ValueError(
-                f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}"
-            )
-        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor of token ids, got {tokens.dtype}")
-        V = self.lm_head.out_features
-        if tokens.numel() and tokens.device.type == "cpu" and not torch.compiler.is_compiling():
-            lo, hi = tokens.min().item(), tokens.max().item()
-            if lo < 0 or hi >= V:
-                raise ValueError(
-                    f"tokens must be ids in 0..{V - 1} (vocab_size={V}), got values {lo}..{hi}"
-                )
 
     def positions_of(self, tokens, positions, doc_ids, cache):
         """-> (positions [T] / [B, T] (+ [..., P]), whether they are the default arange, the
@@ -314,18 +291,7 @@ class TransformerLM(nn.Module):
     @classmethod
     def from_checkpoint(cls, path, map_location="cpu") -> TransformerLM:
         """Rebuild a model saved by `save` (or any {"config", "model"} checkpoint)."""
-        try:
-            ckpt = torch.load(path, map_location=map_location, weights_only=True)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except Exception as err:  # noqa: BLE001 - truncated, corrupt, not a torch file
-            raise ValueError(
-                f"{path} is not a readable checkpoint ({type(err).__name__})"
-            ) from None
-        if not isinstance(ckpt, dict) or "config" not in ckpt or "model" not in ckpt:
-            raise ValueError(
-                f"{path} is not a TransformerLM checkpoint (needs 'config' and 'model')"
-            )
+        ckpt = load_checkpoint(path, ("config", "model"), map_location)
         try:
             model = cls(**ckpt["config"])
             model.load_state_dict(ckpt["model"])

@@ -94,8 +94,11 @@ def test_a_grid_on_a_two_node_cluster_equals_the_local_run_through_kills(tmp_pat
         pytest.skip("needs network and PID namespaces (unshare, as root) to keep Ray on loopback")
     work = tmp_path / "cluster"
     work.mkdir()
+    home = tmp_path / "home"  # Ray keeps an auth token in ~/.ray: none of the machine's
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home))
     p = subprocess.run([*NAMESPACES, sys.executable, str(SUPPORT / "ray_cluster.py"), str(work)],
-                       capture_output=True, text=True, timeout=900)  # fmt: skip
+                       env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     report = json.loads((work / "report.json").read_text())
     assert p.returncode == 0, p.stderr[-3000:]
     assert report["plain"] == report["node"] == report["driver"] == 0, report

@@ -10,6 +10,7 @@ import posenc
 from posenc.analysis.measures import Measure, na
 from posenc.base import PositionalEncoding
 from posenc.checks import grid_positions
+from posenc.encodings import build_for
 
 
 def lay_out(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
@@ -130,7 +131,8 @@ def one_layer_attention(
     """x [1, T, D] through embed + one attention layer with fixed random weights -> [1, T, D]."""
     D = x.shape[-1]
     torch.manual_seed(0)
-    enc = posenc.build(name, dim=D, heads=heads, head_dim=D // heads, max_len=max_len).eval()
+    std = dict(dim=D, heads=heads, head_dim=D // heads, max_len=max_len)
+    enc = build_for(name, causal=causal, **std).eval()  # an encoder gets the bidirectional form
     T = x.shape[1]
     pos = lay_out(enc, torch.arange(T))
     h = enc.embed(x, pos)

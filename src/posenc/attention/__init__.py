@@ -31,8 +31,6 @@ one block of queries), backends (sdpa, chunked, flex).
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch it there
@@ -44,7 +42,7 @@ from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch i
 )
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
-from posenc.base import PositionalEncoding
+from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import renamed
 
 __all__ = [
@@ -137,17 +135,6 @@ def attention(
     return chunked_backend(
         q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size, default_pos
     )
-
-
-def one_directional(encoding: PositionalEncoding) -> str:
-    """Why a one-directional encoding cannot run with causal=False, and what to build."""
-    cls = type(getattr(encoding, "inner", encoding))  # a wrapper: the wrapped encoding
-    if "bidirectional" in inspect.signature(cls).parameters:
-        fix = "build it with bidirectional=True for an encoder (TransformerLM(causal=False) does)"
-    else:
-        fix = "it has no bidirectional form; use causal=True or another encoding"
-    return (f"causal=False: {cls.__name__} is one-directional (keys after the query would get "
-            f"its decoder form); {fix}")  # fmt: skip
 
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:

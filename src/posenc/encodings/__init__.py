@@ -9,7 +9,9 @@ wrappers   randomized (wraps any of the above)
 
 from __future__ import annotations
 
-from posenc.base import PositionalEncoding
+import inspect
+
+from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import lookup
 from posenc.encodings import wrappers
 
@@ -19,6 +21,17 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {**wrappers.WRAPPABLE, **wrappe
 def resolve(name: str) -> type[PositionalEncoding]:
     """The encoding class registered under `name`; ValueError with the closest names if none."""
     return lookup("encoding", name, ENCODINGS)
+
+
+def build_for(name: str, *, causal: bool, **kwargs) -> PositionalEncoding:
+    """build() for a decoder (causal) or an encoder: an encoder gets the bidirectional form
+    where the encoding has one (ALiBi, T5), and a ValueError where it has none (xPos, CoPE)."""
+    if not causal and "bidirectional" in inspect.signature(resolve(name)).parameters:
+        kwargs.setdefault("bidirectional", True)
+    enc = build(name, **kwargs)
+    if not causal and not enc.bidirectional:
+        raise ValueError(one_directional(enc))
+    return enc
 
 
 def build(name: str, **kwargs) -> PositionalEncoding:

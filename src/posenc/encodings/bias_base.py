@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_positions, position_at
+from posenc.checks import check_int, check_positions, position_at
 
 
 def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
@@ -32,11 +32,7 @@ class PositionBias(PositionalEncoding):
         name = type(self).__name__
         if heads is None:
             raise ValueError(f"{name} needs heads= (the number of attention heads, >= 1)")
-        if isinstance(heads, bool) or not isinstance(heads, int):
-            raise TypeError(f"heads must be an int, got {type(heads).__name__}")
-        if heads < 1:
-            raise ValueError(f"heads must be >= 1, got {heads}")
-        self.heads = heads
+        self.heads = check_int("heads", heads, low=1)
 
     # -- what a subclass defines
     def _params(self) -> tuple:

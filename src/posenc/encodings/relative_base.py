@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.checks import check_positions
+from posenc.checks import check_int, check_positions
 
 
 def resolve_dims(
@@ -13,8 +13,8 @@ def resolve_dims(
 ) -> tuple[int | None, int | None, int]:
     """Resolve (D, H, Dh) from the standard keywords; ValueError naming what is missing."""
     for key, val in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or val < 1):
-            raise ValueError(f"{name}: {key} must be a positive int, got {val!r}")
+        if val is not None:
+            check_int(f"{name}: {key}", val, low=1)
     if head_dim is None:
         if dim is None or heads is None:
             raise ValueError(
