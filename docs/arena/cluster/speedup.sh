@@ -8,6 +8,7 @@ OUT=${1:-/tmp/arena-speedup}
 rm -rf "$OUT" && mkdir -p "$OUT"
 GRID="--tasks copy --encodings nope,alibi,rope,sinusoidal --seeds 2 --steps 1000"
 { time posenc arena $GRID --workers 1 --db "$OUT/local.sqlite" --out "$OUT/local"; } 2> "$OUT/local.log"
+{ time posenc arena $GRID --workers 2 --db "$OUT/local2.sqlite" --out "$OUT/local2"; } 2> "$OUT/local2.log"
 unshare --net --pid --fork --mount-proc --kill-child bash -c "
   set -e; ip link set lo up
   export RAY_USAGE_STATS_ENABLED=0 RAY_worker_niceness=0 HOME=$OUT/home  # a fresh ~/.ray
@@ -21,9 +22,12 @@ python - "$OUT" <<'PY'
 import re, sqlite3, sys
 out = sys.argv[1]
 q = "SELECT task, encoding, seed, train_len, eval_len, metric, value FROM results ORDER BY 1,2,3,4,5,6"
-a, b = (sqlite3.connect(f"{out}/{n}.sqlite").execute(q).fetchall() for n in ("local", "ray"))
-t = {n: re.search(r"real\s+(\d+)m([\d.]+)s", open(f"{out}/{n}.log").read()) for n in ("local", "ray")}
+runs = ("local", "local2", "ray")
+rows = {n: sqlite3.connect(f"{out}/{n}.sqlite").execute(q).fetchall() for n in runs}
+t = {n: re.search(r"real\s+(\d+)m([\d.]+)s", open(f"{out}/{n}.log").read()) for n in runs}
 s = {n: 60 * int(m[1]) + float(m[2]) for n, m in t.items()}
-print(f"rows equal: {a == b} ({len(a)} rows); --workers 1: {s['local']:.1f} s; "
-      f"Ray, 2 single-CPU nodes: {s['ray']:.1f} s; speed-up x{s['local'] / s['ray']:.2f}")
+print(f"rows equal: {rows['local'] == rows['local2'] == rows['ray']} ({len(rows['local'])} rows); "
+      f"--workers 1: {s['local']:.1f} s; --workers 2: {s['local2']:.1f} s "
+      f"(x{s['local'] / s['local2']:.2f}); Ray, 2 single-CPU nodes: {s['ray']:.1f} s "
+      f"(x{s['local'] / s['ray']:.2f})")
 PY
