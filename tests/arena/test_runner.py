@@ -182,3 +182,29 @@ def test_two_runs_on_one_database_share_the_work(tmp_path):
     assert rows(db) == rows(ref.db)
     written = [int(o.strip().splitlines()[-1]) for o, _ in outs]
     assert sum(written) == len(rows(ref.db)) and min(written) > 0, written  # both worked
+
+
+def test_a_cell_that_raises_is_recorded_and_the_grid_goes_on(tmp_path, monkeypatch):
+    """One label's training raises: every other cell is written, the failure is recorded in
+    the database with its error, the run reports it (RuntimeError), and a rerun redoes it."""
+    from posenc.arena import workers
+
+    real = workers.train
+
+    def flaky(cell, *args, **kwargs):
+        if cell.label == "alibi" and cell.seed == 1:
+            raise FloatingPointError("loss became NaN")
+        return real(cell, *args, **kwargs)
+
+    cfg = tiny_cfg(str(tmp_path / "f.sqlite"), str(tmp_path / "f"), 1)
+    monkeypatch.setattr(workers, "train", flaky)
+    with pytest.raises(RuntimeError, match="1 group"):
+        run_cfg(cfg)
+    with Store(cfg.db) as store:
+        assert store.failures() == [("copy", "alibi", 1, 3, "FloatingPointError: loss became NaN")]
+    done = rows(cfg.db)
+    assert len(done) == 2 * 4 * 6 * 2 - 6 * 2 and not any(
+        r[1] == "alibi" and r[2] == 1 for r in done
+    )
+    monkeypatch.setattr(workers, "train", real)
+    assert run_cfg(cfg) == 6 * 2  # the rerun does only the failed cell

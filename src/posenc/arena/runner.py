@@ -158,6 +158,7 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     finally:
         progress.close()
     for job, err in failed:
+        store.record_failure(job.key, f"{type(err).__name__}: {err}", owner)
         store.release(job.key, owner)
         print(f"arena: {job.cells[0][0].name} failed: {type(err).__name__}: {err}",
               file=sys.stderr)  # fmt: skip

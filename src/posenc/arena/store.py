@@ -47,6 +47,17 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (task, encoding, seed, train_len)
 )
 """
+FAILURES = """
+CREATE TABLE IF NOT EXISTS failures (
+    task      TEXT    NOT NULL,
+    encoding  TEXT    NOT NULL,
+    seed      INTEGER NOT NULL,
+    train_len INTEGER NOT NULL,
+    error     TEXT    NOT NULL,
+    owner     TEXT    NOT NULL,
+    created   TEXT    NOT NULL
+)
+"""
 COLUMNS = {
     "id", "task", "encoding", "seed", "train_len", "eval_len", "metric", "value", "status",
     "reason", "config_hash", "config", "posenc_version", "torch_version", "wall_time", "created",
@@ -86,6 +97,7 @@ class Store:
                 raise ValueError(f"--db: {path} holds no arena results")
             if create:
                 self.conn.execute(LEASES)
+                self.conn.execute(FAILURES)
         except sqlite3.DatabaseError as err:
             raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
 
@@ -180,6 +192,22 @@ class Store:
                 (*key, owner, now + ttl),
             )
         return True
+
+    def record_failure(self, key: tuple, error: str, owner: str) -> None:
+        """A group (task, encoding, seed, train_len) whose cell raised: its error, kept so a
+        failed grid says why without its log (a rerun retries it; rows are written only then)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO failures (task, encoding, seed, train_len, error, owner, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, datetime('now'))",
+                (*key, error, owner),
+            )
+
+    def failures(self) -> list[tuple]:
+        """(task, encoding, seed, train_len, error) of every recorded failure, oldest first."""
+        return self.conn.execute(
+            "SELECT task, encoding, seed, train_len, error FROM failures ORDER BY rowid"
+        ).fetchall()
 
     def release(self, key: tuple, owner: str) -> None:
         with self.conn:
