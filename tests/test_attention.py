@@ -382,3 +382,21 @@ def test_backends_agree_on_non_finite_inputs(where, name):
             heads = [0] if where == "q" else [0, 1]
             assert torch.isnan(out[1, heads][:, sees]).any(-1).all(), (backend, bad)
             assert torch.isfinite(out[0]).all(), backend  # the other batch row is untouched
+
+
+@pytest.mark.parametrize("name", [None, *NAMES])
+def test_empty_sequences_give_empty_results(name):
+    """T = 0 queries or keys: an empty result (zeros where there are queries but no keys), as
+    F.scaled_dot_product_attention gives, for every encoding and backend."""
+    enc = make(name) if name else None
+    P = enc.position_dims if enc is not None else 1
+    for Tq, Tk in ((0, 0), (0, 3), (2, 0)):
+        q, k, v = qkv(Tq, Tk)
+        pos = {}
+        if Tq > Tk:  # explicit positions: queries after the (no) keys
+            pos = dict(q_pos=torch.arange(Tq)[:, None].expand(Tq, P) if P > 1 else torch.arange(Tq))
+        for backend in ("eager", "sdpa", "chunked", "auto"):
+            if backend == "sdpa" and enc is not None and enc.has_values:
+                continue
+            out = posenc.attention(q, k, v, enc, backend=backend, **pos)
+            assert out.shape == (B, H, Tq, DH) and not out.any(), (backend, Tq, Tk)

@@ -268,3 +268,11 @@ def test_sampling_and_bad_input():
     model(prompt, cache=cache)
     with pytest.raises(ValueError, match="max_tokens=5"):
         model(prompt[:, :2], cache=cache)
+
+
+def test_empty_input_and_cache_inexact_generate():
+    model = tiny("rope")
+    assert model(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0, V)
+    phase = tiny("phase")
+    with pytest.warns(UserWarning, match="cache_exact=False"):
+        phase.generate(torch.randint(0, V, (1, 3)), 2)
