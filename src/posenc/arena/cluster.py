@@ -52,23 +52,15 @@ class RayExecutor:
     def __init__(self, address: str | None, tasks: dict, *, cpus_per_cell: int = 1,
                  gpus_per_cell: float = 0, slots: int | None = None):  # fmt: skip
         ray = self.ray = import_ray()
-        if address is None:
+        quiet = dict(log_to_driver=False, configure_logging=False)
+        if address is None:  # a new local Ray, never one already running here
             ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                     log_to_driver=False,
-                     configure_logging=False)  # fmt: skip
+                     **quiet)  # fmt: skip
         else:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-        self.lost_errors = tuple(
-            getattr(ray.exceptions, name)
-            for name in (
-                "WorkerCrashedError",
-                "NodeDiedError",
-                "LocalRayletDiedError",
-                "ObjectLostError",
-                "OwnerDiedError",
-            )  # fmt: skip
-            if hasattr(ray.exceptions, name)
-        )
+            ray.init(address=address, **quiet)
+        lost = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError",
+                "OwnerDiedError")  # fmt: skip
+        self.lost_errors = tuple(getattr(ray.exceptions, n) for n in lost)
         resources = ray.cluster_resources()
         fit = int(resources.get("CPU", 0) // cpus_per_cell)
         if gpus_per_cell:
