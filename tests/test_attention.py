@@ -402,15 +402,11 @@ def test_empty_sequences_give_empty_results(name):
             assert out.shape == (B, H, Tq, DH) and not out.any(), (backend, Tq, Tk)
 
 
-XPOS_REACH = pytest.mark.xfail(strict=True, reason="xPos overflows past its reach (issue 12)")
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=XPOS_REACH) if n == "xpos" else n for n in NAMES]
-)
+@pytest.mark.parametrize("name", NAMES)
 def test_any_finite_position_in_range_gives_finite_outputs(name):
     """Sorted positions anywhere in [0, 2^20) (gaps, offsets; floats where the encoding takes
-    them) give finite attention outputs for every encoding; learned tables within max_len."""
+    them) give finite attention outputs for every encoding (learned tables within max_len), or,
+    for xPos past its reach, a ValueError that gives the reach — never NaN or inf."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -428,7 +424,38 @@ def test_any_finite_position_in_range_gives_finite_outputs(name):
         T = len(values)
         q, k, v = qkv(T, T)
         p = pos[:, None].expand(T, P) if P > 1 else pos
-        out = posenc.attention(q, k, v, enc, q_pos=p, k_pos=p)
+        try:
+            out = posenc.attention(q, k, v, enc, q_pos=p, k_pos=p)
+        except ValueError as err:
+            assert name == "xpos" and "reach" in str(err), err
+            return
         assert torch.isfinite(out).all(), (name, values)
 
     check()
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "learned"])
+def test_compiled_calls_keep_the_checks(name):
+    """Under torch.compile the same bad positions give the same ValueError as in eager mode
+    (the value checks run outside the graph), and good positions the same output."""
+    torch._dynamo.reset()
+    enc = make(name)  # max_len=64
+    q, k, v = qkv(4, 4)
+    x = torch.randn(1, 4, H * DH)
+
+    def fn(q, k, v, pos):
+        if enc.family == "absolute":
+            return enc.embed(x, pos)
+        return posenc.attention(q, k, v, enc, q_pos=pos, k_pos=pos)
+
+    compiled = torch.compile(fn, backend="eager")
+    good = torch.tensor([0, 2, 5, 7])
+    torch.testing.assert_close(compiled(q, k, v, good), fn(q, k, v, good))
+    for bad, match in ((torch.tensor([0, -1, 2, 3]), ">= 0"),
+                       (torch.tensor([0.0, float("nan"), 2, 3]), "finite"),
+                       (torch.tensor([0, 1, 2, 99]), "max_len")):  # fmt: skip
+        if match == "max_len" and enc.max_len is None:
+            continue
+        for f in (fn, compiled):
+            with pytest.raises(ValueError, match=match):
+                f(q, k, v, bad)

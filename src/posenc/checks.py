@@ -105,6 +105,29 @@ def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
 # --------------------------------------------------------------------------- positions
 
 
+@torch.compiler.disable  # under torch.compile: run eagerly (a graph break), same errors
+def _check_position_values(positions: torch.Tensor, name: str, integer: bool, max_len) -> None:
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
+    if positions.is_floating_point() and not torch.isfinite(positions).all():
+        raise ValueError(f"{name} must be finite, got NaN or infinite values")
+    if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
+        raise ValueError(
+            f"{name} must be integers for this encoding (a table or buckets index them); "
+            "got non-integer float values"
+        )
+    low = positions.min().item()
+    if low < 0:
+        raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
+    if max_len is not None:
+        high = positions.max().item()
+        if high >= max_len:
+            raise ValueError(
+                f"{name} go up to {high}, past this encoding's max_len={max_len}: "
+                f"allowed positions are 0..{max_len - 1}"
+            )
+
+
 def check_positions(
     positions: torch.Tensor,
     *,
@@ -125,27 +148,8 @@ def check_positions(
             f"{name} must have a trailing axis of size {position_dims} "
             f"(one component per axis), got shape {tuple(positions.shape)}"
         )
-    if positions.numel() == 0 or torch.compiler.is_compiling():
-        return positions  # value checks need .item(); under torch.compile they would break graphs
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
-    if positions.is_floating_point() and not torch.isfinite(positions).all():
-        raise ValueError(f"{name} must be finite, got NaN or infinite values")
-    if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
-        raise ValueError(
-            f"{name} must be integers for this encoding (a table or buckets index them); "
-            "got non-integer float values"
-        )
-    low = positions.min().item()
-    if low < 0:
-        raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
-    if max_len is not None:
-        high = positions.max().item()
-        if high >= max_len:
-            raise ValueError(
-                f"{name} go up to {high}, past this encoding's max_len={max_len}: "
-                f"allowed positions are 0..{max_len - 1}"
-            )
+    if positions.numel():
+        _check_position_values(positions, name, integer, max_len)
     return positions
 
 

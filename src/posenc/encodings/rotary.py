@@ -108,8 +108,10 @@ class XPos(RotaryEncoding):
     zeta^((n - c) / scale_base) and keys at m by zeta^(-(m - c) / scale_base), so q.k gets
     zeta^((n - m) / scale_base) whatever c. Without c, zeta^(-m / 512) overflows float32 past
     m ~ 36k; so each call centres on c = ceil((min k_pos + max k_pos) / 2) (rotary-embedding-
-    torch's T // 2 for positions arange(T)), which doubles the reach to key spans of ~72k
-    tokens in float32 (~9k for float16 outputs). Scores are unchanged; rotated keys differ
+    torch's T // 2 for positions arange(T)), so positions may lie ~17k tokens either side of it
+    in float32 (~1.3k in float16: a query before the centre and a masked key after it both grow,
+    and their product must stay finite); past that reach rotate() raises a ValueError giving it
+    instead of returning inf / NaN. Scores are unchanged; rotated keys differ
     between calls with different key spans, so cache keys unrotated.
     """
 
@@ -158,6 +160,7 @@ class XPos(RotaryEncoding):
         center = 0  # ceil((min + max) / 2) as a float64 tensor: no .item(), no graph break
         if k_pos.numel():
             center = ((k_pos.min().double() + k_pos.max().double()) / 2).ceil()
+            self._check_reach(q_pos, k_pos, center, log_zeta, q.dtype)
         out = []
         for x, pos, sign in ((q, q_pos, 1.0), (k, k_pos, -1.0)):
             cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)
@@ -165,6 +168,22 @@ class XPos(RotaryEncoding):
             scale = (power * log_zeta).exp().to(cos.dtype)  # zeta^(+-(n - c) / scale_base)
             out.append(PF.apply_rope_cos_sin(x, cos * scale, sin * scale, self.layout))
         return out[0], out[1]
+
+    @torch.compiler.disable  # reads two numbers: outside a compiled graph
+    def _check_reach(self, q_pos, k_pos, center, log_zeta, dtype) -> None:
+        """ValueError where a scale zeta^(+-(n - c) / scale_base) would overflow `dtype`."""
+        far = max((q_pos.double() - center).abs().max().item(),
+                  (k_pos.double() - center).abs().max().item())  # fmt: skip
+        # a query before the centre and a key after it both grow: each may use half the range
+        # (a masked future pair's q.k must stay finite too), less a factor 100 for |q| |k| Dh
+        room = (math.log(torch.finfo(dtype).max) - math.log(100.0)) / 2
+        reach = room * self.scale_base / float(-log_zeta.min())
+        if far > reach:
+            raise ValueError(
+                f"xpos: positions reach {far:.0f} tokens from the keys' centre, past xPos's "
+                f"reach of {reach:.0f} in {dtype} (scale_base={self.scale_base:g}); use a larger "
+                "scale_base, float64 inputs, or rope"
+            )
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] float32 rotation angles (the decay not shown)."""

@@ -18,7 +18,7 @@ ROPE_LAYOUTS = ("half", "interleaved")
 # when the largest position is >= 2^24 (float32 no longer holds every integer), or >= 2^12 for
 # float16/bfloat16 inputs (float32 angle rounding, up to p * 2^-24 rad, would otherwise reach
 # float16's half-ulp 2^-11), or for float64 inputs or positions. Under torch.compile the largest
-# position is not read (.item() breaks the graph): float32 unless input or positions are float64.
+# position is read outside the graph (a graph break), so compiled calls choose the same.
 ROPE_F64_FROM = 2**24
 ROPE_F64_FROM_HALF = 2**12
 
@@ -55,10 +55,15 @@ def rope_angle_dtype(positions: torch.Tensor, dtype: torch.dtype = torch.float32
     """float32 or float64 angles for these positions and an input of `dtype` (see ROPE_F64_FROM)."""
     if dtype == torch.float64 or positions.dtype == torch.float64:
         return torch.float64
-    if positions.numel() == 0 or torch.compiler.is_compiling():
+    if positions.numel() == 0:
         return torch.float32
     limit = ROPE_F64_FROM_HALF if dtype in (torch.float16, torch.bfloat16) else ROPE_F64_FROM
-    return torch.float64 if positions.detach().max().item() >= limit else torch.float32
+    return torch.float64 if _largest(positions) >= limit else torch.float32
+
+
+@torch.compiler.disable  # under torch.compile: read eagerly (a graph break), same precision
+def _largest(positions: torch.Tensor) -> float:
+    return positions.detach().max().item()
 
 
 def rope_cos_sin(
