@@ -7,6 +7,7 @@ cells.py        cells (task, label, seed) and the models they train
 train.py        training one model, checkpointed so a kill loses nothing
 evaluate.py     exact match / token accuracy per size, loss per position band
 workers.py      running groups of cells in N single-thread processes
+cluster.py      running them as Ray tasks on a cluster (--ray; Ray imported only there)
 runner.py       what is left, leases, writing rows as they come (the only writer)
 store.py        SQLite results (and leases), one row per measurement
 results.py      rows grouped per seed: median and spread
