@@ -128,6 +128,11 @@ def _check_position_values(positions: torch.Tensor, name: str, integer: bool, ma
             )
 
 
+@torch.compiler.disable  # under torch.compile: read eagerly (a graph break), same result
+def largest_position(positions: torch.Tensor) -> float:
+    return positions.detach().max().item()
+
+
 def check_positions(
     positions: torch.Tensor,
     *,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from posenc import kernels
-from posenc.checks import check_int, check_positions
+from posenc.checks import check_int, check_positions, largest_position
 from posenc.functional.rope_scaling import ROPE_SCALING, rope_type_of
 
 ROPE_LAYOUTS = ("half", "interleaved")
@@ -58,12 +58,7 @@ def rope_angle_dtype(positions: torch.Tensor, dtype: torch.dtype = torch.float32
     if positions.numel() == 0:
         return torch.float32
     limit = ROPE_F64_FROM_HALF if dtype in (torch.float16, torch.bfloat16) else ROPE_F64_FROM
-    return torch.float64 if _largest(positions) >= limit else torch.float32
-
-
-@torch.compiler.disable  # under torch.compile: read eagerly (a graph break), same precision
-def _largest(positions: torch.Tensor) -> float:
-    return positions.detach().max().item()
+    return torch.float64 if largest_position(positions) >= limit else torch.float32
 
 
 def rope_cos_sin(
