@@ -11,8 +11,6 @@ import importlib
 import os
 import sys
 
-from posenc.checks import OneLineParser
-
 # name -> (module with main(argv), one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("posenc.cli", "list the encodings: name, family, one line, paper"),
@@ -63,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_list(argv: list[str]) -> int:
     import posenc
+    from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
     parser.add_argument("--family", help="only this family (absolute, rotary, bias, relative)")
@@ -100,6 +99,7 @@ def main_show(argv: list[str]) -> int:
     import torch
 
     import posenc
+    from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc show", description=COMMANDS["show"][1])
     parser.add_argument("name", help="encoding name (see `posenc list`)")
