@@ -210,17 +210,18 @@ def check_tokens(tokens, vocab_size: int) -> None:
                              f"(vocab_size={vocab_size}), got values {lo}..{hi}")  # fmt: skip
 
 
-def load_checkpoint(path, keys: tuple[str, ...], map_location="cpu") -> dict:
-    """torch.load(path) (weights only) as a dict holding `keys`; ValueError naming the file if it
-    is truncated, corrupt, not a torch file or lacks a key (a missing file stays an OSError)."""
+def load_checkpoint(path, keys: tuple[str, ...], map_location="cpu", weights_only=True) -> dict:
+    """torch.load(path) as a dict holding `keys`; ValueError naming the file if it is truncated,
+    corrupt, not a torch file or lacks a key (a missing file stays an OSError)."""
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
     except OSError:
         raise
     except Exception as err:  # noqa: BLE001 - any unreadable content
         raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__})") from None
     if not isinstance(ckpt, dict) or any(k not in ckpt for k in keys):
-        raise ValueError(f"{path} is not a posenc checkpoint (needs {', '.join(map(repr, keys))})")
+        need = f"a dict with {', '.join(map(repr, keys))}" if keys else "a dict"
+        raise ValueError(f"{path} is not a posenc checkpoint (needs {need})")
     return ckpt
 
 

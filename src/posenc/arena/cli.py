@@ -241,8 +241,6 @@ def main_run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
     tasks = load_tasks(cfg)
-    if os.path.dirname(cfg.db):
-        os.makedirs(os.path.dirname(cfg.db), exist_ok=True)
     with Store(cfg.db) as store:
         n = runner.run(cfg, tasks, store)
         rows = store.all_rows()

@@ -43,17 +43,17 @@ def run_on_node(run_id: str, tasks: dict, threads: int, fn, job):
 class RayExecutor:
     """The runner's executor interface over a Ray cluster.
 
-    address: None starts a local Ray on this machine (loopback only, no dashboard), "auto" the
+    address: "local" starts a new Ray on this machine (loopback only, no dashboard), "auto" the
     cluster already started here, or "HOST:PORT" of a head node. slots: groups in flight (default
     the cluster's CPUs / cpus_per_cell, or its GPUs / gpus_per_cell if fewer)."""
 
     whole = False  # a lost worker loses only its own task
 
-    def __init__(self, address: str | None, tasks: dict, *, cpus_per_cell: int = 1,
+    def __init__(self, address: str, tasks: dict, *, cpus_per_cell: int = 1,
                  gpus_per_cell: float = 0, slots: int | None = None):  # fmt: skip
         ray = self.ray = import_ray()
         quiet = dict(log_to_driver=False, configure_logging=False)
-        if address is None:  # a new local Ray, never one already running here
+        if address == "local":  # a new local Ray, never one already running here
             ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
                      **quiet)  # fmt: skip
         else:

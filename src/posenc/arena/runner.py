@@ -119,8 +119,7 @@ def executor(cfg: ArenaConfig, tasks: dict):
     """Where the groups run: this machine's worker processes, or a Ray cluster (--ray)."""
     if cfg.ray is None:
         return local_executor(cfg.workers, tasks)
-    address = None if cfg.ray == "local" else cfg.ray
-    return RayExecutor(address, tasks, cpus_per_cell=cfg.cpus_per_cell,
+    return RayExecutor(cfg.ray, tasks, cpus_per_cell=cfg.cpus_per_cell,
                        gpus_per_cell=cfg.gpus_per_cell, slots=cfg.ray_slots)  # fmt: skip
 
 

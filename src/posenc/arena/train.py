@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from posenc.arena.cells import Cell
 from posenc.arena.config import TaskConfig, split_label
+from posenc.checks import load_checkpoint
 from posenc.model import TransformerLM
 
 WEIGHT_DECAY = 0.1
@@ -77,13 +78,10 @@ def read_checkpoint(path: str, cell: Cell) -> dict | None:
     if not os.path.exists(path):
         return None
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(ckpt, dict):
-            raise ValueError(f"holds a {type(ckpt).__name__}, not a checkpoint")
-        return ckpt
-    except Exception as err:  # noqa: BLE001 - any unreadable file: train again, never crash
-        print(f"{cell.name}: checkpoint {path} is unreadable ({type(err).__name__}: "
-              f"{str(err)[:120]}); training from scratch", file=sys.stderr, flush=True)  # fmt: skip
+        return load_checkpoint(path, (), weights_only=False)  # holds numpy RNG state too
+    except (ValueError, OSError) as err:
+        print(f"{cell.name}: checkpoint unreadable: {err}; training from scratch",
+              file=sys.stderr, flush=True)  # fmt: skip
         os.remove(path)
         return None
 
