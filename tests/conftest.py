@@ -6,6 +6,7 @@ collecting the suite does not pay for importing them.
 """
 
 import pytest
+import torch
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +33,20 @@ def hf_rope(hf_llama):
         return hf_llama.LlamaRotaryEmbedding(config)
 
     return build
+
+
+@pytest.fixture(scope="session")
+def hf_cos_sin64():
+    """hf_cos_sin64(rope, pos [B, T]) -> transformers' cos, sin [B, T, Dh] evaluated in float64
+    from the module's own inv_freq and attention_scaling (its forward computes them in float32,
+    whose angles are off by up to pos * 2^-24 rad: the float64 form is the exact target)."""
+
+    def compute(rope, pos):
+        freqs = pos.double()[..., None] * rope.inv_freq.double()  # [B, T, Dh/2]
+        emb = torch.cat((freqs, freqs), dim=-1)  # transformers' half layout
+        return emb.cos() * rope.attention_scaling, emb.sin() * rope.attention_scaling
+
+    return compute
 
 
 @pytest.fixture(scope="session")

@@ -80,7 +80,7 @@ API = [
     ("encoding heads", lambda: attn(encoding=enc("alibi", heads=4)), ValueError, "heads"),
     ("backend", lambda: attn(backend="flash"), ValueError, "backend"),
     ("block_size 0", lambda: attn(backend="chunked", block_size=0), ValueError, "block_size"),
-    ("block_size float", lambda: attn(block_size=2.0), ValueError, "block_size"),
+    ("block_size float", lambda: attn(block_size=2.0), TypeError, "block_size"),
     (
         "q_pos NaN",
         lambda: attn(encoding=enc("rope"), q_pos=T([0.0, 1, NAN, 3]), k_pos=T([0.0, 1, 2, 3])),
@@ -366,11 +366,11 @@ API = [
     (
         "generate str temperature",
         lambda: gen(T([[1, 2]]), temperature="hot"),
-        ValueError,
+        TypeError,
         "temperature",
     ),
     ("generate max_new_tokens -1", lambda: gen(T([[1, 2]]), n=-1), ValueError, "max_new_tokens"),
-    ("generate max_new_tokens 2.5", lambda: gen(T([[1, 2]]), n=2.5), ValueError, "max_new_tokens"),
+    ("generate max_new_tokens 2.5", lambda: gen(T([[1, 2]]), n=2.5), TypeError, "max_new_tokens"),
     ("generate top_k 0", lambda: gen(T([[1, 2]]), top_k=0), ValueError, "top_k"),
     (
         "generate with an encoder",
@@ -392,7 +392,7 @@ API = [
         "max_len",
     ),  # fmt: skip
     ("rope_inv_freq odd dim", lambda: posenc.functional.rope_inv_freq(7), ValueError, "dim"),
-    ("rope_inv_freq dim bool", lambda: posenc.functional.rope_inv_freq(True), ValueError, "dim"),
+    ("rope_inv_freq dim bool", lambda: posenc.functional.rope_inv_freq(True), TypeError, "dim"),
 ]
 
 

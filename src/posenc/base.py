@@ -148,7 +148,7 @@ class PositionalEncoding(nn.Module):
         return positions
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """positions [T] -> [T, R/2] rotation angles of a rotary encoding; None otherwise."""
+        """positions [T] -> [T, R/2] float64 rotation angles of a rotary encoding, else None."""
         return None
 
     def overrides(self, hook: str) -> bool:

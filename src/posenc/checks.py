@@ -38,6 +38,12 @@ def check_float(name: str, value, *, gt: float | None = None, ge: float | None =
     return value
 
 
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
 def check_tensor(name: str, value) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -126,11 +132,6 @@ def _check_position_values(positions: torch.Tensor, name: str, integer: bool, ma
                 f"{name} go up to {high}, past this encoding's max_len={max_len}: "
                 f"allowed positions are 0..{max_len - 1}"
             )
-
-
-@torch.compiler.disable  # under torch.compile: read eagerly (a graph break), same result
-def largest_position(positions: torch.Tensor) -> float:
-    return positions.detach().max().item()
 
 
 def check_positions(

@@ -7,10 +7,11 @@ scaling never rotates with a stale base.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import torch
+
+from posenc.checks import check_float, check_int
 
 
 class KVCache:
@@ -96,24 +97,21 @@ def generate(
     """
     if not model.causal:
         raise ValueError("generate needs a causal model (causal=True); this is an encoder")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens, low=0)
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[1] == 0:
         raise ValueError(
             f"tokens (the prompt) must be a non-empty [B, T] tensor, got "
             f"{tuple(getattr(tokens, 'shape', ())) or tokens!r}"
         )
-    if (isinstance(temperature, bool) or not isinstance(temperature, int | float)
-            or not math.isfinite(temperature) or temperature < 0):  # fmt: skip
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    check_float("temperature", temperature, ge=0)
     if not model.encoding.cache_exact:
         warnings.warn(
             f"generate: {type(model.encoding).__name__} depends on the whole sequence "
             "(cache_exact=False), so cached decoding gives other logits than a full forward",
             stacklevel=2,
         )
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_k is not None:
+        check_int("top_k", top_k, low=1)
     was_training = model.training
     model.eval()
     try:

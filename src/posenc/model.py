@@ -134,9 +134,9 @@ class TransformerLM(nn.Module):
         kv_heads = heads if kv_heads is None else kv_heads
         for name, value in (("vocab_size", vocab_size), ("dim", dim), ("depth", depth)):
             check_int(name, value, low=1)
-        if not isinstance(heads, int) or heads < 1 or dim % heads:
+        if check_int("heads", heads, low=1) and dim % heads:
             raise ValueError(f"heads must be a positive int dividing dim={dim}, got {heads!r}")
-        if not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
+        if check_int("kv_heads", kv_heads, low=1) and heads % kv_heads:
             raise ValueError(
                 f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}"
             )

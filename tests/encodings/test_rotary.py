@@ -94,8 +94,9 @@ def test_rope_angles_and_partial_rotary():
     rope = RoPE(head_dim=12, rotary_dim=8, base=100.0)
     pos = torch.arange(5)
     angles = rope.angles(pos)
-    assert angles.dtype == torch.float32 and angles.shape == (5, 4)
-    torch.testing.assert_close(angles, pos[:, None] * 100.0 ** (-torch.arange(0, 8, 2) / 8))
+    assert angles.dtype == torch.float64 and angles.shape == (5, 4)
+    expected = pos[:, None] * 100.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    torch.testing.assert_close(angles, expected, rtol=1e-6, atol=0)  # float32 frequencies
     q = torch.randn(1, 1, 5, 12)
     q2, _ = rope.rotate(q, q, pos, pos)
     assert torch.equal(q2[..., 8:], q[..., 8:])

@@ -85,9 +85,11 @@ def test_large_positions_use_float64_angles():
 
 
 def test_table_bad_arguments():
-    with pytest.raises(ValueError, match="dim must be a positive integer"):
+    with pytest.raises(ValueError, match="dim must be >= 1, got 0"):
         sinusoidal_table(torch.arange(3), 0)
-    with pytest.raises(ValueError, match="base must be > 0"):
+    with pytest.raises(TypeError, match="dim must be an int, got float"):
+        sinusoidal_table(torch.arange(3), 4.0)
+    with pytest.raises(ValueError, match="base must be a finite number > 0"):
         sinusoidal_table(torch.arange(3), 4, base=0.0)
     with pytest.raises(TypeError, match="positions must be a torch.Tensor"):
         sinusoidal_table([0, 1], 4)

@@ -238,7 +238,7 @@ def test_missing_required_key_names_key_and_rope_type(params, key):
 
 
 def test_bad_dims():
-    with pytest.raises(ValueError, match="dim .* must be an even int"):
+    with pytest.raises(ValueError, match="dim must be an even int >= 2, got 7"):
         rope_inv_freq(7)
     with pytest.raises(ValueError, match="needs dim > 2"):
         rope_inv_freq(2, 10000.0, {"rope_type": "ntk", "factor": 2.0})

@@ -43,7 +43,7 @@ from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch i
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional
-from posenc.checks import renamed
+from posenc.checks import check_int, renamed
 
 __all__ = [
     "AUTO_MATERIALIZE",
@@ -104,8 +104,8 @@ def attention(
         raise ValueError(one_directional(encoding))
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
-        raise ValueError(f"block_size must be a positive int or None, got {block_size!r}")
+    if block_size is not None:
+        check_int("block_size", block_size, low=1)
     P = encoding.position_dims if encoding is not None else 1
     default_pos = q_pos is None and k_pos is None
     if q_pos is None and Tq > Tk:

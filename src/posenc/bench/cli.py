@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,bias,train]
+                 [--sections copy,rope,table,precision,bias,train]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
 then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
@@ -17,6 +17,7 @@ import torch
 
 from posenc.bench.attention import bench_bias, bias_case_worker
 from posenc.bench.common import sizes_for
+from posenc.bench.precision import bench_precision
 from posenc.bench.report import Report, machine_info, print_report, write_json
 from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
@@ -24,7 +25,7 @@ from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
 from posenc.checks import OneLineParser
 
-SECTIONS = ("copy", "rope", "table", "bias", "train")
+SECTIONS = ("copy", "rope", "table", "precision", "bias", "train")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,8 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument(
         "--sections",
-        default="copy,rope,table,bias,train",
-        help="comma-separated subset of copy,rope,table,bias,train",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one bias path per process
     return p
@@ -66,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     rope = bench_rope(rep, s, device, copy_ms) if "rope" in sections else None
     if "table" in sections:
         bench_table(rep, s, device)
+    precision = bench_precision(rep, s, device) if "precision" in sections else None
     bias = bench_bias(rep, s, device, args.threads) if "bias" in sections else None
     train = bench_train(rep, s, device) if "train" in sections else None
-    check_targets(rep, s, copy_ms, rope, bias, train, args.quick)
+    check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
     print_report(rep)

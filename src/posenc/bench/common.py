@@ -21,6 +21,7 @@ class Sizes:
     warmup: int = 2
     table_T: int = 8192  # sinusoidal table [table_T, table_dim]
     table_dim: int = 512
+    precision_T: tuple = (1024, 8192)  # precision section: table [T, table_dim], q, k [1, H, T, Dh]
     bias_T: tuple = (1024, 2048, 4096, 8192, 16384, 32768)  # q, k, v [1, bias_H, T, bias_Dh]
     bias_H: int = 8
     bias_Dh: int = 64
@@ -32,8 +33,8 @@ class Sizes:
 def sizes_for(args) -> Sizes:
     if args.smoke:  # tiny: for the test suite, checks the wiring, measures nothing useful
         return Sizes(
-            B=1, H=2, T=64, Dh=32, repeats=2, warmup=1, table_T=64, table_dim=16, bias_T=(128,),
-            bias_H=2, bias_Dh=16, bias_encodings=("alibi",), train_steps=2,
+            B=1, H=2, T=64, Dh=32, repeats=2, warmup=1, table_T=64, table_dim=16, precision_T=(64,),
+            bias_T=(128,), bias_H=2, bias_Dh=16, bias_encodings=("alibi",), train_steps=2,
             train_encodings=("rope",),
         )  # fmt: skip
     if args.quick:  # the target RoPE shape, fewer repeats, short bias sweep

@@ -19,6 +19,7 @@ TARGETS: dict[str, tuple[str, str, float]] = {
     "in-place RoPE >= 10x transformers": ("rope_inplace_speedup", ">=", 10.0),
     "fwd+bwd RoPE >= 3x transformers": ("rope_bwd_speedup", ">=", 3.0),
     "in-place RoPE within 1.5x of copy": ("rope_inplace_over_copy", "<=", 1.5),
+    "accurate angles cost <= 1.2x float32 products (T <= 8192)": ("precision_cost", "<=", 1.2),
     "t5 T=16384 peak extra memory <= 1/8 of 8.6 GB": ("t5_peak_mb", "<=", 8.6e3 / 8),
     "t5 no slower than materialized (largest T where it fits)": ("t5_vs_mat", ">=", 1.0),
     "alibi T=16384 peak extra memory <= 1/8 of 8.6 GB": ("alibi_peak_mb", "<=", 8.6e3 / 8),
@@ -48,10 +49,11 @@ def target_rows(measured: dict) -> list[dict]:
     return rows
 
 
-def measurements(s: Sizes, copy_ms, rope, bias, train, quick: bool) -> dict:
+def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -> dict:
     """measurement -> (value, as printed), or a str: why this run has no value for it.
 
-    copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; bias: {encoding: {path: {T: {ms,
+    copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; precision: the largest cost ratio of
+    the precision section; bias: {encoding: {path: {T: {ms,
     peak_mb}}}}; train: {encoding: {impl: tokens/s}}; any of them None where not run."""
     out: dict = {}
     at_shape = (s.B, s.H, s.T, s.Dh) == ROPE_SHAPE
@@ -72,6 +74,10 @@ def measurements(s: Sizes, copy_ms, rope, bias, train, quick: bool) -> dict:
         out["rope_inplace_over_copy"] = (inp / copy_ms, f"{inp / copy_ms:.2f}x")
     else:
         out["rope_inplace_over_copy"] = why
+    if precision is not None:
+        out["precision_cost"] = (precision, f"{precision:.2f}x (largest case)")
+    else:
+        out["precision_cost"] = "not measured"
     for name in ("t5", "alibi"):
         res = (bias or {}).get(name, {})
         ours = res.get("posenc", {}).get(MEMORY_T)
@@ -97,5 +103,7 @@ def measurements(s: Sizes, copy_ms, rope, bias, train, quick: bool) -> dict:
     return out
 
 
-def check_targets(rep: Report, s: Sizes, copy_ms, rope, bias, train, quick: bool) -> None:
-    rep.targets.extend(target_rows(measurements(s, copy_ms, rope, bias, train, quick)))
+def check_targets(
+    rep: Report, s: Sizes, copy_ms, rope, precision, bias, train, quick: bool
+) -> None:
+    rep.targets.extend(target_rows(measurements(s, copy_ms, rope, precision, bias, train, quick)))

@@ -2,11 +2,11 @@
 
     embed(x [B, T, D], positions [T] or [B, T]) -> [B, T, embed_dim(D)], in x's dtype
 
-2-D / 3-D encodings take positions [T, P] or [B, T, P]. Tables are computed in float32 (float64
-for float64 x or positions, or positions > 2^24) and cast to x's dtype at the end. Built without
-`dim`, a formula-based encoding takes D from x; `table(positions, dim)` returns the positional
-part alone (what embed adds or concatenates). Shared validation and the added / concatenated
-forms are in posenc.encodings.absolute_base.
+2-D / 3-D encodings take positions [T, P] or [B, T, P]. Tables are computed in float32
+(float64 for float64 x or positions), accurate at any position, and cast to x's dtype at the
+end. Built without `dim`, a formula-based encoding takes D from x; `table(positions, dim)`
+returns the positional part alone (what embed adds or concatenates). Shared validation and the
+added / concatenated forms are in posenc.encodings.absolute_base.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import nn
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_positions
+from posenc.checks import check_float, check_positions
 from posenc.encodings.absolute_base import AddedEncoding, ConcatEncoding, check_base, check_size
 
 # ------------------------------------------------------------------------------ sinusoids
@@ -49,9 +49,7 @@ class Sinusoidal(AddedEncoding):
     ):
         super().__init__(dim=dim)
         self.base = check_base(base)
-        if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
-            raise ValueError(f"noise must be an amplitude >= 0 (0 = off), got {noise!r}")
-        self.noise = float(noise)
+        self.noise = check_float("noise", noise, ge=0)  # an amplitude; 0 = off
         self.scale = nn.Parameter(torch.ones(())) if learned_scale else None
         self.trainable = bool(learned_scale)
 

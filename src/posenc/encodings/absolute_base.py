@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_positions
+from posenc.checks import check_float, check_int, check_positions
 
 
 def check_size(name: str, value, *, required: str | None = None) -> int | None:
@@ -16,15 +16,11 @@ def check_size(name: str, value, *, required: str | None = None) -> int | None:
         if required:
             raise ValueError(f"{name} is required: {required}; got None")
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return check_int(name, value, low=1)
 
 
 def check_base(base) -> float:
-    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 0:
-        raise ValueError(f"base must be a number > 0, got {base!r}")
-    return float(base)
+    return check_float("base", base, gt=0)
 
 
 class AbsoluteEncoding(PositionalEncoding):

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import position_at, train_len_hint
+from posenc.checks import check_bool, position_at, train_len_hint
 from posenc.encodings.bias_base import PositionBias, difference
 from posenc.encodings.bias_learned import FIRE, KERPLE
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
@@ -49,9 +49,7 @@ class ALiBi(PositionBias):
         bidirectional=False,
     ):
         super().__init__(heads)
-        if not isinstance(bidirectional, bool):
-            raise TypeError(f"bidirectional must be a bool, got {type(bidirectional).__name__}")
-        self.bidirectional = bidirectional
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # [H]
 
     def _value(self, qp, kp, h, params):

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.checks import train_len_hint
+from posenc.checks import check_int, train_len_hint
 from posenc.encodings.bias_base import PositionBias, difference
 
 
@@ -121,8 +121,7 @@ class FIRE(PositionBias):
     ):
         super().__init__(heads)
         train_len = train_len_hint(max_len, train_len)
-        if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
-            raise ValueError(f"mlp_width must be an int >= 1, got {mlp_width!r}")
+        check_int("mlp_width", mlp_width, low=1)
         self.train_len = train_len
         self.init_L = float(train_len if train_len is not None else 512)
         self.eps = eps

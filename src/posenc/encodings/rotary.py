@@ -17,7 +17,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_positions
+from posenc.checks import check_float, check_positions
 from posenc.encodings.rotary_base import RotaryEncoding, check_rotary_dim
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
@@ -91,11 +91,10 @@ class RoPE(RotaryEncoding):
         return PF.apply_rope_qk(q, k, q_pos, k_pos, inv_freq, self.layout, None, af)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float32 angles."""
+        """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 angles, unreduced."""
         check_positions(positions)
         inv_freq, _ = self.frequencies(positions)
-        dtype = PF.rope_angle_dtype(positions)
-        return (positions.to(dtype)[..., None] * inv_freq.to(dtype)).float()
+        return PF.position_angles(positions, inv_freq, torch.float64)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (f", scaling={self.scaling}" if self.scaling else "")
@@ -135,13 +134,7 @@ class XPos(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
-        if (
-            isinstance(scale_base, bool)
-            or not isinstance(scale_base, int | float)
-            or scale_base <= 0
-        ):
-            raise ValueError(f"scale_base must be a number > 0, got {scale_base!r}")
-        self.scale_base = float(scale_base)
+        self.scale_base = check_float("scale_base", scale_base, gt=0)
 
     def zeta(self, rotary_dim: int) -> torch.Tensor:
         """[R/2] float64 decay bases zeta_i = (2i + 0.4 R) / (1.4 R)."""
@@ -186,11 +179,10 @@ class XPos(RotaryEncoding):
             )
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] float32 rotation angles (the decay not shown)."""
+        """positions [T] or [B, T] -> [T, R/2] float64 rotation angles (the decay not shown)."""
         check_positions(positions)
         inv_freq, _ = PF.rope_inv_freq(self.rotary_dim(), self.base)
-        dtype = PF.rope_angle_dtype(positions)
-        return (positions.to(dtype)[..., None] * inv_freq.to(positions.device, dtype)).float()
+        return PF.position_angles(positions, inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", scale_base={self.scale_base}"
@@ -228,11 +220,10 @@ class RoPE2D(RotaryEncoding):
             self.rotary_dim()  # fail now on a head dim that is not a multiple of 4
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 2] -> [..., R/2] angles in the angle dtype for inputs of `dtype`."""
+        """positions [..., 2] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        (reduced, see position_angles)."""
         inv_freq, _ = PF.rope_inv_freq(r // 2, self.base)  # [R/4] per axis
-        angle_dtype = PF.rope_angle_dtype(positions, dtype)
-        pos = positions.to(angle_dtype)
-        return (pos[..., :, None] * inv_freq.to(positions.device, angle_dtype)).flatten(-2)
+        return PF.position_angles(positions, inv_freq.to(positions.device), dtype).flatten(-2)
 
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
@@ -242,16 +233,15 @@ class RoPE2D(RotaryEncoding):
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
             check_positions(pos, name=name, position_dims=2)
-            angles = self._angles(pos, r, x.dtype)
-            compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-            cos, sin = angles.cos().to(compute), angles.sin().to(compute)
+            angles = self._angles(pos, r, x.dtype)  # float32, float64 for float64 x
+            cos, sin = angles.cos(), angles.sin()
             out.append(PF.apply_rope_cos_sin(x, cos, sin, self.layout))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T, 2] -> [T, R/2] float32: row angles, then column angles."""
+        """positions [T, 2] -> [T, R/2] float64: row angles, then column angles, unreduced."""
         check_positions(positions, position_dims=2)
-        return self._angles(positions, self.rotary_dim(), torch.float32).float()
+        return self._angles(positions, self.rotary_dim(), torch.float64)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope": RoPE, "xpos": XPos, "rope_2d": RoPE2D}

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float
+from posenc.checks import check_float, check_int
 
 
 def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
     """Dh from the standard keywords, or None when none is given."""
     for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if value is not None:
+            check_int(name, value, low=1)
     if head_dim is not None:
         return head_dim
     if dim is None:
@@ -26,8 +24,7 @@ def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int
 
 
 def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
-        raise TypeError(f"rotary_dim must be an int or None, got {type(rotary_dim).__name__}")
+    check_int("rotary_dim", rotary_dim)
     if rotary_dim < multiple or rotary_dim % multiple:
         what = "pairs rotate" if multiple == 2 else "half the pairs per axis"
         raise ValueError(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
-from posenc.checks import check_int, lookup, renamed
+from posenc.checks import check_bool, check_int, lookup, renamed
 from posenc.encodings import absolute, bias, relative, rotary
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
@@ -61,9 +61,7 @@ class Randomized(PositionalEncoding):
     ) -> None:
         super().__init__()
         self.sample_len = check_int("sample_len", sample_len, low=1)
-        if not isinstance(sample_at_eval, bool):
-            raise TypeError(f"sample_at_eval must be a bool, got {sample_at_eval!r}")
-        self.sample_at_eval = sample_at_eval
+        self.sample_at_eval = check_bool("sample_at_eval", sample_at_eval)
         if isinstance(encoding, PositionalEncoding):
             if encoding_kwargs:
                 raise TypeError("encoding_kwargs is only for an encoding given by name")

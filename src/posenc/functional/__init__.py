@@ -1,9 +1,10 @@
 """Pure tensor math of positional encodings, one module per family: no state, no modules.
 
-Every function computes angles and tables in float32 (float64 where large positions need it)
-and casts to the caller's dtype at the end. Shapes follow the legend in posenc.base.
+Every function computes in float32 (float64 for float64 inputs) and casts to the caller's
+dtype at the end; angles go through absolute.position_angles, accurate at any position.
+Shapes follow the legend in posenc.base.
 
-    absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq
+    absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
     rotary        rope_inv_freq, rope_cos_sin, apply_rope (+ _qk, _cos_sin, _fast variants)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     bias          alibi_slopes, t5_bucket, sandwich_curve
@@ -11,6 +12,7 @@ and casts to the caller's dtype at the end. Shapes follow the legend in posenc.b
 """
 
 from posenc.functional.absolute import (
+    position_angles,
     sinusoidal_inv_freq,
     sinusoidal_table,
     sinusoidal_table_2d,
@@ -20,8 +22,6 @@ from posenc.functional.bias import alibi_slopes, check_t5_buckets, sandwich_curv
 from posenc.functional.relative import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.rope_scaling import ROPE_SCALING
 from posenc.functional.rotary import (
-    ROPE_F64_FROM,
-    ROPE_F64_FROM_HALF,
     ROPE_LAYOUTS,
     apply_rope,
     apply_rope_cos_sin,
@@ -30,14 +30,11 @@ from posenc.functional.rotary import (
     apply_rope_qk_fast,
     apply_rope_reference,
     rope_align,
-    rope_angle_dtype,
     rope_cos_sin,
     rope_inv_freq,
 )
 
 __all__ = [
-    "ROPE_F64_FROM",
-    "ROPE_F64_FROM_HALF",
     "ROPE_LAYOUTS",
     "ROPE_SCALING",
     "alibi_slopes",
@@ -49,10 +46,10 @@ __all__ = [
     "apply_rope_reference",
     "check_t5_buckets",
     "deberta_bucket",
+    "position_angles",
     "rel_shift",
     "relative_sinusoid",
     "rope_align",
-    "rope_angle_dtype",
     "rope_cos_sin",
     "rope_inv_freq",
     "sandwich_curve",

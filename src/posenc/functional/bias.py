@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from posenc.checks import check_int, renamed
+from posenc.checks import check_bool, check_int, renamed
 
 
 @renamed(num_heads="heads")
@@ -34,11 +34,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
     """Raise TypeError / ValueError unless the arguments give well-defined T5 buckets."""
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be a bool, got {type(bidirectional).__name__}")
-    for name, value in (("num_buckets", num_buckets), ("max_distance", max_distance)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    check_bool("bidirectional", bidirectional)
+    check_int("num_buckets", num_buckets)
+    check_int("max_distance", max_distance)
     if bidirectional and (num_buckets < 4 or num_buckets % 2):
         raise ValueError(
             "num_buckets must be an even int >= 4 when bidirectional (half the buckets per "
@@ -104,10 +102,7 @@ def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
     inner product of two sinusoidal embeddings of width `dim` (d'), shifted to 0 at d = 0 and
     <= 0 elsewhere. Summed frequency by frequency, so no [..., dim/2] tensor is built.
     """
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-    if dim < 2 or dim % 2:
-        raise ValueError(f"dim (Sandwich's d') must be an even int >= 2, got {dim}")
+    check_int("dim", dim, low=2, even=True)  # Sandwich's d-prime
     d = distance.double()
     half = dim // 2
     total = torch.zeros_like(d)

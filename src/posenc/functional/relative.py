@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from posenc.checks import renamed
-from posenc.functional.absolute import sinusoidal_inv_freq
+from posenc.functional.absolute import position_angles, sinusoidal_inv_freq
 
 
 @renamed(bucket_size="num_buckets", max_position="max_distance")
@@ -61,5 +61,5 @@ def relative_sinusoid(distances: torch.Tensor, dim: int, base: float = 10000.0) 
     if dim % 2:
         raise ValueError(f"relative_sinusoid needs an even dim, got dim={dim}")
     inv_freq = sinusoidal_inv_freq(dim, base, dtype=torch.float64, device=distances.device)
-    ang = distances.to(torch.float64)[..., None] * inv_freq
-    return torch.cat([ang.sin(), ang.cos()], dim=-1).float()
+    ang = position_angles(distances, inv_freq)  # [..., dim/2] float32, reduced
+    return torch.cat([ang.sin(), ang.cos()], dim=-1)

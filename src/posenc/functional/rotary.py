@@ -1,6 +1,7 @@
 """Rotary position embedding (Su et al. 2021): frequencies, cos/sin, and the rotation.
 
-Angles are float32, or float64 where needed (see ROPE_F64_FROM); shapes follow posenc.base.
+Angles are float32 reduced in float64 (posenc.functional.position_angles: accurate at any
+position), float64 for float64 inputs; shapes follow posenc.base.
 The rotation runs through posenc.kernels (the C kernel on CPU) where it applies, else the
 reference `apply_rope_reference`; scaling variants are in posenc.functional.rope_scaling.
 """
@@ -10,17 +11,11 @@ from __future__ import annotations
 import torch
 
 from posenc import kernels
-from posenc.checks import check_int, check_positions, largest_position
+from posenc.checks import check_int, check_positions
+from posenc.functional.absolute import position_angles
 from posenc.functional.rope_scaling import ROPE_SCALING, rope_type_of
 
 ROPE_LAYOUTS = ("half", "interleaved")
-# Angles are float32, like transformers' (whose numbers the parity tests match), except float64
-# when the largest position is >= 2^24 (float32 no longer holds every integer), or >= 2^12 for
-# float16/bfloat16 inputs (float32 angle rounding, up to p * 2^-24 rad, would otherwise reach
-# float16's half-ulp 2^-11), or for float64 inputs or positions. Under torch.compile the largest
-# position is read outside the graph (a graph break), so compiled calls choose the same.
-ROPE_F64_FROM = 2**24
-ROPE_F64_FROM_HALF = 2**12
 
 
 def rope_inv_freq(
@@ -33,8 +28,7 @@ def rope_inv_freq(
     `seq_len` (the current length) matters for dynamic and longrope only. The attention factor
     multiplies cos and sin (yarn's temperature, longrope's scale; 1.0 otherwise).
     """
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
-        raise ValueError(f"dim (the rotary dim) must be an even int >= 2, got {dim!r}")
+    check_int("dim", dim, low=2, even=True)  # the rotary dim
     rope_type = rope_type_of(scaling)
     params = dict(scaling or {})
     base = float(params.get("rope_theta") or base)
@@ -51,16 +45,6 @@ def _rope_compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def rope_angle_dtype(positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.dtype:
-    """float32 or float64 angles for these positions and an input of `dtype` (see ROPE_F64_FROM)."""
-    if dtype == torch.float64 or positions.dtype == torch.float64:
-        return torch.float64
-    if positions.numel() == 0:
-        return torch.float32
-    limit = ROPE_F64_FROM_HALF if dtype in (torch.float16, torch.bfloat16) else ROPE_F64_FROM
-    return torch.float64 if largest_position(positions) >= limit else torch.float32
-
-
 def rope_cos_sin(
     positions: torch.Tensor,
     inv_freq: torch.Tensor,
@@ -70,16 +54,15 @@ def rope_cos_sin(
     """cos and sin of the angles positions * inv_freq, times attention_factor.
 
     positions [...] (ints or floats), inv_freq [R/2] -> cos, sin [..., R/2] in the dtype the
-    rotation of an input of `dtype` is computed in (float32; float64 for float64 inputs).
-    Build them once and pass them to apply_rope_cos_sin for q and k.
+    rotation of an input of `dtype` is computed in (float32; float64 for float64 inputs),
+    within ~1e-6 of float64's at any position (position_angles). Build them once and pass
+    them to apply_rope_cos_sin for q and k.
     """
-    angle_dtype = rope_angle_dtype(positions, dtype)
-    angles = positions.to(angle_dtype)[..., None] * inv_freq.to(positions.device, angle_dtype)
+    angles = position_angles(positions, inv_freq.to(positions.device), _rope_compute_dtype(dtype))
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
-    compute = _rope_compute_dtype(dtype)
-    return cos.to(compute), sin.to(compute)
+    return cos, sin
 
 
 def _rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -213,8 +196,8 @@ def apply_rope(
     inv_freq [R/2] (rope_inv_freq): the first R = rotary_dim channels rotate, the rest pass
     through (partial rotary). layout: "half" pairs channel i with i + R/2 (GPT-NeoX,
     transformers' rotate_half); "interleaved" pairs 2i with 2i + 1 (Meta, GPT-J,
-    rotary-embedding-torch). cos and sin are multiplied by attention_factor. Angles float32
-    (float64 at large positions, see ROPE_F64_FROM); returns x's dtype. inplace writes into x.
+    rotary-embedding-torch). cos and sin are multiplied by attention_factor. Accurate at any
+    position (see rope_cos_sin); returns x's dtype. inplace writes into x.
     """
     check_positions(positions)
     _rope_check(x, layout, rotary_dim, inv_freq.shape[-1])

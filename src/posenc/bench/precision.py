@@ -1,0 +1,120 @@
+"""Section `precision`: what accurate angles cost, side by side with float32 products.
+
+posenc computes every angle p * w in float64 and drops whole turns before float32 cos / sin
+(posenc.functional.position_angles). The usual float32 product (the seeds', transformers',
+and posenc's own before) is one pass cheaper and off by up to p * w * 2^-24 rad. Both are
+timed alternately in one run, on the sinusoidal table [T, D] and on RoPE of q, k
+[1, H, T, Dh] (cos / sin inside each call, the same rotation kernel), and their largest
+error against float64 is measured at positions 10^3 .. 2^31 - 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from functools import partial
+
+import torch
+
+from posenc import kernels
+from posenc.bench.common import Sizes, sync
+from posenc.bench.report import Report, Row
+from posenc.functional import (
+    apply_rope_qk_fast,
+    rope_align,
+    rope_inv_freq,
+    sinusoidal_inv_freq,
+    sinusoidal_table,
+)
+
+ERROR_AT = (10**3, 10**5, 10**6, 10**7, 2**24 + 1, 2**31 - 1)
+
+
+def product_table(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    """The sinusoidal table from float32 products: pos [T] -> [T, dim]."""
+    angles = pos.float()[:, None] * sinusoidal_inv_freq(dim, dtype=torch.float64).float()
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2)[:, :dim]
+
+
+def product_rope(q, k, pos, inv):
+    """RoPE of q, k with cos / sin of float32 products, rotated by the same kernel."""
+    angles = pos.float()[:, None] * inv  # [T, Dh/2]
+    cs = tuple(rope_align(t, q, "positions") for t in (angles.cos(), angles.sin()))
+    return kernels.rotate_qk(q, k, cs, cs, "half")
+
+
+def alternate(fns: list, device: str, repeats: int, warmup: int) -> list[float]:
+    """Median ms of each fn, calling them in turn (drift and noise hit all alike)."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, ts in zip(fns, times, strict=True):
+            sync(device)
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            ts.append(time.perf_counter() - t0)
+    return [1e3 * statistics.median(ts) for ts in times]
+
+
+def largest_error(fn, reference, device: str) -> float:
+    """max |fn(pos) - reference(pos)| over 8 positions ending at each of ERROR_AT."""
+    worst = 0.0
+    for p in ERROR_AT:
+        pos = torch.arange(p - 7, p + 1, device=device)
+        worst = max(worst, float((fn(pos).double() - reference(pos)).abs().max()))
+    return worst
+
+
+def ours_rope(q, k, pos, inv):
+    return apply_rope_qk_fast(q, k, pos, None, inv)
+
+
+def bench_precision(rep: Report, s: Sizes, device: str) -> float:
+    """Rows "precision"; returns the largest cost ratio posenc / float32 products."""
+    torch.manual_seed(0)
+    inv = rope_inv_freq(s.Dh)[0].to(device)  # [Dh/2]
+    D = s.table_dim
+    q64, k64 = torch.randn(2, 1, s.H, 8, s.Dh, device=device, dtype=torch.float64)  # probes
+    q32, k32 = q64.float(), k64.float()
+
+    def table_error(table) -> float:
+        return largest_error(
+            lambda p: table(p, D), lambda p: sinusoidal_table(p.double(), D), device
+        )
+
+    def rope_error(rope) -> float:
+        exact = lambda p: ours_rope(q64, k64, p, inv)[0]  # noqa: E731 - float64 throughout
+        return largest_error(lambda p: rope(q32, k32, p, inv)[0], exact, device)
+
+    errors = {
+        "table": (table_error(sinusoidal_table), table_error(product_table)),
+        "rope": (rope_error(ours_rope), rope_error(product_rope)),
+    }
+    worst = 0.0
+    for T in s.precision_T:
+        pos = torch.arange(T, device=device)  # [T]
+        q = torch.randn(1, s.H, T, s.Dh, device=device)  # [1, H, T, Dh]
+        k = torch.randn_like(q)
+        cases = {
+            "table": (
+                f"sin table T={T} D={D}",
+                partial(sinusoidal_table, pos, D),
+                partial(product_table, pos, D),
+            ),
+            "rope": (
+                f"rope q,k [1,{s.H},{T},{s.Dh}]",
+                partial(ours_rope, q, k, pos, inv),
+                partial(product_rope, q, k, pos, inv),
+            ),
+        }
+        for what, (case, ours, product) in cases.items():
+            ms = alternate([ours, product], device, s.repeats, s.warmup)
+            worst = max(worst, ms[0] / ms[1])
+            impls = ("posenc (float64-reduced angles)", "float32 products")
+            for impl, t, e in zip(impls, ms, errors[what], strict=True):
+                note = f"max |error| vs float64 at 10^3..2^31: {e:.1e}"
+                rep.rows.append(Row("precision", case, impl, t, t / ms[0], note=note))
+    return worst
