@@ -247,12 +247,12 @@ API = [
         "original_max_position_embeddings",
     ),  # fmt: skip
     (
-        "llama3 high <= low",
+        "llama3 high < low",
         lambda: rope(
             rope_type="llama3",
             factor=8,
             low_freq_factor=4,
-            high_freq_factor=4,
+            high_freq_factor=2,
             original_max_position_embeddings=64,
         ),
         ValueError,

@@ -230,6 +230,65 @@ def test_encoding_shared_by_default_or_per_layer():
             assert not torch.allclose(own(tokens), before)
 
 
+GEMMA3 = [("rope", {"base": 1e4})] * 2 + [
+    ("rope", {"base": 1e6, "scaling": {"rope_type": "linear", "factor": 8.0}})
+]
+IROPE = ["rope", "rope", ("nope_temperature", {"floor_scale": 3})]
+
+
+@pytest.mark.parametrize("schedule", [GEMMA3, IROPE, ["t5", "alibi", "kerple"]], ids=str)
+def test_per_layer_schedule(schedule, tmp_path):
+    """Each layer gets its own encoding: layer i's module is built from entry i, a schedule of
+    one name equals share_encoding=False, cached decoding equals a full forward, checkpoints
+    round-trip."""
+    model = tiny(schedule, depth=3)
+    for enc, spec in zip(model.encodings, schedule, strict=True):
+        name, kwargs = (spec, {}) if isinstance(spec, str) else spec
+        assert type(enc) is posenc.ENCODINGS[name]
+        for key, value in kwargs.items():  # scaling dicts gain max_position_embeddings
+            got = getattr(enc, key)
+            assert value.items() <= got.items() if isinstance(value, dict) else got == value
+    tokens = torch.randint(0, V, (2, 9))
+    generated, logits = model.generate(tokens[:, :4], 5, return_logits=True)
+    with torch.no_grad():
+        for step in range(5):
+            full = model(generated[:, : 4 + step])[:, -1]
+            torch.testing.assert_close(logits[:, step], full, atol=1e-4, rtol=1e-4)
+        model.save(tmp_path / "m.pt")
+        loaded = TransformerLM.from_checkpoint(tmp_path / "m.pt").eval()
+        torch.testing.assert_close(loaded(tokens), model(tokens), atol=0, rtol=0)
+    # a different layer 2 changes the logits (the schedule is used, not layer 0's encoding)
+    other = tiny(schedule[:2] + ["nope"], depth=3)
+    other.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        assert not torch.allclose(other(tokens), model(tokens))
+
+
+def test_schedule_of_one_name_equals_unshared_layers():
+    sched, own = tiny(["t5"] * 3, depth=3), tiny("t5", depth=3, share_encoding=False)
+    own.load_state_dict(sched.state_dict())
+    tokens = torch.randint(0, V, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(sched(tokens), own(tokens), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "error", "match"),
+    [
+        (["rope", "rope"], ValueError, "depth=3 entries, got 2"),
+        (["rope", "sinusoidal", "rope"], ValueError, r"encoding\[1\].*absolute"),
+        (["rope", "rope_2d", "rope"], ValueError, "position_dims"),
+        (["rope", 3, "rope"], TypeError, r"encoding\[1\]"),
+        (["rope", ("rope", "base"), "rope"], TypeError, r"encoding\[1\]"),
+        ({"rope": 3}, TypeError, "per-layer list"),
+        (["rope", "ropee", "rope"], ValueError, "rope"),
+    ],
+)
+def test_bad_schedules(schedule, error, match):
+    with pytest.raises(error, match=match):
+        tiny(schedule, depth=3)
+
+
 def test_concatenating_encoding_is_projected_back():
     if "onehot" not in posenc.ENCODINGS:
         pytest.skip("onehot not registered yet")

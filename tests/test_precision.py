@@ -101,13 +101,16 @@ CASES = [
     ("rope", {"scaling": LLAMA3}),
     ("xpos", {}),
     ("rope_2d", {}),
+    ("mrope", {}),
+    ("mrope", {"mrope_interleaved": True, "mrope_section": [2, 3, 3]}),
+    ("rope", {"scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.25}}),
 ]
 # Every registered encoding is either here (it computes angles; checked above or below) or
 # without angles; a new encoding must be placed in one of the two.
 WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "nope", "onehot", "phase",
-    "randomized", "sandwich", "shaw", "t5",
+    "randomized", "sandwich", "shaw", "t5", "nope_temperature",
 }  # fmt: skip
 
 

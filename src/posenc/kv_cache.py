@@ -104,9 +104,10 @@ def generate(
             f"{tuple(getattr(tokens, 'shape', ())) or tokens!r}"
         )
     check_float("temperature", temperature, ge=0)
-    if not model.encoding.cache_exact:
+    inexact = [e for e in model.encodings if not e.cache_exact]
+    if inexact:
         warnings.warn(
-            f"generate: {type(model.encoding).__name__} depends on the whole sequence "
+            f"generate: {type(inexact[0]).__name__} depends on the whole sequence "
             "(cache_exact=False), so cached decoding gives other logits than a full forward",
             stacklevel=2,
         )

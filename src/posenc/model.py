@@ -1,12 +1,16 @@
 """A small pre-norm Transformer language model that takes any positional encoding.
 
-Read top to bottom: Context, Attention, MLP, Block, TransformerLM (nanoGPT style).
+The layers (Context, Attention, MLP, Block) are in posenc.layers; this module is the model.
 
 Where the encoding acts:
 - absolute encodings (family "absolute") embed the token embeddings once, at the input; if
   `embed_dim(D) != D` (onehot, index, phase concatenate features) a Linear projects back to D.
 - rotary / bias / relative encodings act inside attention. By default ONE encoding module is
   shared by all layers (as T5 and ALiBi do); `share_encoding=False` gives each layer its own.
+- a per-layer schedule: `encoding` a list of `depth` names or (name, kwargs) pairs, each
+  layer its own module (Gemma 3: five local RoPE layers, base 1e4, to one global, base 1e6
+  and linear x8; Llama 4's iRoPE: every fourth layer "nope_temperature"). `encoding_kwargs`
+  are defaults under each pair's kwargs. Absolute encodings act once, at the input: not here.
 - `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
   (and in eval where `sample_at_eval`), before the first layer: every layer sees the same.
 
@@ -21,13 +25,10 @@ costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from posenc.attention import attention
 from posenc.base import PositionalEncoding
 from posenc.checks import (
     check_int,
@@ -39,78 +40,15 @@ from posenc.checks import (
 )
 from posenc.encodings import build_for
 from posenc.kv_cache import KVCache, generate
-
-
-@dataclass
-class Context:
-    """What every layer's attention needs besides x and its encoding: one object passed down.
-
-    q_pos, k_pos: [T] / [B, T] (+ [..., P]) or None for attention's defaults; mask: boolean
-    [B or 1, 1, Tq, Tk] (True = may attend) or None.
-    """
-
-    q_pos: torch.Tensor | None
-    k_pos: torch.Tensor | None
-    mask: torch.Tensor | None
-    causal: bool
-    backend: str
-    cache: KVCache | None = None
-
-
-class Attention(nn.Module):
-    """Multi-head (grouped-query when kv_heads < heads) self-attention through posenc.attention."""
-
-    def __init__(self, dim: int, heads: int, kv_heads: int) -> None:
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
-        self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
-        self.out_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
-
-    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
-        """x [B, T, D] -> [B, T, D]."""
-        B, T, _ = x.shape
-        H, Hkv, Dh = self.heads, self.kv_heads, self.head_dim
-        qkv = self.qkv_proj(x).view(B, T, H + 2 * Hkv, Dh).transpose(1, 2)  # [B, H+2Hkv, T, Dh]
-        q, k, v = qkv.split([H, Hkv, Hkv], dim=1)  # k, v [B, Hkv, T, Dh], not yet encoded
-        if ctx.cache is not None:
-            k, v = ctx.cache.update(layer, k, v)  # all cached tokens, still unencoded
-        y = attention(
-            q, k, v, encoding, ctx.q_pos, ctx.k_pos,
-            causal=ctx.causal, backend=ctx.backend, mask=ctx.mask,
-        )  # fmt: skip
-        return self.out_proj(y.transpose(1, 2).reshape(B, T, -1))
-
-
-class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
-
-
-class Block(nn.Module):
-    """Pre-norm: x + attn(norm(x)), then x + mlp(norm(x))."""
-
-    def __init__(self, dim, heads, kv_heads, mlp_ratio, dropout) -> None:
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads, kv_heads)
-        self.mlp = MLP(dim, int(mlp_ratio * dim))
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
-        h = self.attn(self.norm1(x), encoding, ctx, layer)
-        x = x + self.drop(h)
-        return x + self.drop(self.mlp(self.norm2(x)))
+from posenc.layers import Block, Context
 
 
 class TransformerLM(nn.Module):
     """Decoder (causal=True) or encoder (causal=False) with any registered encoding.
 
     forward(tokens [B, T], positions=None, doc_ids=None) -> logits [B, T, vocab_size].
-    The encoding is built by name with dim, heads, head_dim, max_len and `encoding_kwargs`.
+    The encoding is built by name with dim, heads, head_dim, max_len and `encoding_kwargs`;
+    a list of names / (name, kwargs) pairs is a per-layer schedule (see the module docstring).
     `attn_backend` (an attribute, default "auto") is the posenc.attention backend.
     """
 
@@ -120,7 +58,7 @@ class TransformerLM(nn.Module):
         dim: int,
         depth: int,
         heads: int,
-        encoding: str = "rope",
+        encoding: str | list = "rope",
         encoding_kwargs: dict | None = None,
         max_len: int | None = None,
         train_len: int | None = None,
@@ -140,8 +78,7 @@ class TransformerLM(nn.Module):
             raise ValueError(
                 f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}"
             )
-        if not isinstance(encoding, str):
-            raise TypeError(f"encoding must be a registry name, got {type(encoding).__name__}")
+        specs = layer_specs(encoding, depth)
         self.config = dict(
             vocab_size=vocab_size, dim=dim, depth=depth, heads=heads, encoding=encoding,
             encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, train_len=train_len,
@@ -149,10 +86,14 @@ class TransformerLM(nn.Module):
             kv_heads=kv_heads, mlp_ratio=mlp_ratio, dropout=dropout, share_encoding=share_encoding,
         )  # fmt: skip
         self.causal, self.depth, self.dim, self.attn_backend = causal, depth, dim, "auto"
-        self.encodings = nn.ModuleList([self.build_encoding()])
+        if specs is None:
+            self.encodings = nn.ModuleList([self.build_encoding(encoding)])
+        else:
+            self.encodings = nn.ModuleList(self.build_encoding(*spec) for spec in specs)
+            check_schedule(self.encodings)
         self.absolute = self.encoding.family == "absolute"
-        if not share_encoding and not self.absolute:
-            self.encodings.extend(self.build_encoding() for _ in range(depth - 1))
+        if specs is None and not share_encoding and not self.absolute:
+            self.encodings.extend(self.build_encoding(encoding) for _ in range(depth - 1))
         self.tok_emb = nn.Embedding(vocab_size, dim)
         # sqrt(D) for sinusoids (Vaswani et al. §3.4; else the table drowns the tokens), else 1
         self.embed_scale = float(self.encoding.token_scale(dim))
@@ -167,11 +108,12 @@ class TransformerLM(nn.Module):
         self.lm_head.weight = self.tok_emb.weight  # weight tying
         self.init_weights()
 
-    def build_encoding(self) -> PositionalEncoding:
+    def build_encoding(self, name: str, kwargs: dict | None = None) -> PositionalEncoding:
         c = self.config
         std = dict(dim=c["dim"], heads=c["heads"], head_dim=c["dim"] // c["heads"])
         std.update(max_len=c["max_len"], train_len=c["train_len"])
-        return build_for(c["encoding"], causal=c["causal"], **std, **c["encoding_kwargs"])
+        kwargs = {**std, **c["encoding_kwargs"], **(kwargs or {})}
+        return build_for(name, causal=c["causal"], **kwargs)
 
     def init_weights(self) -> None:
         """GPT-2 init for the model's own weights; the encodings keep their own init."""
@@ -193,7 +135,8 @@ class TransformerLM(nn.Module):
 
     @property
     def encoding(self) -> PositionalEncoding:
-        """The encoding (the one all layers share, or layer 0's)."""
+        """The encoding (the one all layers share, or layer 0's: its positions hooks
+        (position_dims, sample_positions) serve every layer)."""
         return self.encodings[0]
 
     def num_params(self) -> int:
@@ -298,3 +241,41 @@ class TransformerLM(nn.Module):
         except (TypeError, KeyError, RuntimeError) as err:
             raise ValueError(f"{path}: config and weights do not fit ({err})"[:300]) from None
         return model
+
+
+def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
+    """None for one encoding name; for a per-layer schedule, [(name, kwargs)] * depth."""
+    if isinstance(encoding, str):
+        return None
+    if not isinstance(encoding, list | tuple):
+        raise TypeError(
+            "encoding must be a registry name or a per-layer list of names / (name, kwargs), "
+            f"got {type(encoding).__name__}"
+        )
+    if len(encoding) != depth:
+        raise ValueError(f"encoding: a per-layer schedule needs depth={depth} entries, got "
+                         f"{len(encoding)}")  # fmt: skip
+    specs = []
+    for i, spec in enumerate(encoding):
+        if isinstance(spec, str):
+            spec = (spec, {})
+        ok = isinstance(spec, list | tuple) and len(spec) == 2 and isinstance(spec[0], str)
+        if not ok or not isinstance(spec[1], dict):
+            raise TypeError(f"encoding[{i}] must be a name or (name, kwargs), got {spec!r}")
+        specs.append((spec[0], dict(spec[1])))
+    return specs
+
+
+def check_schedule(encodings) -> None:
+    """A per-layer schedule: no absolute encoding (those act once, at the input), and one
+    kind of positions (position_dims) for every layer."""
+    for i, enc in enumerate(encodings):
+        if enc.family == "absolute":
+            raise ValueError(
+                f"encoding[{i}] ({type(enc).__name__}) is absolute: it acts once, at the input; "
+                "a per-layer schedule takes rotary, bias, relative or none encodings"
+            )
+    dims = {enc.position_dims for enc in encodings}
+    if len(dims) > 1:
+        raise ValueError(f"encoding: every layer must take the same positions, got "
+                         f"position_dims {sorted(dims)}")  # fmt: skip

@@ -19,11 +19,11 @@ def _x(dim=D, dtype=torch.float32, t=T):
 def test_registry_and_attributes():
     assert set(ENCODINGS) == {
         "sinusoidal", "scaled_sinusoidal", "learned", "onehot", "index", "phase",
-        "sinusoidal_2d", "sinusoidal_3d", "nope",
+        "sinusoidal_2d", "sinusoidal_3d", "nope", "nope_temperature",
     }  # fmt: skip
     for name, cls in ENCODINGS.items():
         assert posenc.ENCODINGS[name] is cls
-        assert cls.family == ("none" if name == "nope" else "absolute")
+        assert cls.family == ("none" if name.startswith("nope") else "absolute")
         assert cls.paper and cls.summary
     assert ENCODINGS["learned"].integer_positions and ENCODINGS["learned"].trainable
     assert ENCODINGS["onehot"].integer_positions
@@ -153,7 +153,7 @@ def test_learned_table_and_limits():
         posenc.build("learned", max_len=8)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in ENCODINGS if n != "nope"))
+@pytest.mark.parametrize("name", sorted(n for n, c in ENCODINGS.items() if c.family != "none"))
 def test_negative_positions_raise(name):
     enc = posenc.build(name, dim=D, max_len=32)
     pos = torch.arange(T) - 1
@@ -223,3 +223,57 @@ def test_nope_is_identity():
     q = torch.randn(1, 2, 3, 4)
     assert enc.rotate(q, q, torch.arange(3), torch.arange(3)) == (q, q)
     assert enc.bias(q, q, torch.arange(3), torch.arange(3)) is None
+
+
+# ------------------------------------------------------------------- nope_temperature
+
+
+@pytest.mark.parametrize(("floor_scale", "attn_scale"), [(4, 0.5), (7, 0.1), (8192, 0.1)])
+def test_nope_temperature_matches_llama4_attention(floor_scale, attn_scale):
+    """A NoPE layer of transformers' Llama 4 (attn_temperature_tuning) against posenc.attention
+    with the same projections: the same outputs at every position (the factor grows with
+    floor((p + 1) / floor_scale), so small floor_scales reach several steps in 40 tokens)."""
+    pytest.importorskip("transformers")
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4 import modeling_llama4
+
+    torch.manual_seed(0)
+    H, Hkv, Dh, T = 4, 2, 8, 40
+    cfg = Llama4TextConfig(
+        hidden_size=H * Dh, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=Dh,
+        num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0], attn_temperature_tuning=True,
+        floor_scale=floor_scale, attn_scale=attn_scale, intermediate_size=64,
+        intermediate_size_mlp=64, vocab_size=50,
+    )  # fmt: skip
+    cfg._attn_implementation = "eager"
+    hf = modeling_llama4.Llama4TextAttention(cfg, layer_idx=3)  # a NoPE layer
+    assert not hf.use_rope
+    x = torch.randn(2, T, H * Dh)
+    causal = torch.full((T, T), float("-inf")).triu(1)[None, None]
+    ref, _ = hf(x, None, causal)
+
+    def heads(proj, n):  # [B, T, n * Dh] -> [B, n, T, Dh]
+        return proj(x).view(2, T, n, Dh).transpose(1, 2)
+
+    enc = posenc.build("nope_temperature", floor_scale=floor_scale, attn_scale=attn_scale)
+    y = posenc.attention(heads(hf.q_proj, H), heads(hf.k_proj, Hkv), heads(hf.v_proj, Hkv), enc)
+    out = hf.o_proj(y.transpose(1, 2).reshape(2, T, H * Dh))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_nope_temperature_factor_and_bad_input():
+    enc = posenc.build("nope_temperature", floor_scale=8, attn_scale=0.5)
+    t = enc.temperature(torch.tensor([0, 6, 7, 15, 23]))
+    expected = [1.0, 1.0, 1 + 0.5 * math.log(2), 1 + 0.5 * math.log(3), 1 + 0.5 * math.log(4)]
+    torch.testing.assert_close(t, torch.tensor(expected, dtype=torch.float64))
+    q, k = torch.randn(2, 3, 24, 4), torch.randn(2, 3, 24, 4)
+    q2, k2 = enc.rotate(q, k, torch.arange(24), torch.arange(24))
+    assert torch.equal(k2, k) and torch.equal(q2[..., :7, :], q[..., :7, :])
+    batched, _ = enc.rotate(q, k, torch.arange(24).expand(2, 24), None)
+    torch.testing.assert_close(batched, q2)
+    with pytest.raises(ValueError, match="q_pos must be >= 0"):
+        enc.rotate(q, k, torch.arange(24) - 10, torch.arange(24))
+    with pytest.raises(ValueError, match="floor_scale"):
+        posenc.build("nope_temperature", floor_scale=0)
+    with pytest.raises(TypeError, match="attn_scale"):
+        posenc.build("nope_temperature", attn_scale="0.1")

@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from posenc.functional import rope_inv_freq
+import posenc
+from posenc.functional import rope_cos_sin, rope_inv_freq
 from posenc.functional.rope_scaling import ROPE_SCALING
 
 CASES = 12  # random parameter sets per rope_type
@@ -121,6 +122,10 @@ def test_llama3_matches_transformers(hf_rope_init):
             dim, base = 128, 500000.0
             params |= {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
             params["original_max_position_embeddings"] = 8192
+        if i == 1:  # Llama 4 Scout: equal factors, no band to smooth over
+            dim, base = 128, 500000.0
+            params |= {"factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0}
+            params["original_max_position_embeddings"] = 8192
         max_pos = int(params["original_max_position_embeddings"] * params["factor"])
         assert_same(rope_inv_freq(dim, base, params), hf_rope_init(dim, base, max_pos, params))
 
@@ -148,6 +153,65 @@ def test_longrope_matches_transformers_short_and_long(hf_rope_init):
     short, _ = rope_inv_freq(dim, base, ours_params, original)
     long, _ = rope_inv_freq(dim, base, ours_params, original + 1)
     assert not torch.allclose(short, long)
+
+
+# p-RoPE (Gemma): a grid of head dims x partial factors x factors, random bases
+PROPORTIONAL = [
+    (dh, prf, factor)
+    for dh in (16, 64, 128, 512)
+    for prf in (0.25, 0.5, 1.0)
+    for factor in (None, 1.0, 8.0)
+]
+
+
+def proportional(prf, factor):
+    return {"rope_type": "proportional", "partial_rotary_factor": prf} | (
+        {} if factor is None else {"factor": factor}
+    )
+
+
+@pytest.mark.parametrize(("head_dim", "prf", "factor"), PROPORTIONAL)
+def test_proportional_matches_transformers(head_dim, prf, factor, hf_rope_init):
+    """Frequencies over the whole head dim, the first int(prf * Dh // 2) pairs turning, the
+    others at 0, all / factor: transformers' numbers, bit for bit."""
+    rng = random.Random(f"{head_dim}{prf}{factor}")
+    for base in (10000.0, 1e6, 10 ** rng.uniform(3, 7)):
+        params = proportional(prf, factor)
+        ours = rope_inv_freq(head_dim, base, params)
+        theirs = hf_rope_init(head_dim, base, 4096, params)
+        assert_same(ours, theirs)
+        assert torch.equal(ours[0], theirs[0].float())
+        turning = int(prf * head_dim // 2)
+        assert ours[0].shape == (head_dim // 2,) and (ours[0][:turning] > 0).all()
+        assert not ours[0][turning:].any()
+
+
+@pytest.mark.parametrize(("head_dim", "prf", "factor"), PROPORTIONAL[::4])
+def test_proportional_rope_matches_transformers_cos_sin_and_rotation(
+    head_dim, prf, factor, hf_rope, hf_apply, hf_cos_sin64
+):
+    """posenc.build("rope", scaling=proportional): the whole head is the rotary dim; cos, sin
+    and rotated q / k (grouped-query k, [B, T] positions up to 10^6) within 1e-5 of
+    transformers' formula in float64; the pairs at frequency 0 pass through unchanged."""
+    rng = random.Random(head_dim)
+    torch.manual_seed(head_dim)
+    base, params = 10 ** rng.uniform(4, 6.5), proportional(prf, factor)
+    enc = posenc.build("rope", dim=4 * head_dim, heads=4, base=base, scaling=params)
+    assert enc.rotary_dim() == head_dim  # not prf * head_dim: p-RoPE rotates the whole head
+    module = hf_rope(head_dim, base, 4096, params)
+    pos = torch.randint(0, 10**6, (2, 9))
+    cos64, sin64 = hf_cos_sin64(module, pos)  # [B, T, Dh]
+    cos, sin = rope_cos_sin(pos, enc.inv_freq)  # [B, T, Dh / 2]
+    assert (torch.cat((cos, cos), -1) - cos64).abs().max() <= 1e-5
+    assert (torch.cat((sin, sin), -1) - sin64).abs().max() <= 1e-5
+    q, k = torch.randn(2, 4, 9, head_dim), torch.randn(2, 2, 9, head_dim)
+    q_ref, _ = hf_apply(q.double(), k.repeat_interleave(2, 1).double(), cos64, sin64)
+    _, k_ref = hf_apply(q[:, :2].double(), k.double(), cos64, sin64)
+    q2, k2 = enc.rotate(q, k, pos, pos)
+    assert (q2 - q_ref).abs().max() <= 1e-5 and (k2 - k_ref).abs().max() <= 1e-5
+    half, turning = head_dim // 2, int(prf * head_dim // 2)
+    still = [*range(turning, half), *range(half + turning, head_dim)]  # pairs (i, i + Dh/2)
+    assert torch.equal(q2[..., still], q[..., still])
 
 
 def test_ntk_is_the_static_base_change(hf_rope_init):
@@ -189,6 +253,7 @@ def test_registry_signature_and_rope_theta_override():
         "yarn",
         "llama3",
         "longrope",
+        "proportional",
     }
     inv, af = ROPE_SCALING["default"](4, 100.0, {}, None)  # 100^(-2i/4)
     torch.testing.assert_close(inv, torch.tensor([1.0, 0.1]))

@@ -236,6 +236,44 @@ class NoPE(PositionalEncoding):
         super().__init__()
 
 
+class NoPETemperature(PositionalEncoding):
+    """NoPE with Llama 4's query temperature: the query at position p is multiplied by
+    1 + attn_scale * log(1 + floor((p + 1) / floor_scale)); keys and values are unchanged.
+
+    Llama 4's NoPE layers (iRoPE: one layer in four without RoPE) use it so that attention over
+    long contexts stays sharp (after Nakanishi 2025's scalable softmax). The factor is exactly 1
+    below position floor_scale - 1, so it changes nothing at short lengths.
+    """
+
+    family = "none"  # no rotation, no bias: only the queries' scale follows their position
+    paper = "Meta 2025 (Llama 4 iRoPE); Nakanishi 2025"
+    summary = "NoPE with a log-length query temperature (Llama 4's NoPE layers)"
+
+    def __init__(
+        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None,
+        floor_scale: float = 8192, attn_scale: float = 0.1,
+    ):  # fmt: skip
+        super().__init__()
+        self.floor_scale = check_float("floor_scale", floor_scale, gt=0)
+        self.attn_scale = check_float("attn_scale", attn_scale, ge=0)
+
+    def temperature(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> the query factors, same shape, float64."""
+        steps = torch.floor((positions.double() + 1.0) / self.floor_scale)
+        return torch.log1p(steps) * self.attn_scale + 1.0
+
+    def rotate(self, q, k, q_pos, k_pos):
+        """q [B, H, Tq, Dh] scaled per query position (q_pos [Tq] or [B, Tq]); k unchanged."""
+        check_positions(q_pos, name="q_pos")
+        t = self.temperature(q_pos)[..., None]  # [Tq, 1] or [B, Tq, 1]
+        t = t.unsqueeze(1) if t.dim() == 3 else t  # [B, 1, Tq, 1]
+        compute = torch.promote_types(q.dtype, torch.float32)
+        return (q.to(compute) * t.to(compute)).to(q.dtype), k
+
+    def extra_repr(self) -> str:
+        return f"floor_scale={self.floor_scale:g}, attn_scale={self.attn_scale:g}"
+
+
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal": Sinusoidal,
     "scaled_sinusoidal": ScaledSinusoidal,
@@ -246,4 +284,5 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal_2d": Sinusoidal2D,
     "sinusoidal_3d": Sinusoidal3D,
     "nope": NoPE,
+    "nope_temperature": NoPETemperature,
 }

@@ -25,8 +25,10 @@ from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 class RoPE(RotaryEncoding):
     """Rotary position embedding (Su et al. 2021), with Hugging Face rope scaling.
 
-    `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope;
-    see posenc.rope_scaling). A missing original length is taken from `max_len` (like
+    `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope,
+    proportional; see posenc.rope_scaling). Its partial_rotary_factor sets the rotary dim, but
+    not for proportional (p-RoPE): there the whole head rotates and the factor says how many
+    pairs turn, the rest at frequency 0. A missing original length is taken from `max_len` (like
     transformers' `max_position_embeddings`). `dynamic` and `longrope` depend on the current
     length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
     unrotated and rotated again each step never carry a stale base (a cache of already rotated
@@ -59,7 +61,8 @@ class RoPE(RotaryEncoding):
         if max_len is not None and self.rope_type != "default":
             self.scaling.setdefault("max_position_embeddings", max_len)
         prf = self.scaling.get("partial_rotary_factor")
-        if rotary_dim is None and prf is not None and self.head_dim is not None:
+        partial = prf is not None and self.rope_type != "proportional"  # p-RoPE: the whole head
+        if rotary_dim is None and partial and self.head_dim is not None:
             self._rotary_dim = check_rotary_dim(int(self.head_dim * prf), self.head_dim)
         self.per_call = self.rope_type in ("dynamic", "longrope")
         known = self._rotary_dim or self.head_dim

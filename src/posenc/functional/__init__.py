@@ -6,6 +6,7 @@ Shapes follow the legend in posenc.base.
 
     absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
     rotary        rope_inv_freq, rope_cos_sin, apply_rope (+ _qk, _cos_sin, _fast variants)
+    mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     bias          alibi_slopes, t5_bucket, sandwich_curve
     relative      deberta_bucket, rel_shift, relative_sinusoid
@@ -19,6 +20,7 @@ from posenc.functional.absolute import (
     sinusoidal_table_3d,
 )
 from posenc.functional.bias import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
+from posenc.functional.mrope import mrope_angles, mrope_axes, mrope_positions
 from posenc.functional.relative import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.rope_scaling import ROPE_SCALING
 from posenc.functional.rotary import (
@@ -46,6 +48,9 @@ __all__ = [
     "apply_rope_reference",
     "check_t5_buckets",
     "deberta_bucket",
+    "mrope_angles",
+    "mrope_axes",
+    "mrope_positions",
     "position_angles",
     "rel_shift",
     "relative_sinusoid",

@@ -1,0 +1,99 @@
+"""Multimodal RoPE (Qwen2-VL; interleaved as in Qwen3-VL): rotary pairs split into time, height
+and width sections, each turning with its own axis of 3-D positions.
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq, 3] / [B, Tq, 3], k_pos) -> (q, k)
+    angles(positions [T, 3]) -> [T, Dh/2] float64, the rotation angle of each pair
+
+Positions are (t, h, w) on a trailing axis, [T, 3] or [B, T, 3]: transformers' position_ids
+[3, B, T] are `position_ids.permute(1, 2, 0)` here, and posenc.functional.mrope_positions builds
+them for a text + image + video sequence as transformers' get_rope_index does. Text tokens have
+t = h = w, where this is plain RoPE. The whole head rotates (R = Dh); the math lives in
+posenc.functional.mrope.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc import functional as PF
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_positions
+from posenc.encodings.rotary_base import RotaryEncoding
+from posenc.functional.mrope import check_mrope_section, mrope_default_section
+
+
+class MRoPE(RotaryEncoding):
+    """Multimodal rotary position embedding (Wang et al. 2024, Qwen2-VL).
+
+    Pair j of the Dh/2 rotary pairs (frequency base^(-2j / Dh), as RoPE's) turns with the
+    position axis `mrope_axes` gives it: `mrope_section` = (t, h, w) pair counts summing to
+    Dh/2, chunked (the first t pairs follow time, the next h height, the last w width; Qwen2-VL,
+    Qwen2.5-VL) or, with `mrope_interleaved=True`, interleaved t, h, w, t, h, w, ... (Qwen3-VL).
+    Default section: Qwen2-VL's [16, 24, 24] chunked, Qwen3-VL's [24, 20, 20] interleaved at
+    Dh = 128, scaled to other head dims (posenc.functional.mrope.mrope_default_section).
+    """
+
+    paper = "Wang et al. 2024"
+    summary = "multimodal RoPE (Qwen2-VL): rotary pairs split into time / height / width"
+    position_dims = 3
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        base: float = 10000.0,
+        mrope_section: list[int] | None = None,
+        mrope_interleaved: bool = False,
+        layout: str = "half",
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
+        )
+        self.interleaved = check_bool("mrope_interleaved", mrope_interleaved)
+        self.mrope_section = None
+        if mrope_section is not None:
+            self.mrope_section = check_mrope_section(mrope_section)
+        if self.head_dim is not None:
+            self.section(self.rotary_dim())  # fail now on a section that does not fit
+
+    def section(self, rotary_dim: int) -> list[int]:
+        """The (t, h, w) pair counts for rotary dim R: mrope_section (checked to sum to R/2),
+        else the default."""
+        if self.mrope_section is None:
+            return mrope_default_section(rotary_dim // 2, self.interleaved)
+        return check_mrope_section(self.mrope_section, rotary_dim // 2)
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        (reduced, see position_angles)."""
+        inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
+        axes = PF.mrope_axes(self.section(r), self.interleaved)
+        return PF.mrope_angles(positions, inv_freq.to(positions.device), axes, dtype)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, 3] / [B, Tq, 3] -> rotated."""
+        r = self.rotary_dim(q.shape[-1])
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            check_positions(pos, name=name, position_dims=3)
+            angles = self._angles(pos, r, x.dtype)  # [..., R/2], float64 for float64 x
+            out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T, 3] (or [B, T, 3]) -> [T, R/2] float64 angles, unreduced."""
+        check_positions(positions, position_dims=3)
+        return self._angles(positions, self.rotary_dim(), torch.float64)
+
+    def extra_repr(self) -> str:
+        section = self.mrope_section or "default"
+        return super().extra_repr() + f", mrope_section={section}, interleaved={self.interleaved}"
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"mrope": MRoPE}

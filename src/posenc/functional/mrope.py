@@ -1,0 +1,203 @@
+"""Multimodal RoPE (Qwen2-VL): which position axis each rotary pair follows, the angles, and the
+(t, h, w) positions of a text + image + video sequence.
+
+Positions carry posenc's trailing axis: [T, 3] or [B, T, 3] = (t, h, w). transformers'
+position_ids [3, B, T] are `position_ids.permute(1, 2, 0)` here (and ours `.permute(2, 0, 1)`
+there). Text tokens have t = h = w, where multimodal RoPE is plain RoPE.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from posenc.checks import check_float, check_int, check_tensor
+from posenc.functional.absolute import position_angles
+
+AXES = ("t", "h", "w")
+ADVANCES = ("grid", "max")
+NAMES = {1: "image_grid_thw", 2: "video_grid_thw"}  # token type -> its grids' name
+
+
+def mrope_default_section(half: int, interleaved: bool = False) -> list[int]:
+    """(t, h, w) pair counts summing to `half` = R/2: Qwen2-VL's [16, 24, 24] (h = w = 3/8 of
+    the pairs) chunked, Qwen3-VL's [24, 20, 20] (h = w = 5/16) interleaved, at R = 128."""
+    hw = half * 5 // 16 if interleaved else half * 3 // 8
+    return [half - 2 * hw, hw, hw]
+
+
+def check_mrope_section(section, half: int | None = None) -> list[int]:
+    """section as a list of 3 ints >= 0 (t, h, w); summing to `half` = R/2 when given."""
+    if not isinstance(section, list | tuple):
+        raise TypeError(f"mrope_section must be a list of 3 ints (t, h, w), got {section!r}")
+    if len(section) != 3:
+        raise ValueError(f"mrope_section must have 3 entries (t, h, w), got {list(section)}")
+    section = [check_int(f"mrope_section[{a}]", s, low=0) for a, s in zip(AXES, section)]
+    if half is not None and sum(section) != half:
+        raise ValueError(
+            f"mrope_section must sum to head_dim // 2 = {half} (one entry per rotary pair), "
+            f"got {section} summing to {sum(section)}"
+        )
+    return section
+
+
+def mrope_axes(section: list[int], interleaved: bool = False) -> list[int]:
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs.
+
+    Chunked (Qwen2-VL, Qwen2.5-VL): section[0] pairs follow t, then section[1] h, section[2] w.
+    Interleaved (Qwen3-VL): pair j follows h if j % 3 == 1 and j < 3 section[1], w if
+    j % 3 == 2 and j < 3 section[2], else t (so t, h, w, t, h, w, ..., then t).
+    """
+    if not interleaved:
+        return [a for a, n in enumerate(section) for _ in range(n)]
+    limits = (0, 3 * section[1], 3 * section[2])
+    return [j % 3 if j % 3 and j < limits[j % 3] else 0 for j in range(sum(section))]
+
+
+def mrope_angles(
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    axes: list[int],
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """positions [..., 3], inv_freq [R/2], axes [R/2] (mrope_axes) -> angles [..., R/2]:
+    pair j turns by positions[..., axes[j]] * inv_freq[j], through position_angles (float32
+    reduced, float64 for `dtype` float64)."""
+    groups = [[j for j, a in enumerate(axes) if a == axis] for axis in range(3)]
+    parts = [
+        position_angles(positions[..., axis], inv_freq[idx], dtype)  # [..., len(idx)]
+        for axis, idx in enumerate(groups)
+        if idx
+    ]
+    angles = torch.cat(parts, dim=-1)  # pairs grouped by axis
+    order = [j for idx in groups for j in idx]
+    if order == sorted(order):
+        return angles
+    inverse = sorted(range(len(order)), key=order.__getitem__)  # back to pair order
+    return angles[..., inverse]
+
+
+def _grids(name: str, grid_thw) -> list[tuple[int, int, int]]:
+    """[N, 3] (t, h, w) grid sizes as int triples, each >= 1."""
+    if grid_thw is None:
+        return []
+    rows = torch.as_tensor(grid_thw)
+    if rows.dim() != 2 or rows.shape[-1] != 3 or rows.is_floating_point():
+        raise ValueError(f"{name} must be an [N, 3] integer tensor of (t, h, w), got {grid_thw!r}")
+    out = [tuple(int(x) for x in row) for row in rows.tolist()]
+    if any(min(row) < 1 for row in out):
+        raise ValueError(f"{name} must hold sizes >= 1, got {out}")
+    return out
+
+
+def _video_intervals(tokens_per_second, second_per_grid_ts, videos: int) -> list:
+    """Each video's time index step: 1 (Qwen2-VL), tokens_per_second * seconds (Qwen2.5-VL)."""
+    if tokens_per_second is None:
+        if second_per_grid_ts is not None:
+            raise ValueError("second_per_grid_ts needs tokens_per_second (Qwen2.5-VL's "
+                             "vision_config.tokens_per_second)")  # fmt: skip
+        return [1] * videos
+    check_float("tokens_per_second", tokens_per_second, gt=0)
+    if second_per_grid_ts is None:
+        return [tokens_per_second] * videos
+    seconds = list(second_per_grid_ts)  # a tensor's entries stay 0-d tensors, as in transformers
+    if len(seconds) != videos:
+        raise ValueError(f"second_per_grid_ts must have one entry per video ({videos}), "
+                         f"got {len(seconds)}")  # fmt: skip
+    for s in seconds:
+        check_float("second_per_grid_ts", float(s), ge=0)
+    return [tokens_per_second * s for s in seconds]
+
+
+def _vision_block(start: int, thw, merge: int, interval) -> torch.Tensor:
+    """[t * h * w, 3] (t, h, w) indices of one image / video over its merged grid, row-major,
+    offset by `start`; the time index is int(i * interval)."""
+    t, h, w = thw[0], thw[1] // merge, thw[2] // merge
+    ti = (torch.arange(t) * interval).long() + start
+    grid = torch.meshgrid(ti, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
+    return torch.stack(grid, dim=-1).reshape(-1, 3)
+
+
+def _row(kinds: list[int], grids: dict, used: dict, intervals: list, merge: int, advance: str):
+    """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken."""
+    start, at, pieces = 0, 0, []  # at: the token index in the row
+    for kind, run in itertools.groupby(kinds):
+        n = len(list(run))
+        if kind == 0:  # text: one index on all three axes
+            pieces.append(torch.arange(start, start + n)[:, None].expand(n, 3))
+            start, at = start + n, at + n
+            continue
+        i, name = used[kind], NAMES[kind]
+        if i == len(grids[kind]):
+            raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type {kind}")
+        thw = grids[kind][i]
+        block = _vision_block(start, thw, merge, 1 if kind == 1 else intervals[i])
+        if len(block) != n:
+            raise ValueError(
+                f"{name}[{i}] = {list(thw)} gives {len(block)} tokens (t * (h // {merge}) * "
+                f"(w // {merge}), spatial_merge_size={merge}), but its block at token {at} has "
+                f"{n}; separate consecutive blocks by a text token"
+            )
+        used[kind] += 1
+        pieces.append(block)
+        grid_end = start + max(thw[1], thw[2]) // merge
+        start, at = grid_end if advance == "grid" else int(block.max()) + 1, at + n
+    return torch.cat(pieces) if pieces else torch.zeros(0, 3, dtype=torch.int64)
+
+
+def mrope_positions(
+    token_types: torch.Tensor,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    *,
+    spatial_merge_size: int = 2,
+    tokens_per_second: float | None = None,
+    second_per_grid_ts=None,
+    attention_mask: torch.Tensor | None = None,
+    advance: str = "grid",
+) -> torch.Tensor:
+    """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
+    transformers' Qwen2-VL / Qwen2.5-VL `get_rope_index` builds them.
+
+    token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
+    run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
+    image_grid_thw (video_grid_thw) [N, 3], in order over the batch, and has t * (h // m) *
+    (w // m) tokens, m = spatial_merge_size. Text tokens get one index on all three axes,
+    counting on from the block before. A block starting at s gets (s + t_i, s + h_i, s + w_i)
+    over its merged grid; the next block starts at s + max(h, w) // m (advance="grid",
+    transformers 5) or after the block's largest index (advance="max", transformers 4 and
+    Qwen's code; they differ where a video's time index outruns its grid). Video time index
+    t_i = i (Qwen2-VL) or int(i * tokens_per_second * second_per_grid_ts[v]) when
+    tokens_per_second is given (Qwen2.5-VL; seconds default to 1). Qwen3-VL: give each video
+    frame its own grid (t = 1), the timestamp text between frames separating them.
+    attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
+    """
+    check_tensor("token_types", token_types)
+    if token_types.dim() not in (1, 2) or token_types.is_floating_point():
+        raise ValueError(f"token_types must be a [T] or [B, T] integer tensor, got "
+                         f"{token_types.dtype} {tuple(token_types.shape)}")  # fmt: skip
+    types = token_types.reshape(-1, token_types.shape[-1]).cpu()  # [B, T]
+    if not torch.isin(types, torch.tensor([0, 1, 2])).all():
+        raise ValueError("token_types must hold 0 (text), 1 (image) or 2 (video)")
+    merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
+    if advance not in ADVANCES:
+        raise ValueError(f"advance must be one of {ADVANCES}, got {advance!r}")
+    grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
+    intervals = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
+    keep = torch.ones_like(types, dtype=torch.bool)
+    if attention_mask is not None:
+        check_tensor("attention_mask", attention_mask)
+        if attention_mask.shape != token_types.shape:
+            want, got = tuple(token_types.shape), tuple(attention_mask.shape)
+            raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
+        keep = attention_mask.reshape(types.shape).cpu().bool()
+    out = torch.zeros(*types.shape, 3, dtype=torch.int64)  # padding stays at 0
+    used = {1: 0, 2: 0}
+    for b in range(types.shape[0]):
+        out[b, keep[b]] = _row(types[b][keep[b]].tolist(), grids, used, intervals, merge, advance)
+    for kind, name in NAMES.items():
+        if used[kind] != len(grids[kind]):
+            raise ValueError(f"{name} has {len(grids[kind])} rows, but token_types has "
+                             f"{used[kind]} blocks of type {kind}")  # fmt: skip
+    return out.reshape(*token_types.shape, 3).to(token_types.device)

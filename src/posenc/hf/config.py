@@ -1,0 +1,297 @@
+"""Hugging Face configs in and out: the encoding a transformers config describes, and back.
+
+    from_config(config, layer_type=None, *, layer=None) -> PositionalEncoding
+    to_rope_parameters(encoding) -> dict     the transformers v5 `rope_parameters` dict
+    to_config(encoding) -> dict              rope_parameters plus the recorded extra keys
+
+`config` is a transformers PretrainedConfig (read through its to_dict(): no transformers import
+here) or the plain dict of a config.json; a multimodal config without rope keys is read through
+its `text_config`. What is read, as transformers reads it:
+    rope_parameters (v5: rope_theta inside; flat, or nested per layer type), else the legacy
+        rope_scaling (`type` for `rope_type`) + top-level rope_theta (GPT-NeoX: rotary_emb_base;
+        Gemma 3: rope_local_base_freq for its sliding layers). A missing rope_theta is 10000.
+    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct) -> R
+    head_dim (DeepSeek's MLA: qk_rope_head_dim), else hidden_size // num_attention_heads -> Dh
+    max_position_embeddings / original_max_position_embeddings: into the scaling dict where
+        transformers reads them (dynamic's original length; yarn's and longrope's factor
+        fallback; yarn / llama3 / longrope's original length, Phi-3's top-level one winning)
+    layout: "interleaved" for Llama 4 and DeepSeek-V3 (`rope_interleave`), else "half"
+    mrope_section / mrope_interleaved (Qwen2-VL, Qwen3-VL): posenc's "mrope" encoding, if
+        registered (else ValueError "mrope not available")
+
+Layers: a config with rope_parameters per layer type (Gemma 3: sliding_attention /
+full_attention) needs `layer_type=` (or `layer=`). A config with no-rope layers (Llama 4,
+SmolLM3: `no_rope_layers`, 1 = RoPE, 0 = NoPE, else one NoPE layer every
+`no_rope_layer_interval`) gives its RoPE by default, posenc's NoPE ("nope") for
+`layer_type="nope"`, and the encoding of layer i for `layer=i`.
+
+Llama 4's attention temperature (attn_temperature_tuning, floor_scale, attn_scale) makes its
+NoPE layers posenc's "nope_temperature" (queries times 1 + attn_scale * log(1 + floor((p + 1) /
+floor_scale))); the keys are kept in `hf_extras` for to_config. DeepSeek-V3's softmax scale
+times mscale^2 is its attention's, not the encoding's (its inv_freq and attention factor match).
+
+Every encoding built here carries `hf_rope_parameters` (the selected rope_parameters dict, as
+the config gives it in v5, standardized from the legacy keys otherwise; None for NoPE) and
+`hf_extras`; to_rope_parameters returns the former, so
+`to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]` (flat: `c["rope_parameters"]`).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_int
+from posenc.encodings import ENCODINGS, build
+from posenc.encodings.rotary import RoPE
+from posenc.functional.rope_scaling import KNOWN_KEYS, ROPE_SCALING
+
+ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base")
+DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
+RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
+MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them
+INTERLEAVED_MODELS = ("llama4", "llama4_text", "deepseek_v3")  # `rope_interleave` overrides
+ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
+MROPE_KEYS = ("mrope_section", "mrope_interleaved")
+EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only
+
+
+def config_dict(config) -> dict:
+    """The dict of a PretrainedConfig (to_dict()) or a config.json; a multimodal one's text part."""
+    if isinstance(config, dict):
+        cfg = config
+    elif callable(getattr(config, "to_dict", None)):
+        cfg = config.to_dict()
+    else:
+        raise TypeError(
+            "config must be a transformers PretrainedConfig or the dict of a config.json, "
+            f"got {type(config).__name__}"
+        )
+    if not any(cfg.get(k) is not None for k in ROPE_KEYS) and isinstance(
+        cfg.get("text_config"), dict
+    ):
+        return cfg["text_config"]
+    return cfg
+
+
+def _theta(cfg: dict) -> float:
+    theta = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
+    return DEFAULT_THETA if theta is None else theta
+
+
+def rope_parameters_of(cfg: dict) -> dict:
+    """The v5 rope_parameters of a config dict (a copy): as given, or built from legacy keys."""
+    if cfg.get("rope_parameters"):
+        return copy.deepcopy(cfg["rope_parameters"])
+    if cfg.get("rope_local_base_freq") is not None:  # Gemma 3's legacy form
+        full = {"rope_type": "default", **copy.deepcopy(cfg.get("rope_scaling") or {})}
+        full.setdefault("rope_theta", _theta(cfg))
+        local = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
+        return {"sliding_attention": local, "full_attention": full}
+    theta = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
+    if cfg.get("rope_scaling") is None and theta is None:
+        raise ValueError(
+            "config describes no rotary encoding: it has none of the keys "
+            f"{', '.join(ROPE_KEYS)} (nor text_config with one)"
+        )
+    params = copy.deepcopy(cfg.get("rope_scaling") or {})
+    params.setdefault("rope_type", params.pop("type", "default"))
+    params.setdefault("rope_theta", _theta(cfg))
+    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    if prf is not None:
+        params.setdefault("partial_rotary_factor", prf)
+    return params
+
+
+def layer_types_of(params: dict) -> list[str] | None:
+    """The layer types of rope_parameters nested per layer type, None for a flat dict."""
+    nested = bool(params) and all(v is None or isinstance(v, dict) for v in params.values())
+    return list(params) if nested else None
+
+
+def no_rope_layers_of(cfg: dict) -> list[int] | None:
+    """Per-layer flags (1: RoPE, 0: NoPE) of a config with no-rope layers (Llama 4), else None."""
+    if "no_rope_layers" not in cfg and "no_rope_layer_interval" not in cfg:
+        return None
+    if cfg.get("no_rope_layers"):
+        return [int(bool(f)) for f in cfg["no_rope_layers"]]
+    interval = cfg.get("no_rope_layer_interval") or 4  # transformers' default
+    layers = check_int("num_hidden_layers", cfg.get("num_hidden_layers"), low=1)
+    return [int((i + 1) % interval != 0) for i in range(layers)]
+
+
+def _select(cfg: dict, params: dict, layer_type, layer) -> dict | None:
+    """The flat rope_parameters of the selected layer; None for a NoPE layer."""
+    types, flags = layer_types_of(params), no_rope_layers_of(cfg)
+    if layer is not None:
+        if layer_type is not None:
+            raise ValueError("pass layer_type= or layer=, not both")
+        layers = cfg.get("num_hidden_layers") or len(flags or cfg.get("layer_types") or [])
+        if check_int("layer", layer, low=0) >= layers > 0:
+            raise ValueError(f"layer must be in 0..{layers - 1} (num_hidden_layers), got {layer}")
+        if flags is not None:
+            if layer >= len(flags):
+                raise ValueError(f"layer={layer}: no_rope_layers has only {len(flags)} entries")
+            if not flags[layer]:
+                return None
+        if types is not None:
+            if not cfg.get("layer_types"):
+                raise ValueError("layer=: the config has no layer_types to look the layer up in")
+            layer_type = cfg["layer_types"][layer]
+    if types is not None:
+        if layer_type not in types:
+            got = "none was given" if layer_type is None else f"got {layer_type!r}"
+            raise ValueError(
+                f"the config has rope_parameters per layer type: pass layer_type= one of "
+                f"{types} (or layer=); {got}"
+            )
+        return params[layer_type]
+    if layer_type == "nope" and flags is not None:
+        return None
+    if layer_type is not None:
+        allowed = "None or 'nope'" if flags is not None else "None"
+        raise ValueError(
+            f"layer_type={layer_type!r}, but the config's rope_parameters are not per layer "
+            f"type; allowed: {allowed}"
+        )
+    return params
+
+
+def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
+    """(RoPE's scaling dict, the mrope keys) of one layer's flat rope_parameters."""
+    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS))
+    if unknown:
+        raise ValueError(
+            f"rope_parameters key {unknown[0]!r} cannot be represented by posenc (keys it "
+            f"reads: {', '.join(sorted(KNOWN_KEYS | set(MROPE_KEYS)))})"
+        )
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    rope_type = MODEL_RENAMED_TYPES.get(cfg.get("model_type"), {}).get(rope_type, rope_type)
+    rope_type = RENAMED_TYPES.get(rope_type, rope_type)
+    if rope_type not in ROPE_SCALING:
+        raise ValueError(
+            f"rope_parameters key 'rope_type': unknown rope_type {rope_type!r}; "
+            f"allowed: {', '.join(ROPE_SCALING)}"
+        )
+    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS and k != "type"}
+    scaling["rope_type"] = rope_type
+    scaling.setdefault("rope_theta", _theta(cfg))
+    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    if prf is not None:
+        scaling.setdefault("partial_rotary_factor", prf)
+    max_len = cfg.get("max_position_embeddings")
+    if rope_type != "default" and max_len is not None:
+        scaling["max_position_embeddings"] = max_len
+    if rope_type == "dynamic" and max_len is not None:  # transformers' original length for it
+        scaling["original_max_position_embeddings"] = max_len
+    if rope_type in ORIGINAL_LEN_TYPES and cfg.get("original_max_position_embeddings"):
+        scaling["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
+    return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
+
+
+def _head_dim(cfg: dict) -> int:
+    for key in ("qk_rope_head_dim", "head_dim"):
+        if cfg.get(key):
+            return check_int(key, cfg[key], low=1)
+    hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    if not (hidden and heads):
+        raise ValueError(
+            "the config gives no head dim: it needs head_dim (or qk_rope_head_dim), or "
+            "hidden_size and num_attention_heads"
+        )
+    return check_int("hidden_size", hidden, low=1) // check_int("num_attention_heads", heads, low=1)
+
+
+def _layout(cfg: dict) -> str:
+    interleave = cfg.get("rope_interleave")
+    if interleave is None:
+        interleave = cfg.get("model_type") in INTERLEAVED_MODELS
+    return "interleaved" if interleave else "half"
+
+
+def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> PositionalEncoding:
+    """posenc's "mrope" encoding with the mrope keys, if it is registered now."""
+    if "mrope" not in ENCODINGS:
+        raise ValueError(
+            f"mrope not available: the config's rope_parameters have {sorted(mrope)} "
+            "(multimodal RoPE, Qwen2-VL) and posenc has no 'mrope' encoding registered"
+        )
+    accepted = inspect.signature(ENCODINGS["mrope"]).parameters
+    missing = [k for k in mrope if k not in accepted]
+    if missing:
+        raise ValueError(f"rope_parameters key {missing[0]!r}: posenc's mrope does not take it")
+    kwargs = dict(head_dim=head_dim, layout=layout, **mrope)
+    if "scaling" in accepted:
+        return build("mrope", **kwargs, scaling=scaling)
+    scaled = sorted(set(scaling) - {"rope_type", "rope_theta"})
+    if scaling["rope_type"] != "default" or scaled:
+        key = scaled[0] if scaled else "rope_type"
+        raise ValueError(f"rope_parameters key {key!r}: posenc's mrope takes no rope scaling")
+    return build("mrope", **kwargs, base=scaling["rope_theta"])
+
+
+def from_config(config, layer_type: str | None = None, *, layer: int | None = None):
+    """The positional encoding a transformers config describes (see the module docstring).
+
+    config: a PretrainedConfig or a config.json dict. layer_type: a key of rope_parameters nested
+    per layer type (Gemma 3), or "nope" for a config with no-rope layers (Llama 4). layer: a
+    layer index instead (its layer type; NoPE on a no-rope layer). Returns posenc's RoPE
+    (layout, head_dim, scaling as in the config), mrope, NoPE or nope_temperature. ValueError
+    names the key for an
+    unknown rope_type, a key posenc cannot represent, or a missing / wrong layer_type.
+    """
+    cfg = config_dict(config)
+    params = rope_parameters_of(cfg)
+    selected = _select(cfg, params, layer_type, layer)
+    head_dim = _head_dim(cfg)
+    if selected is None and cfg.get("attn_temperature_tuning"):  # Llama 4's NoPE layers
+        temperature = {k: cfg[k] for k in ("floor_scale", "attn_scale") if k in cfg}
+        encoding = build("nope_temperature", head_dim=head_dim, **temperature)
+    elif selected is None:
+        encoding = build("nope", head_dim=head_dim)
+    else:
+        scaling, mrope = _scaling(selected, cfg)
+        layout = _layout(cfg)
+        if mrope:
+            encoding = _mrope(head_dim, layout, scaling, mrope)
+        else:
+            encoding = RoPE(head_dim=head_dim, layout=layout, scaling=scaling)
+    encoding.hf_rope_parameters = copy.deepcopy(selected)
+    has_nope = no_rope_layers_of(cfg) is not None
+    encoding.hf_extras = {k: cfg[k] for k in EXTRA_KEYS if has_nope and k in cfg}
+    return encoding
+
+
+def to_rope_parameters(encoding: PositionalEncoding) -> dict:
+    """The transformers v5 rope_parameters dict of a rotary encoding.
+
+    Built by from_config: the dict it was built from. Built by hand (posenc "rope"): rope_type,
+    rope_theta, its scaling keys and partial_rotary_factor when R < Dh. The layout is not part of
+    rope_parameters (a model's code fixes it). ValueError for NoPE and non-rotary encodings, and
+    for rope_type "ntk" (static NTK has no transformers rope_type).
+    """
+    if not isinstance(encoding, PositionalEncoding):
+        raise TypeError(f"encoding must be a posenc encoding, got {type(encoding).__name__}")
+    if getattr(encoding, "hf_rope_parameters", None) is not None:
+        return copy.deepcopy(encoding.hf_rope_parameters)
+    if not isinstance(encoding, RoPE):
+        raise ValueError(
+            f"{type(encoding).__name__} (family {encoding.family!r}) has no transformers "
+            "rope_parameters; only rope encodings do (a NoPE layer is written as no_rope_layers)"
+        )
+    if encoding.rope_type == "ntk":
+        raise ValueError("rope_type 'ntk' (static NTK) has no transformers rope_type")
+    params = {"rope_type": encoding.rope_type, "rope_theta": encoding.base}
+    skip = ("type", "rope_type", "rope_theta", "max_position_embeddings")
+    params.update({k: copy.deepcopy(v) for k, v in encoding.scaling.items() if k not in skip})
+    if encoding.head_dim is not None and encoding.rotary_dim() != encoding.head_dim:
+        params.setdefault("partial_rotary_factor", encoding.rotary_dim() / encoding.head_dim)
+    return params
+
+
+def to_config(encoding: PositionalEncoding) -> dict:
+    """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
+    from_config recorded but posenc does not apply (Llama 4's attention temperature)."""
+    out = {} if encoding.family == "none" else {"rope_parameters": to_rope_parameters(encoding)}
+    return {**out, **copy.deepcopy(getattr(encoding, "hf_extras", {}))}

@@ -1,0 +1,81 @@
+"""The layers of posenc.TransformerLM, read top to bottom: Context, Attention, MLP, Block.
+
+Each layer's attention gets its encoding (or None: absolute encodings act at the input) and
+the Context shared by all layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc.attention import attention
+from posenc.kv_cache import KVCache
+
+
+@dataclass
+class Context:
+    """What every layer's attention needs besides x and its encoding: one object passed down.
+
+    q_pos, k_pos: [T] / [B, T] (+ [..., P]) or None for attention's defaults; mask: boolean
+    [B or 1, 1, Tq, Tk] (True = may attend) or None.
+    """
+
+    q_pos: torch.Tensor | None
+    k_pos: torch.Tensor | None
+    mask: torch.Tensor | None
+    causal: bool
+    backend: str
+    cache: KVCache | None = None
+
+
+class Attention(nn.Module):
+    """Multi-head (grouped-query when kv_heads < heads) self-attention through posenc.attention."""
+
+    def __init__(self, dim: int, heads: int, kv_heads: int) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.out_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
+        """x [B, T, D] -> [B, T, D]."""
+        B, T, _ = x.shape
+        H, Hkv, Dh = self.heads, self.kv_heads, self.head_dim
+        qkv = self.qkv_proj(x).view(B, T, H + 2 * Hkv, Dh).transpose(1, 2)  # [B, H+2Hkv, T, Dh]
+        q, k, v = qkv.split([H, Hkv, Hkv], dim=1)  # k, v [B, Hkv, T, Dh], not yet encoded
+        if ctx.cache is not None:
+            k, v = ctx.cache.update(layer, k, v)  # all cached tokens, still unencoded
+        y = attention(
+            q, k, v, encoding, ctx.q_pos, ctx.k_pos,
+            causal=ctx.causal, backend=ctx.backend, mask=ctx.mask,
+        )  # fmt: skip
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, dim, heads, kv_heads, mlp_ratio, dropout) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads, kv_heads)
+        self.mlp = MLP(dim, int(mlp_ratio * dim))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, encoding, ctx: Context, layer: int) -> torch.Tensor:
+        h = self.attn(self.norm1(x), encoding, ctx, layer)
+        x = x + self.drop(h)
+        return x + self.drop(self.mlp(self.norm2(x)))
