@@ -153,6 +153,8 @@ def digest(path):
         (["--eval-lens", "8,0"], "--eval-lens must be positive integers"),
         (["--eval-lens", "-8"], "--eval-lens must be positive integers"),
         (["--steps", "0"], "--steps must be a positive integer"),
+        (["--backbone", "hf-lama"], "--backbone: unknown ['hf-lama']; allowed: posenc, hf-llama"),
+        (["--encodings", "hf-llama:alibi"], "the hf-llama backbone takes rope, nope"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(tiny_run, capsys, argv, message):

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
+from posenc.arena.backbones import build_model
 from posenc.arena.cells import make_cells, model_kwargs, rope_scaling
 from posenc.arena.config import TASK_DEFAULTS, ArenaConfig, split_label, task_config
 from posenc.arena.corpus import Corpus
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.model import TransformerLM
 
 TINY_CORPUS = Corpus(
     name="tiny", train=np.arange(4096) % 251, valid=np.arange(4096) % 241, files=0, digest="0"
@@ -30,17 +30,18 @@ TINY_CORPUS = Corpus(
 
 @pytest.mark.parametrize("task_name", TASK_NAMES)
 def test_every_default_label_builds_and_runs_at_the_task_sizes(task_name):
-    tc = task_config(ArenaConfig(dim=16, heads=2, depth=1), task_name)
+    cfg = ArenaConfig(dim=16, heads=2, depth=1, backbones=("posenc", "hf-llama"))
+    tc = task_config(cfg, task_name)
     task = build_task(task_name, corpus=TINY_CORPUS)
     rng = np.random.default_rng(0)
-    for label in TASK_DEFAULTS[task_name]["encodings"]:
+    for label in tc.encodings:  # every default label, on both backbones where it runs there
         base, variant = split_label(label)
         kwargs = model_kwargs(task, base, tc)
         if variant:
             toks = [task.tokens(e) for e in tc.eval_lens]
-            scaling = rope_scaling(variant, task.tokens(tc.train_len), toks)
+            scaling = rope_scaling(variant, task.tokens(tc.train_len), toks, 8)
             kwargs["encoding_kwargs"] = dict(kwargs["encoding_kwargs"], scaling=scaling)
-        model = TransformerLM(**kwargs).eval()
+        model = build_model(kwargs).eval()
         for size in (tc.train_len, max(tc.eval_lens)):
             if base == "learned" and size > tc.train_len:
                 continue  # an n/a row by design (tested end to end)

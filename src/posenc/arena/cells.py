@@ -16,6 +16,7 @@ from posenc.arena.config import (
     RANDOMIZED_REACH,
     VARIANTS,
     TaskConfig,
+    backbone_of,
     encoding_of,
     split_label,
 )
@@ -56,12 +57,15 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
     """TransformerLM(**kwargs) for a trained label. The encoding reads what it needs from
     train_len, in tokens (a learned table's size, T5's buckets, FIRE's threshold); randomized
     samples positions from [0, 4 x the tokens of the longest evaluation), in training and in
-    evaluation (Ruoss et al. 2023)."""
+    evaluation (Ruoss et al. 2023). Another backbone than posenc's is named by a "backbone" key
+    (absent for posenc, so that posenc's cells keep their hashes)."""
+    backbone, base = backbone_of(base)
     name, enc_kwargs = encoding_of(base)
     if name == "randomized":
         longest = task.tokens(max(tc.train_len, *tc.eval_lens))
         enc_kwargs = dict(enc_kwargs, sample_len=RANDOMIZED_REACH * longest, sample_at_eval=True)
     return {
+        **({} if backbone == "posenc" else {"backbone": backbone}),
         "vocab_size": task.vocab_size,
         "dim": tc.dim,
         "depth": tc.depth,
@@ -73,16 +77,27 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
     }
 
 
-def rope_scaling(variant: str, train_tokens: int, eval_tokens: list[int]) -> dict:
-    """HF rope_scaling for a zero-shot variant; static ones target the longest eval length."""
+def rope_scaling(variant: str, train_tokens: int, eval_tokens: list[int], head_dim: int) -> dict:
+    """HF rope_scaling for a zero-shot variant; static ones target the longest eval length.
+
+    dynamic: s = max(1, T / L) at each forward. llama3: Llama 3.1's band (1, 4). longrope: no
+    searched factors here, so short = 1 and long ramps from 1 (the fastest pair) to the factor
+    (the slowest), with LongRoPE's attention factor. proportional: p-RoPE's rule zero-shot:
+    the slowest quarter of the pairs stop turning (frequency 0), no factor.
+    """
     factor = max(1.0, max(eval_tokens) / train_tokens)
-    if variant == "dynamic":  # s = max(1, T / L) at each forward
-        factor = 1.0
-    return {
-        "rope_type": variant,
-        "factor": factor,
-        "original_max_position_embeddings": train_tokens,
-    }
+    params = {"rope_type": variant, "factor": factor}
+    if variant == "dynamic":
+        params["factor"] = 1.0
+    if variant == "llama3":
+        params |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    if variant == "longrope":
+        half = head_dim // 2
+        ramp = [1.0 + (factor - 1.0) * i / max(1, half - 1) for i in range(half)]
+        params |= {"short_factor": [1.0] * half, "long_factor": ramp}
+    if variant == "proportional":
+        return {"rope_type": variant, "partial_rotary_factor": 0.75}
+    return params | {"original_max_position_embeddings": train_tokens}
 
 
 def ordered_labels(labels) -> list[str]:
@@ -117,7 +132,8 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                 if variant:
                     assert variant in VARIANTS, variant
                     toks = [task.tokens(e) for e in tc.eval_lens]
-                    full["rope_scaling"] = rope_scaling(variant, task.tokens(tc.train_len), toks)
+                    L, dh = task.tokens(tc.train_len), tc.dim // tc.heads
+                    full["rope_scaling"] = rope_scaling(variant, L, toks, dh)
                 cells.append(Cell(tc.task, label, seed, tc.train_len, train_cfg, full))
     return cells
 

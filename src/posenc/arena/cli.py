@@ -1,6 +1,7 @@
 """`posenc arena`: train small models per encoding, measure length generalization, report.
 
-    posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--seeds N] [--steps N]
+    posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--backbone posenc,hf-llama]
+                 [--seeds N] [--steps N]
                  [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
                  [--device D] [--workers N] [--ray [ADDRESS]] [--cpus-per-cell N]
                  [--gpus-per-cell N]
@@ -20,6 +21,7 @@ import torch
 
 from posenc.arena.cluster import import_ray
 from posenc.arena.config import (
+    BACKBONES,
     DEFAULT_TASKS,
     VARIANTS,
     ArenaConfig,
@@ -71,6 +73,12 @@ def parser() -> argparse.ArgumentParser:
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), and "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model)",
+    )
+    p.add_argument(
+        "--backbone",
+        help="comma-separated, from posenc,hf-llama (default posenc): hf-llama trains "
+        "transformers' LlamaForCausalLM with posenc's positions (rope and nope labels; "
+        "pip install 'posenc[hf]')",
     )
     p.add_argument("--seeds", type=int, help=f"seeds per cell (default {d.seeds})")
     p.add_argument("--steps", type=int, help="training steps (default per task)")
@@ -139,6 +147,11 @@ def config_from_args(args) -> ArenaConfig:
     if args.encodings:
         kw["encodings"] = split_names(args.encodings, "--encodings")
         validate_encodings(kw["encodings"])
+    if args.backbone:
+        kw["backbones"] = tuple(split_names(args.backbone, "--backbone"))
+        bad = [b for b in kw["backbones"] if b not in BACKBONES]
+        if bad:
+            raise ValueError(f"--backbone: unknown {bad}; allowed: {', '.join(BACKBONES)}")
     for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len"),
                       ("--workers", "workers"), ("--cpus-per-cell", "cpus_per_cell")):  # fmt: skip
         value = getattr(args, key)

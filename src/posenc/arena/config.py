@@ -6,7 +6,8 @@ largest training size; algorithmic tasks are evaluated at every size 1..2L, lm a
 
 Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
 al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
-rope scaling (no training of its own).
+rope scaling (no training of its own); "hf-llama:<label>" for the same on transformers' own
+LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only: posenc.arena.backbones).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from posenc.checks import closest_names
 from posenc.encodings import resolve
 
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
-VARIANTS = ("ntk", "yarn", "dynamic")  # zero-shot rope scalings: labels "rope+ntk", ...
+# zero-shot rope scalings: labels "rope+ntk", ... (posenc.arena.cells.rope_scaling)
+VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
+BACKBONES = ("posenc", "hf-llama")  # hf-llama: transformers' LlamaForCausalLM (posenc.hf.patch)
+HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
 
 # Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
@@ -27,8 +31,10 @@ ALGORITHMIC_ENCODINGS = (
     "nope", "t5", "alibi", "rope", "sinusoidal", "randomized:rope", "randomized:sinusoidal",
 )  # fmt: skip
 LM_ENCODINGS = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire") + tuple(
-    f"rope+{v}" for v in VARIANTS
+    f"rope+{v}" for v in ("ntk", "yarn", "dynamic")
 )
+# context extension: rope trained at L, every zero-shot scaling at 2L..8L (and NoPE beside it)
+PASSKEY_ENCODINGS = ("nope", "rope") + tuple(f"rope+{v}" for v in VARIANTS)
 DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
 
 # The training recipe per task (docs/arena/README.md says how it was chosen). Every task: AdamW
@@ -40,7 +46,7 @@ TASK_DEFAULTS: dict[str, dict] = {
     "reverse": dict(ALGO, train_len=8, steps=5000, encodings=ALGORITHMIC_ENCODINGS),
     "sort": dict(ALGO, train_len=8, encodings=ALGORITHMIC_ENCODINGS),
     "addition": dict(ALGO, train_len=5, lr=2e-3, encodings=ALGORITHMIC_ENCODINGS),
-    "passkey": dict(ALGO, train_len=32, encodings=ALGORITHMIC_ENCODINGS),
+    "passkey": dict(ALGO, train_len=32, encodings=PASSKEY_ENCODINGS, eval_lens=(32, 64, 128, 256)),
     "lm": dict(
         dim=128,
         depth=2,
@@ -60,6 +66,7 @@ class ArenaConfig:
 
     tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
     encodings: list[str] | None = None
+    backbones: tuple[str, ...] = ("posenc",)  # each label runs on each (hf-llama: rope, nope)
     seeds: int = 3
     steps: int | None = None
     train_len: int | None = None
@@ -120,6 +127,7 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
     lens = lens if lens is not None else default_eval_lens(task, L)
     encodings = cfg.encodings if cfg.encodings is not None else d["encodings"]
+    encodings = on_backbones(encodings, cfg.backbones)
     return TaskConfig(
         task=task, encodings=tuple(encodings), seeds=cfg.seeds, train_len=L,
         eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
@@ -136,6 +144,25 @@ def split_label(label: str) -> tuple[str, str | None]:
     return base, (variant or None)
 
 
+def backbone_of(label: str) -> tuple[str, str]:
+    """'hf-llama:rope+yarn' -> ('hf-llama', 'rope+yarn'); 'rope' -> ('posenc', 'rope')."""
+    head, sep, rest = label.partition(":")
+    return (head, rest) if sep and head in BACKBONES else ("posenc", label)
+
+
+def on_backbones(labels, backbones) -> list[str]:
+    """Each label on each backbone: hf-llama takes the rope / nope labels (prefixed), posenc all;
+    labels already prefixed stay as they are."""
+    out = []
+    for backbone in backbones:
+        for label in labels:
+            if backbone_of(label)[0] != "posenc" or backbone == "posenc":
+                out.append(label)
+            elif split_label(label)[0] in HF_ENCODINGS:
+                out.append(f"{backbone}:{label}")
+    return list(dict.fromkeys(out))
+
+
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
     ('randomized', {'encoding': 'rope'})."""
@@ -147,7 +174,13 @@ def encoding_of(base: str) -> tuple[str, dict]:
 def validate_encodings(labels: list[str]) -> None:
     """ValueError naming the label (with the closest names) unless every label is runnable."""
     for label in labels:
-        base, variant = split_label(label)
+        backbone, inner = backbone_of(label)
+        base, variant = split_label(inner)
+        if backbone != "posenc" and base not in HF_ENCODINGS:
+            raise ValueError(
+                f"{label!r}: the {backbone} backbone takes {', '.join(HF_ENCODINGS)} (and rope's "
+                "zero-shot variants): what posenc.hf.patch applies to transformers' attention"
+            )
         name, kwargs = encoding_of(base)
         resolve(name)  # ValueError with the closest names
         if kwargs and resolve(kwargs["encoding"]) is resolve("randomized"):

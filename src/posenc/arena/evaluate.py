@@ -10,23 +10,24 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from posenc.arena.backbones import build_model
 from posenc.arena.cells import Cell, metrics_for, position_bands
 from posenc.arena.config import TaskConfig
 from posenc.arena.store import Row
 from posenc.arena.train import task_seed
-from posenc.model import TransformerLM
 
 EVAL_SEED = 12345
 TOKENS_PER_FORWARD = 8192
 MATERIALIZE = 2**22  # largest heads * T * T bias for which evaluation uses sdpa
 
 
-def variant_model(model: TransformerLM, cell: Cell, device: str) -> TransformerLM:
+def variant_model(model: nn.Module, cell: Cell, device: str) -> nn.Module:
     """The trained rope model rebuilt with the cell's zero-shot rope scaling."""
     kwargs = json.loads(json.dumps(cell.train_cfg["model"]))
     kwargs["encoding_kwargs"] = dict(kwargs["encoding_kwargs"], scaling=cell.cfg["rope_scaling"])
-    scaled = TransformerLM(**kwargs)
+    scaled = build_model(kwargs)
     scaled.load_state_dict(model.state_dict())
     return scaled.to(device).eval()
 
@@ -39,7 +40,7 @@ def eval_batch(task, tc: TaskConfig, size: int):
 
 
 @torch.no_grad()
-def evaluate(model: TransformerLM, task, cell: Cell, size: int, tc: TaskConfig,
+def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
              device: str) -> list[Row]:  # fmt: skip
     """The rows of one evaluation size: 'n/a' with a reason where the encoding cannot run."""
     metrics = metrics_for(cell.task, cell.train_len, size)

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from posenc.arena.config import backbone_of
 from posenc.arena.findings import addition, in_distribution, kazemnejad, ruoss  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
@@ -70,8 +71,15 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
         for metric, by in ((main_metric(task), "eval"), ("loss@", "band")):
             if by == "band" and not any(m.startswith("loss@") for m in res.metrics(task, L)):
                 continue
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            for enc in res.encodings(task, L):
+            encs = res.encodings(task, L)
+            # one panel per backbone (posenc's TransformerLM, hf-llama), a label's style shared
+            backbones = list(dict.fromkeys(backbone_of(e)[0] for e in encs))
+            fig, panels = plt.subplots(
+                1, len(backbones), figsize=(7 * len(backbones), 4.5), sharey=True, squeeze=False
+            )
+            for enc in encs:
+                backbone, label = backbone_of(enc)
+                ax = panels[0][backbones.index(backbone)]
                 xs, med, lo, hi = [], [], [], []
                 if by == "eval":
                     pts = [(E, res.stat(task, L, metric, enc, E)) for E in lens]
@@ -88,34 +96,41 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
                         hi.append(s[2])
                 if not xs:
                     continue
-                (line,) = ax.plot(xs, med, ms=3, label=enc, **style(enc))
+                (line,) = ax.plot(xs, med, ms=3, label=label, **style(label))
                 ax.fill_between(xs, lo, hi, alpha=0.12, color=line.get_color())
-            if task == "lm":
-                ax.set_xscale("log", base=2)
-            ax.axvline(L, color="gray", lw=0.8, ls=":")
-            if by == "eval":
-                unit = {"lm": "tokens", "passkey": "tokens", "addition": "digits"}.get(
-                    task, "symbols"
+            for backbone, ax in zip(backbones, panels[0], strict=True):
+                title = decorate(
+                    ax, task, L, metric, by, lens, f"{backbone}: " * (len(panels[0]) > 1)
                 )
-                ax.set_xlabel(f"evaluation length ({unit})")
-                ax.set_ylabel(metric)
-                if metric == "ppl":
-                    ax.set_yscale("log")
-                title = f"{task}: {metric} vs evaluation length (trained at L={L})"
-            else:
-                ax.set_xlabel(f"position in a chunk of {max(lens)} tokens")
-                ax.set_ylabel("loss (nats/byte)")
-                title = f"{task}: loss per position (trained at L={L})"
-            ax.set_title(title, fontsize=10)
-            ax.legend(fontsize=7, ncol=2)
-            ax.grid(alpha=0.3, which="both")
+            fig.tight_layout()
             kind = "position" if by == "band" else metric
             name = f"{task}_L{L}_{kind}.png"
-            fig.tight_layout()
             fig.savefig(os.path.join(out, name), dpi=110)
             plt.close(fig)
             files.append((name, title))
     return files
+
+
+def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> str:
+    """Axes, scales, title and legend of one panel; returns its title (without `name`)."""
+    if task == "lm":
+        ax.set_xscale("log", base=2)
+    ax.axvline(L, color="gray", lw=0.8, ls=":")
+    if by == "eval":
+        unit = {"lm": "tokens", "passkey": "tokens", "addition": "digits"}.get(task, "symbols")
+        ax.set_xlabel(f"evaluation length ({unit})")
+        ax.set_ylabel(metric)
+        if metric == "ppl":
+            ax.set_yscale("log")
+        title = f"{task}: {metric} vs evaluation length (trained at L={L})"
+    else:
+        ax.set_xlabel(f"position in a chunk of {max(lens)} tokens")
+        ax.set_ylabel("loss (nats/byte)")
+        title = f"{task}: loss per position (trained at L={L})"
+    ax.set_title(name + title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3, which="both")
+    return title
 
 
 # ----------------------------------------------------------------------------- writing

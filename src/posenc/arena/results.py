@@ -6,7 +6,13 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
+from posenc.arena.config import (
+    ALGORITHMIC_ENCODINGS,
+    BACKBONES,
+    LM_ENCODINGS,
+    PASSKEY_ENCODINGS,
+    backbone_of,
+)
 
 MAIN_METRIC = {"lm": "ppl"}  # tasks: exact-match accuracy
 
@@ -64,11 +70,13 @@ class Results:
         )
 
 
-ORDER = tuple(dict.fromkeys(LM_ENCODINGS + ALGORITHMIC_ENCODINGS))
+ORDER = tuple(dict.fromkeys(LM_ENCODINGS + ALGORITHMIC_ENCODINGS + PASSKEY_ENCODINGS))
 
 
 def _enc_order(name: str):
-    return (ORDER.index(name) if name in ORDER else 99, name)
+    """posenc's labels first, then each other backbone's, each in ORDER."""
+    backbone, label = backbone_of(name)
+    return (BACKBONES.index(backbone), ORDER.index(label) if label in ORDER else 99, label)
 
 
 def _metric_order(m: str):

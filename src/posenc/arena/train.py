@@ -17,22 +17,23 @@ import zlib
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from posenc.arena.backbones import build_model, decayed
 from posenc.arena.cells import Cell
 from posenc.arena.config import TaskConfig, split_label
 from posenc.checks import load_checkpoint
-from posenc.model import TransformerLM
 
 WEIGHT_DECAY = 0.1
 WARMUP = 100
 
 
-def param_groups(model: TransformerLM, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
+def param_groups(model: nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
     """AdamW groups: decay on the blocks' weight matrices; none on the embedding (tied with the
     head), norms, biases and the encoding's own parameters (tables, slopes, FIRE's MLP)."""
     decay, rest = [], []
     for name, p in model.named_parameters():
-        (decay if name.startswith("blocks.") and p.dim() >= 2 else rest).append(p)
+        (decay if decayed(name, p) else rest).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
@@ -86,12 +87,12 @@ def read_checkpoint(path: str, cell: Cell) -> dict | None:
         return None
 
 
-def load_trained(path: str, cell: Cell) -> TransformerLM | None:
+def load_trained(path: str, cell: Cell) -> nn.Module | None:
     """The finished model of this cell's training, or None."""
     ckpt = read_checkpoint(path, cell)
     if ckpt is None or ckpt.get("arena", {}).get("train_hash") != cell.train_hash:
         return None
-    model = TransformerLM(**cell.train_cfg["model"])
+    model = build_model(cell.train_cfg["model"])
     try:
         model.load_state_dict(ckpt["model"])
     except (KeyError, RuntimeError) as err:
@@ -102,7 +103,7 @@ def load_trained(path: str, cell: Cell) -> TransformerLM | None:
 
 
 def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint_seconds: float,
-          on_step=None) -> TransformerLM:  # fmt: skip
+          on_step=None) -> nn.Module:  # fmt: skip
     """Train (or resume, or load) the model of a cell; returns it in eval mode.
 
     on_step(step, loss) is called after every step (progress bars)."""
@@ -114,7 +115,7 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
 
     def fresh():
         torch.manual_seed(cell.seed)
-        model = TransformerLM(**cell.train_cfg["model"]).to(device)
+        model = build_model(cell.train_cfg["model"]).to(device)
         opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
         return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)]), 0
 
@@ -167,7 +168,8 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
     os.makedirs(os.path.dirname(final), exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     meta = {"train_hash": cell.train_hash, "train_cfg": cell.train_cfg, "loss": loss_ema}
-    atomic_save({"config": dict(model.config), "model": sd, "arena": meta}, final)
+    config = dict(cell.train_cfg["model"])  # build_model(config) rebuilds it
+    atomic_save({"config": config, "model": sd, "arena": meta}, final)
     if os.path.exists(state_path):
         os.remove(state_path)
     return model.eval()

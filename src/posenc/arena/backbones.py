@@ -1,0 +1,74 @@
+"""The models the arena trains: posenc's TransformerLM, or transformers' own LlamaForCausalLM.
+
+    build_model(kwargs) -> model; model(tokens [B, T]) -> logits [B, T, V]
+
+kwargs are a cell's model settings (posenc.arena.cells.model_kwargs): TransformerLM's keywords,
+plus "backbone": "hf-llama" for HFLlama. HFLlama is a randomly initialised LlamaForCausalLM of
+the same size (dim, depth, heads, an MLP of 4 x dim, tied embeddings) whose positions come from
+the posenc encoding through posenc.hf.patch: the arena's numbers then hold inside the model
+people use, not only inside posenc's own. transformers is optional (pip install posenc[hf]).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.encodings import build
+from posenc.hf import patch
+from posenc.model import TransformerLM
+
+
+class HFLlama(nn.Module):
+    """transformers' LlamaForCausalLM at the arena's size, positions from a posenc encoding.
+
+    forward(tokens [B, T]) -> logits [B, T, V] (no cache, right padding needs no mask in a causal
+    model). `encoding` is the posenc encoding its rotary embedding computes (rope with any
+    scaling, or nope); `attn_backend` is accepted and ignored (transformers picks its own).
+    """
+
+    attn_backend = "auto"
+
+    def __init__(
+        self, *, vocab_size: int, dim: int, depth: int, heads: int, encoding: str = "rope",
+        encoding_kwargs: dict | None = None, train_len: int | None = None, causal: bool = True,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        try:
+            from transformers import LlamaConfig, LlamaForCausalLM
+        except ImportError as error:
+            hint = "--backbone hf-llama needs transformers: pip install posenc[hf]"
+            raise ImportError(hint) from error
+        if not causal:
+            raise ValueError("the hf-llama backbone is a causal LM (causal=True)")
+        kwargs = dict(encoding_kwargs or {})
+        config = LlamaConfig(
+            vocab_size=vocab_size, hidden_size=dim, intermediate_size=4 * dim,
+            num_hidden_layers=depth, num_attention_heads=heads, num_key_value_heads=heads,
+            max_position_embeddings=train_len or 2048, tie_word_embeddings=True,
+            rope_theta=float(kwargs.get("base", 10000.0)), bos_token_id=None, eos_token_id=None,
+            pad_token_id=None,
+        )  # fmt: skip
+        self.lm = LlamaForCausalLM(config)
+        self.encoding = build(encoding, head_dim=dim // heads, train_len=train_len, **kwargs)
+        patch(self.lm, self.encoding)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.lm(input_ids=tokens, use_cache=False).logits
+
+
+def build_model(kwargs: dict) -> nn.Module:
+    """The model of a cell's settings: TransformerLM, or HFLlama for "backbone": "hf-llama"."""
+    kwargs = dict(kwargs)
+    backbone = kwargs.pop("backbone", "posenc")
+    if backbone == "hf-llama":
+        return HFLlama(**kwargs)
+    if backbone != "posenc":
+        raise ValueError(f"backbone must be posenc or hf-llama, got {backbone!r}")
+    return TransformerLM(**kwargs)
+
+
+def decayed(name: str, p: torch.Tensor) -> bool:
+    """Whether AdamW decays this parameter: the blocks' weight matrices (posenc's `blocks.`,
+    Llama's `lm.model.layers.`), not embeddings, norms, biases or encodings."""
+    return name.startswith(("blocks.", "lm.model.layers.")) and p.dim() >= 2
