@@ -291,3 +291,10 @@ def test_bad_positions_and_head_dims():
 def test_bad_positions_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_mrope_positions_of_empty_sequences():
+    """T = 0: empty positions, like every other posenc function on empty input."""
+    for shape in ((0,), (2, 0)):
+        out = mrope_positions(torch.zeros(shape, dtype=torch.long))
+        assert out.shape == (*shape, 3) and out.dtype == torch.int64

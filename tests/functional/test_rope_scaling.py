@@ -316,3 +316,18 @@ def test_bad_dims():
     }
     with pytest.raises(ValueError, match="short_factor must have dim // 2 = 4 entries, got 3"):
         rope_inv_freq(8, 10000.0, longrope)
+
+
+def test_yarn_without_factor_needs_both_lengths():
+    """DeepSeek-style YaRN (no factor) takes max / original only when both are given; a bare
+    yarn dict is refused instead of silently becoming factor 1."""
+    with pytest.raises(ValueError, match="needs the key 'factor'"):
+        rope_inv_freq(16, 10000.0, {"rope_type": "yarn", "max_position_embeddings": 64})
+    inv, _ = rope_inv_freq(
+        16, 1e4, {"rope_type": "yarn", "max_position_embeddings": 256,
+                  "original_max_position_embeddings": 64},
+    )  # fmt: skip
+    ref, _ = rope_inv_freq(
+        16, 1e4, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    )
+    torch.testing.assert_close(inv, ref)

@@ -177,7 +177,7 @@ def mrope_positions(
     if token_types.dim() not in (1, 2) or token_types.is_floating_point():
         raise ValueError(f"token_types must be a [T] or [B, T] integer tensor, got "
                          f"{token_types.dtype} {tuple(token_types.shape)}")  # fmt: skip
-    types = token_types.reshape(-1, token_types.shape[-1]).cpu()  # [B, T]
+    types = (token_types[None] if token_types.dim() == 1 else token_types).cpu()  # [B, T]
     if not torch.isin(types, torch.tensor([0, 1, 2])).all():
         raise ValueError("token_types must hold 0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)

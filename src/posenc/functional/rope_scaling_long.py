@@ -55,8 +55,9 @@ def yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
     """
     original = _original_len(params, "yarn")
     factor = params.get("factor")
-    if factor is None:  # DeepSeek-style configs: the ratio of the two lengths
-        if params.get("max_position_embeddings") is None:
+    if factor is None:  # DeepSeek-style configs: the ratio of the two lengths, both given
+        both = ("original_max_position_embeddings", "max_position_embeddings")
+        if any(params.get(key) is None for key in both):
             _need(params, "factor", "yarn")
         factor = params["max_position_embeddings"] / original
     attention_factor = params.get("attention_factor")
