@@ -131,6 +131,9 @@ def claim_html(c: Claim) -> str:
         else ""
     )
     note = f"<dt>why</dt><dd>{escape(c.note)}</dd>" if c.note else ""
+    if c.rules:  # the numbers the verdict reads and the rule that reads them
+        numbers = "; ".join(f"{k} = {v:.4g}" for k, v in c.measured.items())
+        note = f"<dt>rule</dt><dd>{escape(c.rule)} ({escape(numbers)})</dd>" + note
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
         f'<div class="seed">seed {escape(c.seed)}</div>'

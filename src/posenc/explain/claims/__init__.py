@@ -3,8 +3,9 @@
 The seeds are the five Chinese tutorials posenc grew from (`shared/seeds/`). Each claim names
 the seed file, quotes it briefly in its own words, renders the claim in English, measures, and
 gives a verdict: "holds", "does not hold", "holds with a caveat", or "not measured here".
-Numbers and code the seeds print are quoted as data; the verdicts come from comparing them with
-posenc.
+Numbers and code the seeds print are quoted as data. Each claim carries what it measured
+(`measured`) and the rules that turn those numbers into its verdict (`rules`, `otherwise`,
+shown on the page): a verdict is computed, never written down.
 
     base        Claim (shared with the arena's published findings), Table, the verdicts
     seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
@@ -18,7 +19,17 @@ from pathlib import Path
 from posenc import analysis
 from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004
 from posenc.explain.claims.arena import extrapolates
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, VERDICTS, Claim, Table
+from posenc.explain.claims.base import (
+    CAVEAT,
+    FAILS,
+    HOLDS,
+    UNMEASURED,
+    VERDICTS,
+    Claim,
+    Rule,
+    Table,
+    decide,
+)
 
 SEEDS = (seed000, seed001, seed002, seed003, seed004)
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
@@ -57,7 +68,9 @@ __all__ = [
     "UNMEASURED",
     "VERDICTS",
     "Claim",
+    "Rule",
     "Table",
     "check_all",
+    "decide",
     "extrapolates",
 ]

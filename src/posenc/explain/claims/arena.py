@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from posenc.arena.store import Store
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, Claim, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, Claim, Rule, Table
 
 HIGHER_IS_BETTER = ("accuracy", "token_accuracy")
 VERDICT_WORDS = {True: "extrapolates", False: "does not", None: "not counted"}
@@ -110,10 +110,15 @@ def arena_claim(
             verdict=UNMEASURED,
         )
     agree = [ok == want for _, ok, _ in checks if ok is not None]
-    if not agree:
-        verdict = UNMEASURED
+    if agree:  # the share of (task, length) cases that behave as claimed
+        share = {"share of cases as claimed": sum(agree) / len(agree)}
+        rules = (
+            Rule("share of cases as claimed", "<=", 0.0, FAILS),
+            Rule("share of cases as claimed", "<", 1.0, CAVEAT),
+        )
+        decided = dict(measured=share, rules=rules, otherwise=HOLDS)
     else:
-        verdict = HOLDS if all(agree) else FAILS if not any(agree) else CAVEAT
+        decided = dict(verdict=UNMEASURED)
     table = Table(
         ["task", "train", "eval", "metric", "median", "seeds", "status"],
         [
@@ -131,4 +136,4 @@ def arena_claim(
         f"arena results for {encoding} from {Path(arena).name}",
     )
     summary = "; ".join(f"{label}: {VERDICT_WORDS[ok]} ({why})" for label, ok, why in checks)
-    return Claim(**said, method=method, result=summary, verdict=verdict, tables=[table])
+    return Claim(**said, method=method, result=summary, tables=[table], **decided)

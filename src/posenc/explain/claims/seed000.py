@@ -8,7 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import run_seed, sinusoid
 
 SEED = "000_e2b8049db0aa593d.txt"
@@ -34,7 +34,9 @@ class PositionalEncoding(nn.Module):
 
 def claim_000_unique(dim: int, n: int) -> Claim:
     far = 4096
-    m = analysis.uniqueness(sinusoid(torch.arange(far), dim))
+    pe = sinusoid(torch.arange(far), dim)
+    m = analysis.uniqueness(pe)
+    scale = max(float(pe.norm(dim=-1).median()), 1.0)
     return Claim(
         id="claim-000-unique",
         seed=SEED,
@@ -44,7 +46,9 @@ def claim_000_unique(dim: int, n: int) -> Claim:
         method=f"smallest L2 distance between the d = {dim} sinusoidal vectors of any two "
         f"positions 0..{far - 1}",
         result=m.detail,
-        verdict=HOLDS if m.good else FAILS,
+        measured={"min_distance / norm": m.value / scale},
+        rules=(Rule("min_distance / norm", "<=", 1e-6, FAILS),),
+        otherwise=HOLDS,
     )
 
 
@@ -52,7 +56,6 @@ def claim_000_consistent(dim: int, n: int) -> Claim:
     pe = sinusoid(torch.arange(n), dim)
     r_dot = analysis.shift_residual((pe @ pe.T)[None])
     r_dist = analysis.shift_residual(torch.cdist(pe, pe)[None])
-    ok = max(r_dot, r_dist) < analysis.SHIFT_TOL
     return Claim(
         id="claim-000-consistent",
         seed=SEED,
@@ -63,7 +66,9 @@ def claim_000_consistent(dim: int, n: int) -> Claim:
         method=f"spread over t of <p_t, p_(t+k)> and of |p_t - p_(t+k)| for each k, positions "
         f"0..{n - 1}, relative to the largest value",
         result=f"dot product: {r_dot:.2e}; distance: {r_dist:.2e} (float64 table)",
-        verdict=HOLDS if ok else FAILS,
+        measured={"spread": max(r_dot, r_dist)},
+        rules=(Rule("spread", ">=", analysis.SHIFT_TOL, FAILS),),
+        otherwise=HOLDS,
         note="Both depend on k alone. Attention, though, sees them through W_q and W_k: see "
         "seed 004's claim on the dot product.",
     )
@@ -79,7 +84,7 @@ def claim_000_any_length(dim: int, n: int) -> Claim:
     err_posenc = float((PF.sinusoidal_table(t, dim).double() - pe64).abs().max())
     near = sinusoid(torch.arange(4096), dim)
     gap = float(torch.cdist(pe64, near).min())
-    finite = bool(torch.isfinite(seed32).all())
+    nonfinite = int((~torch.isfinite(seed32)).sum())
     return Claim(
         id="claim-000-any-length",
         seed=SEED,
@@ -88,10 +93,13 @@ def claim_000_any_length(dim: int, n: int) -> Claim:
         about=("sinusoidal",),
         method="evaluate positions 10^6..10^6+63; distance to the vectors of 0..4095; the "
         "seed's float32 table and posenc's float32 table against float64",
-        result=f"finite: {finite}; nearest in-range vector at distance {gap:.3f}; at t ~ 10^6 "
+        result=f"non-finite values: {nonfinite}; nearest in-range vector at distance {gap:.3f}; "
+        "at t ~ 10^6 "
         f"the seed's float32 angles are off by up to {err_seed:.2e}, posenc's float32 table "
         f"(angles reduced in float64) by {err_posenc:.1e}",
-        verdict=CAVEAT if finite else FAILS,
+        measured={"non-finite": nonfinite, "float32 error": err_seed},
+        rules=(Rule("non-finite", ">", 0, FAILS), Rule("float32 error", ">", 1e-3, CAVEAT)),
+        otherwise=HOLDS,
         note="The formula is defined at any t and the far vectors are new. But the seed's "
         "float32 product position * div_term loses precision at large t (posenc takes it in "
         "float64 and drops whole turns before float32 sin / cos), and being defined is not "
@@ -116,7 +124,9 @@ def claim_000_wavelengths(dim: int, n: int) -> Claim:
         method="wavelength 2π/ω of each sin/cos pair, fitted from the table's angles",
         result=f"shortest 2π exactly; longest short of 10000·2π by up to {100 * worst:.0f}% "
         "(table below)",
-        verdict=CAVEAT if worst > 0.01 else HOLDS,
+        measured={"longest short of 10000·2π by": worst},
+        rules=(Rule("longest short of 10000·2π by", ">", 0.01, CAVEAT),),
+        otherwise=HOLDS,
         note="The last pair is i = d/2 - 1, so the longest wavelength is 2π·10000^((d-2)/d), "
         "which reaches 10000·2π only as d grows. With the seed's own ω_k = 1/10000^(2k/d) and "
         "k = 1..d/2 the range would instead start at 2π·10000^(2/d): the paper counts from 0.",
@@ -137,7 +147,9 @@ def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Claim:
         method=f"run the seed's class (d_model = {dim}, max_len = {n}); compare its table with "
         "posenc.functional.sinusoidal_table",
         result=f"max |difference| = {diff:.2e}",
-        verdict=CAVEAT if diff < 1e-5 else FAILS,
+        measured={"max difference": diff},
+        rules=(Rule("max difference", ">=", 1e-5, FAILS),),
+        otherwise=CAVEAT,  # the same numbers, for a sequence-first x only (see the note)
         note="Same numbers. Its forward slices pe[:x.size(0)], so it expects x as [T, B, D] "
         "(sequence first), the layout of PyTorch's old nn.Transformer; a batch-first x "
         "[B, T, D] gets the encoding of positions 0..B-1 instead.",

@@ -8,7 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc.base import PositionalEncoding
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule
 from posenc.explain.claims.tools import sinusoid
 from posenc.model import TransformerLM
 
@@ -45,7 +45,12 @@ def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Claim:
         method="count how often the encoding is applied in one forward pass of a multi-block model",
         result=f"in posenc.TransformerLM with {depth} blocks the encoding's embed() runs "
         f"{calls} time(s) per forward",
-        verdict=HOLDS if calls == depth else FAILS,  # one per block is what the seed says
+        measured={"encodings per forward": calls},  # one per block is what the seed says
+        rules=(
+            Rule("encodings per forward", "<", depth, FAILS),
+            Rule("encodings per forward", ">", depth, FAILS),
+        ),
+        otherwise=HOLDS,
         note="Vaswani et al. 2017 §3.5: positional encodings are added to the input embeddings "
         "at the bottoms of the encoder and decoder stacks (once); each block is attention + "
         "feed-forward.",
@@ -87,7 +92,9 @@ def claim_001_noise(dim: int, n: int) -> Claim:
         result=f"accuracy {accs}; the noise vector is ~{math.sqrt(dim / 12):.2f} long against "
         f"{gap:.3f} between the closest two positions (d = {dim}); shift residual "
         f"{shift:.2f} instead of ~1e-15",
-        verdict=CAVEAT if worst >= 0.9 else FAILS,
+        measured={"decoding accuracy": worst},
+        rules=(Rule("decoding accuracy", "<", 0.9, FAILS),),
+        otherwise=CAVEAT,  # it can be added; the structure it blurs is in the note
         note="One can add it, but it is not in Vaswani et al. (they apply dropout to the sum of "
         "embeddings and encodings, §5.4). Noise of this size is larger than the gap between "
         "neighbouring positions: how many positions survive depends on d (numbers above), and "

@@ -10,7 +10,7 @@ from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
 from posenc.explain.claims.arena import arena_claim
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import f4, run_seed, seed_error, sinusoid
 
 SEED = "002_194117be01fb43d6.txt"
@@ -84,7 +84,9 @@ def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Cl
         about=("sinusoidal",),
         method="posenc.functional.sinusoidal_table(positions 0..2, d = 4), rounded to 4 places",
         result=f"max |seed - computed| = {worst:.1e} (largest at position {i}, dim {j})",
-        verdict=HOLDS if worst <= 5e-4 else FAILS,
+        measured={"max |seed - computed|": worst},  # the seed prints 4 decimals
+        rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),),
+        otherwise=HOLDS,
         note="Correct to the 4th decimal, which the seed itself calls approximate: cos(0.02) = "
         f"{f4(ours[2, 3])} is printed as 1.0000.",
         tables=[
@@ -101,7 +103,6 @@ def claim_002_order(dim: int, n: int) -> Claim:
     bi = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
     causal = analysis.permutation_change("nope", dim=dim, heads=4, causal=True)
     sin = analysis.permutation_change("sinusoidal", dim=dim, heads=4, causal=False)
-    holds = bi < 1e-5
     return Claim(
         id="claim-002-order",
         seed=SEED,
@@ -112,7 +113,12 @@ def claim_002_order(dim: int, n: int) -> Claim:
         "|y(shuffled x) - shuffled y(x)| / |y(x)|",
         result=f"no encoding, no mask: {bi:.1e}; no encoding, causal mask: {causal:.3f}; "
         f"sinusoidal, no mask: {sin:.3f}",
-        verdict=CAVEAT if holds and causal > 1e-3 else (HOLDS if holds else FAILS),
+        measured={"change, no mask": bi, "change, causal mask": causal},
+        rules=(
+            Rule("change, no mask", ">=", 1e-5, FAILS),
+            Rule("change, causal mask", ">", 1e-3, CAVEAT),
+        ),
+        otherwise=HOLDS,
         note="Without positions and without a mask the outputs are only shuffled along with the "
         "inputs (order is invisible). A causal mask alone already breaks that symmetry, so "
         "decoder-only models without an encoding (NoPE) can still learn order (Haviv et al. "
@@ -123,7 +129,8 @@ def claim_002_order(dim: int, n: int) -> Claim:
 def claim_002_frequency_order(dim: int, n: int) -> Claim:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     omega = 2 * math.pi / wl
-    falling = bool((torch.diff(omega) < 0).all())
+    rising = int((torch.diff(omega) > 0).sum())  # pairs faster than the one before
+    falling = rising == 0
     return Claim(
         id="claim-002-frequency-order",
         seed=SEED,
@@ -134,7 +141,9 @@ def claim_002_frequency_order(dim: int, n: int) -> Claim:
         method=f"angular speed ω_i (radians per position) of each pair, d = {dim}",
         result=f"ω_0 = {float(omega[0]):.3g} (dims 0, 1) ... ω_{len(omega) - 1} = "
         f"{float(omega[-1]):.2g} (dims {dim - 2}, {dim - 1}); falls monotonically: {falling}",
-        verdict=FAILS if falling else HOLDS,
+        measured={"pairs faster than the previous": rising},
+        rules=(Rule("pairs faster than the previous", "<", 1, FAILS),),
+        otherwise=HOLDS,
         note="It is the other way round: dims 0, 1 turn fastest (wavelength 2π) and the last "
         "pair slowest, as seed 004's clock has it (see the waveform and wavelength figures).",
     )
@@ -197,7 +206,9 @@ def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
         "relative; and |bias(i+1, j+1) - bias(i, j)|",
         result=f"seed's code: residual {seed_r:.2f}, bias(i+1, j+1) differs from bias(i, j) by "
         f"up to {d:.2f}; posenc's transformer_xl (fixed q, k at every position): {ours:.1e}",
-        verdict=FAILS if seed_r > analysis.SHIFT_TOL else HOLDS,
+        measured={"shift residual of the seed's bias": seed_r},
+        rules=(Rule("shift residual of the seed's bias", ">", analysis.SHIFT_TOL, FAILS),),
+        otherwise=HOLDS,
         note="The seed's table is indexed by absolute (i, j): an absolute bias, not a relative "
         "one. Transformer-XL scores (q_i + u)·k_j + (q_i + v)·W_r R_(i-j) with a sinusoidal "
         "R of the distance i - j and rel_shift (Dai et al. 2019), so shifting both positions "
@@ -233,8 +244,7 @@ def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBER
             "no error: log buckets, clipped",
         ],
     ]
-    relative = residual < analysis.SHIFT_TOL  # indexed by i - j: right
-    any_length = t5_err == deb_err == "no error"  # what T5's and DeBERTa's buckets give
+    errors = sum(e != "no error" for e in (t5_err, deb_err))  # T5's, DeBERTa's buckets: none
     return Claim(
         id="claim-002-t5-deberta",
         seed=SEED,
@@ -247,7 +257,12 @@ def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBER
         f"q_len = k_len = {L + 1}",
         result=f"the seed's T5 bias is relative (shift residual {residual:.0e}) "
         "but unbucketed; both snippets fail past max_len (table below)",
-        verdict=(HOLDS if any_length else CAVEAT) if relative else FAILS,
+        measured={"shift residual": residual, "snippets failing past max_len": errors},
+        rules=(  # indexed by i - j is right; real T5 / DeBERTa buckets run at any length
+            Rule("shift residual", ">=", analysis.SHIFT_TOL, FAILS),
+            Rule("snippets failing past max_len", ">", 0, CAVEAT),
+        ),
+        otherwise=HOLDS,
         note="Relative indexing is right, the rest is not T5's or DeBERTa's method: T5 shares "
         "log-spaced buckets (exact up to 8 per direction, then log-spaced to 128, one bucket "
         "beyond), so any length works; the seed's table has a separate parameter per distance "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import f4, sinusoid
 
 SEED = "003_4f20139358f45fd7.txt"
@@ -47,7 +47,9 @@ def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = E
         "10000^(2/4) = 100 (posenc.functional.sinusoidal_table)",
         result=f"dims 0, 1 are right; dims 2, 3 are wrong: off by up to {err_correct:.3f} from "
         f"the correct values and by {err_written:.3f} from the seed's own formula",
-        verdict=FAILS if err_correct > 5e-4 else HOLDS,
+        measured={"max error against the correct values": err_correct},  # 4 decimals printed
+        rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
+        otherwise=HOLDS,
         note="The formula should use 10000^(2i/d) = 100 for the second pair, not 10^(2/4); and "
         "the printed third/fourth values do not follow even 10^(2/4): they match "
         f"[cos(t/10), sin(t/10)] (to {err_guess:.0e}), cos and sin swapped with divisor 10.",
@@ -80,7 +82,9 @@ def claim_003_bounded(dim: int, n: int) -> Claim:
         about=("sinusoidal",),
         method=f"max |value| over positions 0..4095, d = {dim}",
         result=f"{top:.6f}",
-        verdict=HOLDS if top <= 1 + 1e-12 else FAILS,
+        measured={"max |value|": top},
+        rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),),
+        otherwise=HOLDS,
         note="Unlike the 'cumulative' encoding t (posenc's index), which grows without bound.",
     )
 
@@ -103,7 +107,9 @@ def claim_003_near_similar(dim: int, n: int) -> Claim:
             if first
             else "grows monotonically"
         ),
-        verdict=CAVEAT if first else HOLDS,
+        measured={"steps where the distance shrinks": int(drops.numel())},
+        rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
+        otherwise=HOLDS,
         note="Near positions are close, but distance is not monotonic in k: the fast pairs "
         "come round again, so some far positions are closer than nearer ones.",
     )

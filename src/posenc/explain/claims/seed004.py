@@ -8,7 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import run_seed, sinusoid
 
 SEED = "004_04aee0f491a3b5de.txt"
@@ -80,7 +80,11 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
         else f"as written it does not run; with all three fixes it matches to {final:.0e}"
         if final is not None
         else "still fails after the fixes",
-        verdict=HOLDS if as_written is not None and as_written < 1e-5 else FAILS,
+        measured={
+            "error as written (inf: does not run)": math.inf if as_written is None else as_written
+        },  # fmt: skip
+        rules=(Rule("error as written (inf: does not run)", ">=", 1e-5, FAILS),),
+        otherwise=HOLDS,
         note="Three bugs: torch.arrange does not exist; math.sin/math.cos take Python numbers, "
         "not tensors; div_term steps over seq_len where it must step over d_model. The last one "
         f"hides when seq_len = d_model (8 × 8 runs and matches: {sq_diff:.0e}). Its comment "
@@ -107,7 +111,12 @@ def claim_004_relative_dot(dim: int, n: int) -> Claim:
         method="shift residual (spread of score(i, i - k) over i, relative) of <p_i, p_j>, and "
         "of <p_i W_q, p_j W_k> with random W_q, W_k",
         result=f"<p_i, p_j>: {alone:.1e}; through random W_q, W_k: {through:.2f}",
-        verdict=CAVEAT if alone < analysis.SHIFT_TOL and through > analysis.SHIFT_TOL else HOLDS,
+        measured={"residual alone": alone, "residual through W_q, W_k": through},
+        rules=(
+            Rule("residual alone", ">=", analysis.SHIFT_TOL, FAILS),
+            Rule("residual through W_q, W_k", ">", analysis.SHIFT_TOL, CAVEAT),
+        ),
+        otherwise=HOLDS,
         note="True for the encodings alone. Attention multiplies by W_q and W_k first, and a "
         "general W_q W_k^T mixes pairs, so the score depends on absolute positions again; "
         "RoPE rotates q and k after the projections, which makes the identity exact.",
@@ -130,7 +139,9 @@ def claim_004_frequency_range(dim: int, n: int) -> Claim:
         about=("sinusoidal",),
         method="highest and lowest ω_i = 10000^(-2i/d) for several d",
         result="highest is always 1; lowest is 10000^(-(d-2)/d): table below",
-        verdict=CAVEAT if far > 0.05 else HOLDS,
+        measured={"decades between the lowest ω and 1/10000": far},
+        rules=(Rule("decades between the lowest ω and 1/10000", ">", 0.05, CAVEAT),),
+        otherwise=HOLDS,
         note="1/10000 is only approached as d grows (i stops at d/2 - 1): for d = 4 the lowest "
         "frequency is 1/100.",
         tables=[Table(["d", "highest ω", "lowest ω"], rows)],
@@ -140,7 +151,8 @@ def claim_004_frequency_range(dim: int, n: int) -> Claim:
 def claim_004_clock(dim: int, n: int) -> Claim:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     speed = 2 * math.pi / wl
-    ok = bool((torch.diff(speed) < 0).all())
+    not_slower = int((torch.diff(speed) >= 0).sum())  # pairs no slower than the one before
+    ok = not_slower == 0
     return Claim(
         id="claim-004-clock",
         seed=SEED,
@@ -151,7 +163,9 @@ def claim_004_clock(dim: int, n: int) -> Claim:
         method=f"angular speed of each pair, d = {dim} (see the clock figure)",
         result=f"pair 0: {float(speed[0]):.3g} rad/position ... pair {len(speed) - 1}: "
         f"{float(speed[-1]):.2g}; strictly decreasing: {ok}",
-        verdict=HOLDS if ok else FAILS,
+        measured={"pairs no slower than the previous": not_slower},
+        rules=(Rule("pairs no slower than the previous", ">", 0, FAILS),),
+        otherwise=HOLDS,
     )
 
 
