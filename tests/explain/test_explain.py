@@ -7,6 +7,7 @@ import torch
 
 import posenc
 from posenc import explain
+from posenc.explain.claims import inventory
 
 SMALL = dict(dim=32, heads=4, max_pos=64)
 
@@ -37,6 +38,10 @@ def test_explain_all_index_and_comparison(tmp_path, monkeypatch):
     index = (tmp_path / "index.html").read_text()
     compare = (tmp_path / "compare.html").read_text()
     assert 'id="claim-003-worked-example"' in index
+    # every inventoried claim of the seeds is listed, checked ones linked to their check
+    assert all(it.id in index for it in inventory.ALL)
+    checked = [it for it in inventory.ALL if it.check]
+    assert checked and all(f'href="#{it.check}"' in index for it in checked)
     for pg in pages:
         assert f'href="{pg.name}/index.html"' in index
         for f in pg.figs:  # every figure of every page is on the comparison page

@@ -20,7 +20,7 @@ from posenc import analysis
 from posenc.analysis import Measure
 from posenc.explain import claims as claims_mod
 from posenc.explain import figures, page
-from posenc.explain.claims import Claim
+from posenc.explain.claims import Claim, inventory
 from posenc.explain.figures import KINDS, Fig
 from posenc.model import TransformerLM
 
@@ -224,6 +224,8 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos) -> s
             claims,
             "What the five tutorials in shared/seeds/ say, each checked by a computation.",
         )
+        + '<h2 id="inventory">Every claim of the seeds</h2>'
+        + page.inventory_section(inventory.ALL, claims)
     )
     return page.document(
         "posenc explain: all encodings",

@@ -149,3 +149,33 @@ def claims_section(claims: list[Claim], intro: str = "") -> str:
     tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     return head + "".join(claim_html(c) for c in claims)
+
+
+def inventory_section(items, claims: list[Claim]) -> str:
+    """Every inventoried claim of the seeds: its verdict (linked to its check), how it would
+    be measured, or why it cannot be; a tally first."""
+    verdicts = {c.id: c.verdict for c in claims}
+    rows = []
+    for it in items:
+        if it.check:
+            v = verdicts.get(it.check, "not measured here")
+            status = f'<a href="#{escape(it.check)}">{badge(v, VERDICT_CLASS.get(v, "na"))}</a>'
+        elif it.how:
+            status = f"not measured yet: {escape(it.how)}"
+        else:
+            status = f"not checkable: {escape(it.not_checkable)}"
+        rows.append(
+            f"<tr><td>{escape(it.id)}</td><td>{escape(it.quote)}</td><td>{escape(it.claim)}</td>"
+            f"<td>{status}</td></tr>"
+        )
+    checked = sum(bool(it.check) for it in items)
+    todo = sum(bool(it.how) for it in items)
+    head = (
+        f'<p class="meta">{len(items)} claims in the five seeds: {checked} checked above, '
+        f"{todo} not measured yet (how is said), {len(items) - checked - todo} not checkable.</p>"
+    )
+    table = (
+        '<table class="grid"><thead><tr><th>id</th><th>quote</th><th>claim</th><th>status</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    return head + table

@@ -8,6 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
+from posenc.encodings import build
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import run_seed, sinusoid
 
@@ -157,10 +158,116 @@ def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Claim:
     )
 
 
+def claim_000_rnn_order(dim: int, n: int) -> Claim:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 16, dim, generator=g)
+    perm = torch.randperm(16, generator=g)
+    torch.manual_seed(0)
+    rnn = torch.nn.GRU(dim, dim, batch_first=True)
+    with torch.no_grad():
+        y, ys = rnn(x)[0], rnn(x[:, perm])[0]
+    rnn_change = float((ys - y[:, perm]).norm() / y.norm())
+    att_change = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
+    return Claim(
+        id="claim-000-rnn-order",
+        seed=SEED,
+        quote="顺序信息在处理过程中被天然的保存下来了",
+        claim="An RNN keeps word order by itself (it reads the words one by one); attention "
+        "does not.",
+        about=("nope",),
+        method="shuffle 16 inputs into a random GRU and into one attention layer without an "
+        "encoding or mask; |y(shuffled x) - shuffled y(x)| / |y(x)|",
+        result=f"GRU: {rnn_change:.2f}; attention: {att_change:.1e}",
+        measured={"GRU change": rnn_change, "attention change": att_change},
+        rules=(Rule("GRU change", "<", 1e-3, FAILS), Rule("attention change", ">", 1e-5, FAILS)),
+        otherwise=HOLDS,
+        note="The GRU's outputs depend on the order; attention's are only permuted with its "
+        "inputs. A causal mask alone already breaks that symmetry (seed 002's order claim).",
+    )
+
+
+def claim_000_phase_gap(dim: int, n: int) -> Claim:
+    gaps = {T: 1 / (T - 1) for T in (5, 50)}  # posenc's phase encoding: t / (T - 1)
+    enc = build("phase")
+    for T in gaps:  # measured from the encoding itself, not the formula
+        col = enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].double()
+        gaps[T] = float(col[1] - col[0])
+    return Claim(
+        id="claim-000-phase-gap",
+        seed=SEED,
+        quote="这会导致每个词语之间的间隔变化是不一致的",
+        claim="A phase in [0, 1] (first word 0, last 1) makes the gap between neighbouring "
+        "words depend on the sentence length.",
+        about=("phase",),
+        method="gap between the phases of positions 0 and 1 (posenc's phase, t / (T - 1)) in "
+        "sentences of 5 and 50 words",
+        result=f"{gaps[5]:.3f} at T = 5, {gaps[50]:.4f} at T = 50",
+        measured={"gap ratio T=5 / T=50": gaps[5] / gaps[50]},
+        rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),),
+        otherwise=HOLDS,
+    )
+
+
+def claim_000_index_unbounded(dim: int, n: int) -> Claim:
+    enc = build("index")
+    top = {T: float(enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].max())
+           for T in (64, 4096)}  # fmt: skip
+    return Claim(
+        id="claim-000-index-unbounded",
+        seed=SEED,
+        quote="如果训练的句子很长的话，这样的编码是不合适的",
+        claim="A raw index 0, 1, ..., N is unsuitable for long sentences: it grows without bound.",
+        about=("index",),
+        method="largest value of posenc's index encoding over 64 and 4096 positions (a token "
+        "embedding is ~1 per dim)",
+        result=f"{top[64]:.0f} at T = 64, {top[4096]:.0f} at T = 4096",
+        measured={"growth 64 -> 4096": top[4096] / top[64]},
+        rules=(Rule("growth 64 -> 4096", "<", 2, FAILS),),
+        otherwise=HOLDS,
+        note="It drowns the token embeddings it is added to as T grows; the sinusoid stays in "
+        "[-1, 1] (claim 003 bounded).",
+    )
+
+
+def claim_000_binary(dim: int, n: int) -> Claim:
+    bits = (torch.arange(64)[:, None] >> torch.arange(4)) & 1  # [64, 4], bit 0 = the lowest
+    at = torch.nonzero(bits[1:] != bits[:-1])  # (number - 1, bit) of every flip
+    spacing = [float(torch.diff(at[at[:, 1] == k, 0]).double().mean()) for k in range(4)]
+    period_bit3 = spacing[3]  # the seed's yellow bit: "every 8 numbers"
+    ratio = 10000 ** (2 / dim)  # neighbouring pairs' wavelength ratio
+    return Claim(
+        id="claim-000-binary",
+        seed=SEED,
+        quote="不同频率的 sines 和 cosines 组合其实也是同样的道理",
+        claim="Like binary digits (the lowest bit flips every number, the yellow one every 8), "
+        "sines and cosines of different frequencies encode position.",
+        about=("sinusoidal",),
+        method=f"numbers between flips of each bit over 0..63; the sinusoid's wavelength "
+        f"ratio between neighbouring pairs, 10000^(2/d), d = {dim}",
+        result=f"bits 0..3 flip every {', '.join(f'{x:.0f}' for x in spacing)} numbers; the "
+        "pairs' "
+        f"wavelengths grow by x{ratio:.3f} per pair, not x2",
+        measured={"bit 3 flip period": period_bit3, "pair ratio / 2": ratio / 2},
+        rules=(
+            Rule("bit 3 flip period", "<", 8, FAILS),
+            Rule("bit 3 flip period", ">", 8, FAILS),
+            Rule("pair ratio / 2", "<", 0.95, CAVEAT),
+        ),
+        otherwise=HOLDS,
+        note="The order is right (low dims turn fastest, like low bits), but the pairs are "
+        "continuous and closer in speed than bits (x1.33 at d = 64, x1.04 at d = 512), and "
+        "they never all come back together, where 4 bits repeat after 16 numbers.",
+    )
+
+
 CHECKS = [
     claim_000_unique,
     claim_000_consistent,
     claim_000_any_length,
     claim_000_wavelengths,
     claim_000_code,
+    claim_000_rnn_order,
+    claim_000_phase_gap,
+    claim_000_index_unbounded,
+    claim_000_binary,
 ]

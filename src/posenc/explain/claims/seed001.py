@@ -103,4 +103,60 @@ def claim_001_noise(dim: int, n: int) -> Claim:
     )
 
 
-CHECKS = [claim_001_every_block, claim_001_noise]
+def claim_001_sqrt_dk(dim: int, n: int) -> Claim:
+    g = torch.Generator().manual_seed(0)
+    var, top = {}, {}
+    for dk in (16, 256):
+        q, k = torch.randn(2, 4096, dk, generator=g, dtype=torch.float64)
+        scores = (q * k).sum(-1)  # q.k of unit-variance vectors
+        var[dk] = float(scores.var())
+        row = torch.randn(64, dk, generator=g, dtype=torch.float64) @ q[0]  # one query, 64 keys
+        top[dk] = float(row.softmax(-1).max())  # unscaled: saturates as d_k grows
+    return Claim(
+        id="claim-001-sqrt-dk",
+        seed=SEED,
+        quote="由于不同输入特征的长度可能不一致",
+        claim="Scores are divided by sqrt(d_k) because the input features may differ in length, "
+        "so that every feature takes part.",
+        about=("sinusoidal", "nope"),
+        method="variance of q.k for q, k with unit-variance entries, d_k = 16 and 256; largest "
+        "softmax weight of one query over 64 keys without the scale",
+        result=f"var(q.k) = {var[16]:.1f} at d_k = 16, {var[256]:.0f} at d_k = 256 (= d_k); "
+        f"unscaled max weight {top[16]:.2f} -> {top[256]:.2f}",
+        measured={"var(q.k) / d_k at 256": var[256] / 256},
+        rules=(  # the real reason: var(q.k) = d_k, which sqrt(d_k) undoes
+            Rule("var(q.k) / d_k at 256", ">", 0.8, FAILS),
+        ),
+        otherwise=HOLDS,
+        note="The stated reason is not the one: dot products of d_k-dimensional vectors have "
+        "variance d_k, so without the scale softmax saturates on one key (Vaswani et al. §3.2.1); "
+        "1/sqrt(d_k) brings the variance back to 1. The scale does not depend on the lengths or "
+        "number of the inputs.",
+    )
+
+
+def claim_001_layernorm(dim: int, n: int) -> Claim:
+    layer = torch.nn.TransformerEncoderLayer(dim, 4, batch_first=True)
+    norms = sum(isinstance(m, torch.nn.LayerNorm) for m in layer.modules())
+    return Claim(
+        id="claim-001-layernorm",
+        seed=SEED,
+        quote="在每个Block之后有一个Layer Norm层",
+        claim="One LayerNorm follows each block, to scale its output.",
+        about=("sinusoidal", "learned"),
+        method="count the LayerNorms of one torch.nn.TransformerEncoderLayer (Vaswani et al.'s "
+        "block)",
+        result=f"{norms} per block: one after the attention and one after the feed-forward "
+        "sub-layer",
+        measured={"LayerNorms per block": norms},
+        rules=(
+            Rule("LayerNorms per block", ">", 1, FAILS),
+            Rule("LayerNorms per block", "<", 1, FAILS),
+        ),  # fmt: skip
+        otherwise=HOLDS,
+        note="Vaswani et al. §3.1: LayerNorm(x + Sublayer(x)) after each of the two sub-layers; "
+        "it also centres, not only scales.",
+    )
+
+
+CHECKS = [claim_001_every_block, claim_001_noise, claim_001_sqrt_dk, claim_001_layernorm]

@@ -169,4 +169,89 @@ def claim_004_clock(dim: int, n: int) -> Claim:
     )
 
 
-CHECKS = [claim_004_code, claim_004_relative_dot, claim_004_frequency_range, claim_004_clock]
+def claim_004_linear_fall(dim: int, n: int) -> Claim:
+    w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)  # ω_i, i = 0..d/2-1
+    steps = -torch.diff(w)  # the fall from one pair to the next
+    ratios = w[1:] / w[:-1]
+    return Claim(
+        id="claim-004-linear-fall",
+        seed=SEED,
+        quote="三角函数的频率线性减小",
+        claim="As i grows the frequency falls linearly.",
+        about=("sinusoidal", "rope"),
+        method=f"ω_i = 10000^(-2i/d), d = {dim}: the fall ω_i - ω_(i+1) and the ratio "
+        "ω_(i+1) / ω_i from pair to pair",
+        result=f"falls by {float(steps[0]):.3g} first and {float(steps[-1]):.2g} last; ratio "
+        f"{float(ratios.min()):.4f}..{float(ratios.max()):.4f} (constant)",
+        measured={"largest / smallest fall": float(steps.max() / steps.min())},
+        rules=(Rule("largest / smallest fall", ">", 1.01, FAILS),),  # linear: equal falls
+        otherwise=HOLDS,
+        note="The fall is geometric (a constant ratio 10000^(-2/d)): linear in log ω, not in ω.",
+    )
+
+
+def claim_004_pairing(dim: int, n: int) -> Claim:
+    pe = sinusoid(torch.arange(n), dim)
+    halves = torch.cat([pe[:, 0::2], pe[:, 1::2]], -1)  # [sin..., cos...]: not interleaved
+    sines = pe[:, 0::2]  # no cos partners
+
+    def residual(p):
+        return analysis.shift_residual((p @ p.T)[None])
+
+    r = {"interleaved": residual(pe), "halves": residual(halves), "sin only": residual(sines)}
+    return Claim(
+        id="claim-004-pairing",
+        seed=SEED,
+        quote="为什么奇偶位置要设计为正余弦",
+        claim="Even dims are sin and odd dims cos so that Q·K builds cos(A - B), a relative "
+        "distance.",
+        about=("sinusoidal", "scaled_sinusoidal"),
+        method="spread over t of <p_t, p_(t+k)> (shift residual) for the interleaved table, the "
+        "same columns as [sin..., cos...], and the sines alone",
+        result=", ".join(f"{k}: {v:.1e}" for k, v in r.items()),
+        measured={"residual, halves": r["halves"], "residual, sin only": r["sin only"]},
+        rules=(
+            Rule("residual, sin only", "<", analysis.SHIFT_TOL, FAILS),
+            Rule("residual, halves", ">=", analysis.SHIFT_TOL, FAILS),
+        ),
+        otherwise=CAVEAT,
+        note="sin A sin B + cos A cos B = cos(A - B) needs each frequency's sin and cos: the "
+        "pairing. Where the columns sit does not matter (x-transformers' [sin..., cos...] "
+        "layout gives the same dot products); interleaving is a convention, not the reason.",
+    )
+
+
+def claim_004_comment(dim: int, n: int) -> Claim:
+    d = 8
+    i = torch.arange(d // 2, dtype=torch.float64)
+    wanted = 1 / 10000 ** (2 * i / d)
+    written = torch.exp(2 * i / d) * math.log(10000)  # the comment, as written
+    right = torch.exp(-(2 * i / d) * math.log(10000))
+    err = float((written - wanted).abs().max())
+    return Claim(
+        id="claim-004-comment",
+        seed=SEED,
+        quote="exp(2 * i / d) * log(10000)",
+        claim="The code's comment: 1 / 10000^(2i/d) = exp(2i/d) * log(10000).",
+        about=("sinusoidal",),
+        method="both sides at d = 8, i = 0..3, float64",
+        result=f"left {', '.join(f'{x:.3g}' for x in wanted)}; right as written "
+        f"{', '.join(f'{x:.3g}' for x in written)} (off by up to {err:.3g})",
+        measured={"max |left - right|": err},
+        rules=(Rule("max |left - right|", ">", 1e-9, FAILS),),
+        otherwise=HOLDS,
+        note="The identity is 1 / 10000^(2i/d) = exp(-(2i/d) * log(10000)) "
+        f"(matches to {float((right - wanted).abs().max()):.0e}); the code itself computes "
+        "that, only its comment is wrong.",
+    )
+
+
+CHECKS = [
+    claim_004_code,
+    claim_004_relative_dot,
+    claim_004_frequency_range,
+    claim_004_clock,
+    claim_004_linear_fall,
+    claim_004_pairing,
+    claim_004_comment,
+]

@@ -1,0 +1,149 @@
+"""Inventory of seed 003 (a generated textbook chapter: fusion, four methods, d = 4 example)."""
+
+from __future__ import annotations
+
+from posenc.explain.claims.inventory.item import Item
+
+SEED = "003_4f20139358f45fd7.txt"
+
+ITEMS = (
+    Item(
+        "inv-003-01",
+        "通常采用简单的向量拼接或元素级相加等操作",
+        "comparison",
+        "The fusion f(x_t, p_t) is usually concatenation or element-wise addition.",
+        how="arena: the same sinusoid concatenated ([x, p], projected back to D) vs added "
+        "(x + p) at equal width on copy / sort / lm",
+    ),
+    Item(
+        "inv-003-02",
+        "从而提高对长期依赖关系的建模能力",
+        "statement",
+        "With a positional encoding sequence models capture long-term dependencies better.",
+        how="arena: nope vs sinusoidal vs learned on passkey with the key at growing distance "
+        "(causal and bidirectional)",
+    ),
+    Item(
+        "inv-003-03",
+        "通常与 $d_x$ 不同",
+        "statement",
+        "The position vector's size d_pos usually differs from the feature size d_x.",
+        how="x + p (the seed's element-wise addition) raises a shape error unless d_pos = d_x; "
+        "only concatenation allows d_pos ≠ d_x (Transformer, BERT, GPT: d_pos = d_model)",
+    ),
+    Item(
+        "inv-003-04",
+        "导致计算效率低下",
+        "statement",
+        "One-hot position vectors of length T become high-dimensional and sparse for large T, "
+        "which is inefficient.",
+        how="one-hot(T) through a D-wide layer equals a learned-table lookup: memory and time of "
+        "posenc's onehot vs learned vs sinusoidal for T = 512..65536",
+    ),
+    Item(
+        "inv-003-05",
+        "无法很好地捕捉相对位置关系",
+        "statement",
+        "The cumulative index t is efficient but encodes only absolute position, not relative.",
+        how="t - s is one linear map of (t, s) away (fit it: exact), but <t, s> in a dot "
+        "product is not a function of t - s; arena: index vs sinusoidal on a relative task",
+    ),
+    Item(
+        "inv-003-06",
+        "能够自然地编码绝对位置信息,同时也能够很好地捕捉相对位置关系",
+        "statement",
+        "The sinusoid encodes absolute positions and also captures relative relations well.",
+        check="claim-004-relative-dot",
+    ),
+    Item(
+        "inv-003-07",
+        "但需要更多的训练数据和计算资源",
+        "comparison",
+        "Learned encodings are flexible but need more training data and compute.",
+        how="arena: learned vs sinusoidal trained on 1/8, 1/4, 1/2 and all of the copy / lm "
+        "data (learning curves); parameters (max_len·D) and step time",
+    ),
+    Item(
+        "inv-003-08",
+        r"\sin\left(t / 10000^{2i/d_{pos}}\right)",
+        "formula",
+        "p_(t,2i) = sin(t/10000^(2i/d_pos)), p_(t,2i+1) = cos(...), i = 0..⌊d_pos/2⌋ - 1.",
+        how="evaluate in float64 against sinusoidal_table; for odd d_pos the range of i "
+        "leaves the last element undefined",
+    ),
+    Item(
+        "inv-003-09",
+        "不同位置的向量表示会有微小的差异",
+        "statement",
+        "Vectors of different positions differ slightly, and the difference varies "
+        "periodically with position.",
+        how="|p_(t+k) - p_t| against k: neighbours differ by 1.47 against |p| = 5.66 (d = 64), "
+        "and the curve is quasi-periodic, never periodic (claim-000-unique)",
+    ),
+    Item(
+        "inv-003-10",
+        "由于不同位置的向量表示是不同的",
+        "statement",
+        "Different positions get different vectors, so absolute positions are encoded.",
+        check="claim-000-unique",
+    ),
+    Item(
+        "inv-003-11",
+        "相距较近的位置会有相似的向量表示",
+        "reason",
+        "Because sin and cos are periodic, near positions are similar and far ones differ more.",
+        check="claim-003-near-similar",
+    ),
+    Item(
+        "inv-003-12",
+        "因此生成的位置向量元素也是有界的",
+        "statement",
+        "Sine and cosine lie in [-1, 1], so the encoding is bounded.",
+        check="claim-003-bounded",
+    ),
+    Item(
+        "inv-003-13",
+        "这有助于模型的训练和收敛",
+        "reason",
+        "Being bounded helps the model train and converge.",
+        how="arena: sinusoidal vs the unbounded index (and the bounded phase) on copy: loss "
+        "curves, steps to a target loss, gradient norms",
+    ),
+    Item(
+        "inv-003-14",
+        "计算只需要简单的三角函数运算",
+        "statement",
+        "The sinusoid is cheap to compute (a few trigonometric functions).",
+        how="time sinusoidal_table (T = 4096, D = 512) against a learned-table lookup, CPU "
+        "and GPU (posenc benchmarks)",
+    ),
+    Item(
+        "inv-003-15",
+        "可以很容易地扩展到任意长度的序列",
+        "statement",
+        "The sinusoid extends easily to sequences of any length.",
+        check="claim-000-any-length",
+    ),
+    Item(
+        "inv-003-16",
+        r"\sin\left(1/10^{2/4}\right)",
+        "formula",
+        "Worked example's formula: p_t = [sin(t), cos(t), sin(t/10^(2/4)), cos(t/10^(2/4))].",
+        check="claim-003-worked-example",
+    ),
+    Item(
+        "inv-003-17",
+        "0.8415, 0.5403, 0.9950, 0.0998",
+        "worked example",
+        "The printed p_1..p_5, e.g. p_1 = [0.8415, 0.5403, 0.9950, 0.0998].",
+        check="claim-003-worked-example",
+    ),
+    Item(
+        "inv-003-18",
+        "不同位置的向量表示确实是不同的",
+        "worked example",
+        "In the example the vectors are all different and nearby ones (p_1, p_2) are similar.",
+        how="distances of the printed p_1..p_5: all distinct, but |p_1 - p_5| = 1.86 < "
+        "|p_1 - p_4| = 2.02 (correct values 1.82 < 2.00); the seed stops mid-sentence here",
+    ),
+)
