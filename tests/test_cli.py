@@ -78,3 +78,14 @@ def test_bad_positions_span(span):
     out = run("show", "nope", "--positions", span)
     assert out.returncode == 2
     assert "--positions" in out.stderr
+
+
+def test_a_closed_pipe_is_no_traceback():
+    """`posenc show ... | head -1`: the reader closes the pipe after one line of a table far
+    larger than the pipe's buffer; no traceback on stderr."""
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} -m posenc show sinusoidal --dim 64 --positions 0:5000 | head -1"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("Sinusoidal") and proc.stderr == ""

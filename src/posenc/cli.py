@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"posenc {name}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`posenc list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 # ------------------------------------------------------------------------------ list / show

@@ -1,5 +1,6 @@
 """`posenc explain NAME [--dim D] [--heads H] [--max-pos N] [--out DIR] [--checkpoint PATH]
-[--arena DB]` and `posenc explain --all --out DIR`."""
+[--arena DB]`, `posenc explain --all --out DIR` and `posenc explain --claims` (the README's
+table of the seeds' claims)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default explain_NAME, or explain_all)")
     p.add_argument("--checkpoint", help="a TransformerLM checkpoint: draw the trained state too")
     p.add_argument("--arena", help="an arena results database: link the extrapolation claims")
+    p.add_argument(
+        "--claims",
+        action="store_true",
+        help="print the seeds' claims as a markdown table (the README's) and exit",
+    )
     return p
 
 
@@ -53,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     from posenc import explain as ex  # heavy imports (matplotlib) only when it runs
 
     start = time.perf_counter()
+    if args.claims:
+        claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
+        print(ex.claims_mod.markdown_table(claims))
+        return 0
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")

@@ -62,6 +62,16 @@ def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = N
     return out
 
 
+def markdown_table(claims: list[Claim]) -> str:
+    """| seed | claim | verdict | measured | rows, one per claim, in check order."""
+    lines = ["| seed | claim | verdict | measured |", "|---|---|---|---|"]
+    for c in claims:
+        numbers = "; ".join(f"{k} = {v:.3g}" for k, v in c.measured.items()) or c.result
+        cell = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+        lines.append(f"| {c.seed[:3]} | {cell(c.claim)} | {c.verdict} | {cell(numbers)} |")
+    return "\n".join(lines)
+
+
 __all__ = [
     "ARENA_CHECKS",
     "CAVEAT",
@@ -76,5 +86,6 @@ __all__ = [
     "Table",
     "check_all",
     "decide",
+    "markdown_table",
     "extrapolates",
 ]
