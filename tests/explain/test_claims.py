@@ -209,3 +209,22 @@ def test_an_absolute_t5_table_fails():
 def test_one_block_has_one_encoding():
     c = seed001.claim_001_every_block(32, 64, depth=1)
     assert c.verdict == C.HOLDS and "1 blocks" in c.result
+
+
+def rows(table: str) -> list[tuple[str, str, str]]:
+    """(seed, claim, verdict) of each row of a claims markdown table (numbers left out: some
+    are timings, so they move between runs; verdicts do not)."""
+    out = []
+    for line in table.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        out.append((cells[0], cells[1], cells[2]))
+    return out
+
+
+def test_readme_table_is_the_generated_one():
+    """The README's claims table is `posenc explain --claims --arena docs/arena/arena.sqlite`."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split("<!-- claims:begin -->")[1].split("<!-- claims:end -->")[0]
+    arena_db = REPO / "docs" / "arena" / "arena.sqlite"
+    generated = C.markdown_table(C.check_all(dim=64, max_pos=128, arena=arena_db))
+    assert rows(table) == rows(generated)

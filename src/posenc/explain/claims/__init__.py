@@ -9,8 +9,8 @@ shown on the page): a verdict is computed, never written down.
 
     base        Claim (shared with the arena's published findings), Table, the verdicts
     seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
-                (seed001b, seed004b: more of seeds 001 and 004, where one module would pass 300
-                lines)
+                (seed001b, seed002b, seed002c, seed003b, seed004b: more of seeds 001 to 004,
+                where one module would pass 300 lines)
     inventory   every checkable claim of the seeds, as data: the check that settles it, how it
                 would be measured, or why it cannot be
     arena       claims checked against the arena's results database (`--arena DB`)
@@ -21,7 +21,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from posenc import analysis
-from posenc.explain.claims import seed000, seed001, seed001b, seed002, seed003, seed004, seed004b
+from posenc.explain.claims import (
+    seed000,
+    seed001,
+    seed001b,
+    seed002,
+    seed002b,
+    seed002c,
+    seed003,
+    seed003b,
+    seed004,
+    seed004b,
+)
 from posenc.explain.claims.arena import extrapolates
 from posenc.explain.claims.base import (
     CAVEAT,
@@ -35,7 +46,18 @@ from posenc.explain.claims.base import (
     decide,
 )
 
-SEEDS = (seed000, seed001, seed001b, seed002, seed003, seed004, seed004b)
+SEEDS = (
+    seed000,
+    seed001,
+    seed001b,
+    seed002,
+    seed002b,
+    seed002c,
+    seed003,
+    seed003b,
+    seed004,
+    seed004b,
+)
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
 ARENA_CHECKS = seed002.ARENA_CHECKS  # these take arena= too
 

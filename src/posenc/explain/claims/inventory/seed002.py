@@ -12,8 +12,7 @@ ITEMS = (
         "如果W < 1, 且是长距离依赖",
         "statement",
         "In an RNN, with W < 1 over a long dependency the repeated product of W becomes tiny.",
-        how="‖W^k‖ and ∂h_T/∂h_0 of a tanh RNN with spectral radius < 1 shrink geometrically in "
-        "k (k = 1..100); 'W < 1' has to mean the spectral radius",
+        check="claim-002-rnn-vanishing",
     ),
     Item(
         "inv-002-02",
@@ -85,16 +84,14 @@ ITEMS = (
         "它可以通过重复的模型来表示新的位置",
         "reason",
         "The encoding is periodic, so a new, larger position looks like familiar ones.",
-        how="distance from each position 512..4096 to its nearest in 0..511 against the "
-        "neighbour gap (1.47 at d = 64); the vector never repeats (claim-000-unique)",
+        check="claim-002-periodic-new",
     ),
     Item(
         "inv-002-12",
         "低频:表示位置值较小的部分",
         "statement",
         "Low frequency belongs to early positions, which change slowly; later ones change faster.",
-        how="step |p_(t+1) - p_t| against t: the same at every t (1.4718 at d = 64, t = 0..699); "
-        "frequency is set by the dimension, not the position",
+        check="claim-002-later-faster",
     ),
     Item(
         "inv-002-13",
@@ -108,8 +105,7 @@ ITEMS = (
         "并不会出现“跳跃”或“不连续”的现象",
         "worked example",
         "Trained at 512 and run at 600, positions 513..600 show no jump or discontinuity.",
-        how="step |p_(t+1) - p_t| at t = 511, 512 equals every other step; the model's side "
-        "is claim-002-sinusoidal-extrapolates",
+        check="claim-002-no-jump",
     ),
     Item(
         "inv-002-15",
@@ -123,24 +119,21 @@ ITEMS = (
         "位置编码和词嵌入的维度是一样的,所以直接把它们相加即可",
         "reason",
         "Encoding and word embedding have the same size, so adding them is enough.",
-        how="decode (token, position) back from e_tok + p_pos by nearest pair, random "
-        "embeddings, d = 32..512; compare with concatenation (inv-003-01)",
+        check="claim-002-add-same-size",
     ),
     Item(
         "inv-002-17",
         "word_embedding[pos]",
         "code",
         "input_embedding = word_embedding[pos] + positional_embedding[pos].",
-        how="evaluate as written: word_embedding[pos] looks the word table up by position, so "
-        "every sentence gets the same input; it must be word_embedding[token_ids]",
+        check="claim-002-input-line",
     ),
     Item(
         "inv-002-18",
         "来学习出词与词之间的相对位置关系",
         "statement",
         "Combining frequencies lets the model learn relative positions, not memorise absolute.",
-        how="least-squares M_k with p_(t+k) = M_k p_t: residual ~0 and M_k the same for "
-        "every t (block rotations); the trained-model side needs the arena",
+        check="claim-002-relative-map",
     ),
     Item(
         "inv-002-19",
@@ -154,8 +147,7 @@ ITEMS = (
         "它并未直接提供这种信息",
         "statement",
         "Absolute encodings do not directly provide relative position information.",
-        how="shift residual of <p_i, p_j> (claim-004-relative-dot: the sinusoid's depends on "
-        "i - j alone) and a linear probe of i - j from [p_i, p_j], sinusoidal and learned",
+        check="claim-002-absolute-relative",
     ),
     Item(
         "inv-002-21",
@@ -170,8 +162,7 @@ ITEMS = (
         "而是依赖于它与其它词的距离",
         "statement",
         "With a relative encoding attention depends on the distance, not absolute positions.",
-        how="shift residual of posenc's t5, alibi, rope, transformer_xl, deberta scores with "
-        "fixed q, k at every position (expected ~0 for each)",
+        check="claim-002-relative-distance",
     ),
     Item(
         "inv-002-23",
@@ -200,7 +191,7 @@ ITEMS = (
         "输出:相对位置偏置的 shape: torch.Size([50, 50])",
         "worked example",
         "The Transformer-XL snippet prints a bias of shape [50, 50].",
-        how="run the snippet as printed (max_len 512, q_len = k_len = 50), print bias.shape",
+        check="claim-002-printed-shapes",
     ),
     Item(
         "inv-002-27",
@@ -214,7 +205,7 @@ ITEMS = (
         "torch.Size([50, 50, 8])",
         "worked example",
         "The T5 snippet prints a bias of shape [50, 50, 8].",
-        how="run the snippet as printed (max_len 512, 8 heads, q_len = k_len = 50)",
+        check="claim-002-printed-shapes",
     ),
     Item(
         "inv-002-29",
@@ -235,7 +226,7 @@ ITEMS = (
         "torch.Size([50, 50, 256])",
         "worked example",
         "The DeBERTa snippet prints a bias of shape [50, 50, 256].",
-        how="run the snippet as printed (max_len 512, d_model 256, q_len = k_len = 50)",
+        check="claim-002-printed-shapes",
     ),
     Item(
         "inv-002-32",

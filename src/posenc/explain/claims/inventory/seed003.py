@@ -28,8 +28,7 @@ ITEMS = (
         "通常与 $d_x$ 不同",
         "statement",
         "The position vector's size d_pos usually differs from the feature size d_x.",
-        how="x + p (the seed's element-wise addition) raises a shape error unless d_pos = d_x; "
-        "only concatenation allows d_pos ≠ d_x (Transformer, BERT, GPT: d_pos = d_model)",
+        check="claim-003-pos-size",
     ),
     Item(
         "inv-003-04",
@@ -37,16 +36,14 @@ ITEMS = (
         "statement",
         "One-hot position vectors of length T become high-dimensional and sparse for large T, "
         "which is inefficient.",
-        how="one-hot(T) through a D-wide layer equals a learned-table lookup: memory and time of "
-        "posenc's onehot vs learned vs sinusoidal for T = 512..65536",
+        check="claim-003-onehot-cost",
     ),
     Item(
         "inv-003-05",
         "无法很好地捕捉相对位置关系",
         "statement",
         "The cumulative index t is efficient but encodes only absolute position, not relative.",
-        how="t - s is one linear map of (t, s) away (fit it: exact), but <t, s> in a dot "
-        "product is not a function of t - s; arena: index vs sinusoidal on a relative task",
+        check="claim-003-index-relative",
     ),
     Item(
         "inv-003-06",
@@ -68,8 +65,7 @@ ITEMS = (
         r"\sin\left(t / 10000^{2i/d_{pos}}\right)",
         "formula",
         "p_(t,2i) = sin(t/10000^(2i/d_pos)), p_(t,2i+1) = cos(...), i = 0..⌊d_pos/2⌋ - 1.",
-        how="evaluate in float64 against sinusoidal_table; for odd d_pos the range of i "
-        "leaves the last element undefined",
+        check="claim-003-formula",
     ),
     Item(
         "inv-003-09",
@@ -77,8 +73,7 @@ ITEMS = (
         "statement",
         "Vectors of different positions differ slightly, and the difference varies "
         "periodically with position.",
-        how="|p_(t+k) - p_t| against k: neighbours differ by 1.47 against |p| = 5.66 (d = 64), "
-        "and the curve is quasi-periodic, never periodic (claim-000-unique)",
+        check="claim-003-small-periodic",
     ),
     Item(
         "inv-003-10",
@@ -114,8 +109,7 @@ ITEMS = (
         "计算只需要简单的三角函数运算",
         "statement",
         "The sinusoid is cheap to compute (a few trigonometric functions).",
-        how="time sinusoidal_table (T = 4096, D = 512) against a learned-table lookup, CPU "
-        "and GPU (posenc benchmarks)",
+        check="claim-003-cheap",
     ),
     Item(
         "inv-003-15",
@@ -143,7 +137,6 @@ ITEMS = (
         "不同位置的向量表示确实是不同的",
         "worked example",
         "In the example the vectors are all different and nearby ones (p_1, p_2) are similar.",
-        how="distances of the printed p_1..p_5: all distinct, but |p_1 - p_5| = 1.86 < "
-        "|p_1 - p_4| = 2.02 (correct values 1.82 < 2.00); the seed stops mid-sentence here",
+        check="claim-003-example-distances",
     ),
 )
