@@ -108,9 +108,30 @@ def claim_001_learned_init(dim: int, n: int) -> Claim:
     )
 
 
+def claim_001_formula(dim: int, n: int) -> Claim:
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)
+    ang = pos / 10000 ** (two_i / dim)  # sin(pos / 10000^(2i/dim)), cos(...): as written
+    written = torch.stack([ang.sin(), ang.cos()], -1).flatten(1)
+    err = float((written - sinusoid(torch.arange(n), dim)).abs().max())
+    return Claim(
+        id="claim-001-formula",
+        seed=SEED,
+        quote="sin(pos/10000^{(2i/dim)})",
+        claim="PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(pos / 10000^(2i/dim)).",
+        about=("sinusoidal",),
+        method=f"the formula in float64 against sinusoidal_table, positions 0..{n - 1}, d = {dim}",
+        result=f"max |difference| = {err:.1e}",
+        measured={"max |difference|": err},
+        rules=(Rule("max |difference|", ">", 1e-9, FAILS),),
+        otherwise=HOLDS,
+    )
+
+
 CHECKS = [
     claim_001_attention_formula,
     claim_001_source_target,
     claim_001_matrix_as_written,
     claim_001_learned_init,
+    claim_001_formula,
 ]

@@ -94,9 +94,69 @@ def claim_004_frequency_count(dim: int, n: int) -> Claim:
     )
 
 
+def claim_004_clock_time(dim: int, n: int) -> Claim:
+    w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
+    ratio = float(w[0] / w[1])  # how much faster each pair turns than the next
+    pe = sinusoid(torch.arange(4096), dim)
+    dist = torch.cdist(pe[:64], pe)  # does any later position come back to an early one?
+    dist[torch.arange(64), torch.arange(64)] = float("inf")
+    closest = float(dist.min())
+    return Claim(
+        id="claim-004-clock-time",
+        seed=SEED,
+        quote="区分第一个token来自10点20分10秒",
+        claim="Like a clock's second, minute and hour hands, the pairs give each token a time "
+        "that tells it apart.",
+        about=("sinusoidal", "rope"),
+        method=f"speed ratio of neighbouring pairs (d = {dim}) against a clock's 60 and 60; the "
+        "smallest distance between the code of one of positions 0..63 and any other of 0..4095",
+        result=f"each pair turns x{ratio:.3f} faster than the next (a clock: x60, x60, x12, "
+        f"repeating every 12 h); two codes at least {closest:.3f} apart",
+        measured={"closest two codes": closest, "speed ratio": ratio},
+        rules=(
+            Rule("closest two codes", "<=", 1e-6, FAILS),
+            Rule("speed ratio", "<", 60, CAVEAT),
+        ),
+        otherwise=HOLDS,
+        note="Tokens are told apart (no position returns to another's code, claim 000 unique), "
+        "but the hands are not a clock's: neighbouring hands differ by 10000^(2/d) (x1.33 at "
+        "d = 64), so many hands turn at similar speeds and none of them repeats the whole.",
+    )
+
+
+def claim_004_same_properties(dim: int, n: int) -> Claim:
+    rows = {}
+    for d in (16, 64, 512):
+        w = PF.sinusoidal_inv_freq(d, dtype=torch.float64)
+        pe = sinusoid(torch.arange(256), d)
+        gap = float(torch.nn.functional.pdist(pe).min())  # closest two positions
+        rows[d] = (float(w.min()), float(w[0] / w[1]), gap)
+    lows = [r[0] for r in rows.values()]
+    shown = "; ".join(f"d = {d}: lowest ω {lo:.1e}, ratio {r:.3f}, closest {g:.2f}"
+                      for d, (lo, r, g) in rows.items())  # fmt: skip
+    return Claim(
+        id="claim-004-same-properties",
+        seed=SEED,
+        quote="这样不同的$d$也能具有相同的编码属性",
+        claim="Dividing the exponent by d gives every d the same encoding properties.",
+        about=("sinusoidal",),
+        method="lowest frequency, speed ratio of neighbouring pairs and the smallest distance "
+        "between two of positions 0..255, for d = 16, 64, 512",
+        result=shown,
+        measured={"lowest ω, d=16 / d=512": lows[0] / lows[-1]},
+        rules=(Rule("lowest ω, d=16 / d=512", ">", 1.5, CAVEAT),),
+        otherwise=HOLDS,
+        note="The highest frequency is 1 and the range of exponents [0, 1) for every d, but "
+        "the lowest frequency (10000^(-(d-2)/d)), the spacing of the pairs (10000^(2/d)) and "
+        "how far apart positions sit all change with d.",
+    )
+
+
 CHECKS = [
     claim_004_formula,
     claim_004_rope_reuses,
     claim_004_complex_direction,
     claim_004_frequency_count,
+    claim_004_clock_time,
+    claim_004_same_properties,
 ]

@@ -98,8 +98,7 @@ ITEMS = (
         r"sin(pos/10000^{(2i/dim)})",
         "formula",
         "PE(pos, 2i) = sin(pos/10000^(2i/dim)), PE(pos, 2i+1) = cos(pos/10000^(2i/dim)).",
-        how="evaluate the formula in float64 and compare with "
-        "posenc.functional.sinusoidal_table; [sin(pos), cos(pos)] is its pair i = 0 only",
+        check="claim-001-formula",
     ),
     Item(
         "inv-001-13",

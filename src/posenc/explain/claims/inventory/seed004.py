@@ -40,8 +40,7 @@ ITEMS = (
         "区分第一个token来自10点20分10秒",
         "comparison",
         "Like a clock's second, minute and hour hands, the pairs give each token a time.",
-        how="clock hands turn at ratios 60, 60 (then 12) and repeat every 12 h; the pairs at "
-        "10000^(2/d) (1.33 at d = 64) and never jointly repeat (claim-000-unique)",
+        check="claim-004-clock-time",
     ),
     Item(
         "inv-004-06",
@@ -77,8 +76,7 @@ ITEMS = (
         "这样不同的$d$也能具有相同的编码属性",
         "reason",
         "Dividing by d gives different d the same encoding properties.",
-        how="across d = 16, 64, 512: lowest frequency 10000^(-(d-2)/d), pair ratio 10000^(2/d) "
-        "and min distance between positions (claim-000-unique's measure)",
+        check="claim-004-same-properties",
     ),
     Item(
         "inv-004-11",
