@@ -18,7 +18,7 @@ import torch
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.checks import check_float, check_positions
-from posenc.encodings.rotary_base import RotaryEncoding, check_rotary_dim
+from posenc.encodings.rotary_base import MultiAxisRotary, RotaryEncoding, check_rotary_dim
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
@@ -191,7 +191,7 @@ class XPos(RotaryEncoding):
         return super().extra_repr() + f", scale_base={self.scale_base}"
 
 
-class RoPE2D(RotaryEncoding):
+class RoPE2D(MultiAxisRotary):
     """Axial 2-D RoPE for images (Heo et al. 2024; as rotary-embedding-torch's axial freqs).
 
     Positions [..., 2] = (row, col). The first R/4 rotary pairs turn with the row, the last R/4
@@ -227,24 +227,6 @@ class RoPE2D(RotaryEncoding):
         (reduced, see position_angles)."""
         inv_freq, _ = PF.rope_inv_freq(r // 2, self.base)  # [R/4] per axis
         return PF.position_angles(positions, inv_freq.to(positions.device), dtype).flatten(-2)
-
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, 2] / [B, Tq, 2] -> rotated."""
-        r = self.rotary_dim(q.shape[-1])
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name, position_dims=2)
-            angles = self._angles(pos, r, x.dtype)  # float32, float64 for float64 x
-            cos, sin = angles.cos(), angles.sin()
-            out.append(PF.apply_rope_cos_sin(x, cos, sin, self.layout))
-        return out[0], out[1]
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T, 2] -> [T, R/2] float64: row angles, then column angles, unreduced."""
-        check_positions(positions, position_dims=2)
-        return self._angles(positions, self.rotary_dim(), torch.float64)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope": RoPE, "xpos": XPos, "rope_2d": RoPE2D}

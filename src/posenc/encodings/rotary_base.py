@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import torch
+
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int
+from posenc.checks import check_float, check_int, check_positions
 
 
 def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
@@ -76,3 +78,29 @@ class RotaryEncoding(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
+
+
+class MultiAxisRotary(RotaryEncoding):
+    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope): each subclass says which
+    angle each rotary pair gets, `_angles(positions [..., P], R, dtype) -> [..., R/2]` (float64
+    for float64 inputs, else float32 reduced by position_angles); rotate and angles follow."""
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, P] / [B, Tq, P] -> rotated."""
+        r = self.rotary_dim(q.shape[-1])
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            check_positions(pos, name=name, position_dims=self.position_dims)
+            angles = self._angles(pos, r, x.dtype)  # [..., R/2]
+            out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T, P] (or [B, T, P]) -> [T, R/2] float64 angles, unreduced."""
+        check_positions(positions, position_dims=self.position_dims)
+        return self._angles(positions, self.rotary_dim(), torch.float64)

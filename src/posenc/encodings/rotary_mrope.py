@@ -17,12 +17,12 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_positions
-from posenc.encodings.rotary_base import RotaryEncoding
+from posenc.checks import check_bool
+from posenc.encodings.rotary_base import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_default_section
 
 
-class MRoPE(RotaryEncoding):
+class MRoPE(MultiAxisRotary):
     """Multimodal rotary position embedding (Wang et al. 2024, Qwen2-VL).
 
     Pair j of the Dh/2 rotary pairs (frequency base^(-2j / Dh), as RoPE's) turns with the
@@ -73,23 +73,6 @@ class MRoPE(RotaryEncoding):
         inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
         axes = PF.mrope_axes(self.section(r), self.interleaved)
         return PF.mrope_angles(positions, inv_freq.to(positions.device), axes, dtype)
-
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, 3] / [B, Tq, 3] -> rotated."""
-        r = self.rotary_dim(q.shape[-1])
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name, position_dims=3)
-            angles = self._angles(pos, r, x.dtype)  # [..., R/2], float64 for float64 x
-            out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
-        return out[0], out[1]
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T, 3] (or [B, T, 3]) -> [T, R/2] float64 angles, unreduced."""
-        check_positions(positions, position_dims=3)
-        return self._angles(positions, self.rotary_dim(), torch.float64)
 
     def extra_repr(self) -> str:
         section = self.mrope_section or "default"
