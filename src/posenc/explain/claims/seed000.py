@@ -10,7 +10,7 @@ from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
-from posenc.explain.claims.tools import run_seed, sinusoid
+from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = "000_e2b8049db0aa593d.txt"
 
@@ -55,7 +55,7 @@ def claim_000_unique(dim: int, n: int) -> Claim:
 
 def claim_000_consistent(dim: int, n: int) -> Claim:
     pe = sinusoid(torch.arange(n), dim)
-    r_dot = analysis.shift_residual((pe @ pe.T)[None])
+    r_dot = dot_residual(pe)
     r_dist = analysis.shift_residual(torch.cdist(pe, pe)[None])
     return Claim(
         id="claim-000-consistent",

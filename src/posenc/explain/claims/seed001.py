@@ -9,7 +9,7 @@ import torch
 from posenc import analysis
 from posenc.base import PositionalEncoding
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule
-from posenc.explain.claims.tools import sinusoid
+from posenc.explain.claims.tools import dot_residual, sinusoid
 from posenc.model import TransformerLM
 
 SEED = "001_bcee35876cb4abfa.txt"
@@ -76,7 +76,7 @@ def claim_001_noise(dim: int, n: int) -> Claim:
     pe = sinusoid(torch.arange(n), dim)
     gap, _, _ = analysis.min_pairwise_distance(pe)
     x = noisy(pe)
-    shift = analysis.shift_residual((x @ x.T)[None])
+    shift = dot_residual(x)
     worst = min(acc.values())
     accs = ", ".join(f"{100 * a:.1f}% at d = {d}" for d, a in acc.items())
     return Claim(

@@ -8,7 +8,7 @@ import torch
 from posenc.encodings import build
 from posenc.explain.claims.base import FAILS, HOLDS, Claim, Rule
 from posenc.explain.claims.seed001 import SEED
-from posenc.explain.claims.tools import sinusoid
+from posenc.explain.claims.tools import formula_error, sinusoid
 
 
 def claim_001_attention_formula(dim: int, n: int) -> Claim:
@@ -109,11 +109,7 @@ def claim_001_learned_init(dim: int, n: int) -> Claim:
 
 
 def claim_001_formula(dim: int, n: int) -> Claim:
-    pos = torch.arange(n, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, dim, 2, dtype=torch.float64)
-    ang = pos / 10000 ** (two_i / dim)  # sin(pos / 10000^(2i/dim)), cos(...): as written
-    written = torch.stack([ang.sin(), ang.cos()], -1).flatten(1)
-    err = float((written - sinusoid(torch.arange(n), dim)).abs().max())
+    err = formula_error(torch.arange(n), dim)
     return Claim(
         id="claim-001-formula",
         seed=SEED,

@@ -13,7 +13,7 @@ from posenc import functional as PF
 from posenc.encodings import build
 from posenc.explain.claims import seed002
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
-from posenc.explain.claims.tools import run_seed, sinusoid
+from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = seed002.SEED
 DRIVER = """max_len = 512
@@ -89,7 +89,7 @@ def claim_002_absolute_relative(dim: int, n: int) -> Claim:
     torch.manual_seed(0)
     learned = build("learned", dim=dim, max_len=P)  # at its initialisation
     m = {
-        "shift residual, sinusoidal": analysis.shift_residual((sin @ sin.T)[None]),
+        "shift residual, sinusoidal": dot_residual(sin),
         "shift residual, learned": analysis.shift_residual(
             analysis.scores(learned, pos, pos, dim=dim, heads=1)
         ),

@@ -13,7 +13,13 @@ from posenc import functional as PF
 from posenc.encodings import build
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.seed003 import EXAMPLE, SEED
-from posenc.explain.claims.tools import seed_error, sinusoid
+from posenc.explain.claims.tools import (
+    dot_residual,
+    formula_error,
+    seed_error,
+    sinusoid,
+    written_formula,
+)
 
 
 def claim_003_pos_size(dim: int, n: int) -> Claim:
@@ -96,7 +102,7 @@ def claim_003_index_relative(dim: int, n: int) -> Claim:
         method=f"shift residual (T = {T}) of posenc's index encoding's <v_t, v_s> = t s, and of "
         "the bilinear score [1, t] W [1, s]^T with W = [[0, 1], [-1, 0]] (= s - t)",
         result=f"t s: {alone:.2f}; [1, t] W [1, s]^T: {linear:.0e}; the sinusoid's <p_t, p_s>: "
-        f"{analysis.shift_residual((sin @ sin.T)[None]):.0e}",
+        f"{dot_residual(sin):.0e}",
         measured={"shift residual of t s": alone, "shift residual of s - t": linear},
         rules=(
             Rule("shift residual of t s", "<", analysis.SHIFT_TOL, FAILS),
@@ -111,15 +117,10 @@ def claim_003_index_relative(dim: int, n: int) -> Claim:
 
 
 def claim_003_formula(dim: int, n: int) -> Claim:
-    def formula(d: int) -> torch.Tensor:  # p_(t,2i), p_(t,2i+1), i = 0..floor(d/2) - 1
-        ang = torch.arange(1, n + 1, dtype=torch.float64)[:, None] / 10000 ** (
-            2 * torch.arange(d // 2, dtype=torch.float64) / d
-        )
-        return torch.stack([ang.sin(), ang.cos()], -1).flatten(1)
-
-    err = float((formula(dim) - sinusoid(torch.arange(1, n + 1), dim)).abs().max())
+    t = torch.arange(1, n + 1)
+    err = formula_error(t, dim)
     odd = dim + 1
-    undefined = odd - formula(odd).shape[1]
+    undefined = odd - written_formula(t, odd).shape[1]
     return Claim(
         id="claim-003-formula",
         seed=SEED,

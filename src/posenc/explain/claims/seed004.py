@@ -9,7 +9,7 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
-from posenc.explain.claims.tools import run_seed, sinusoid
+from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = "004_04aee0f491a3b5de.txt"
 
@@ -97,7 +97,7 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
 
 def claim_004_relative_dot(dim: int, n: int) -> Claim:
     pe = sinusoid(torch.arange(n), dim)
-    alone = analysis.shift_residual((pe @ pe.T)[None])
+    alone = dot_residual(pe)
     g = torch.Generator().manual_seed(0)
     wq, wk = torch.randn(2, dim, dim, generator=g, dtype=torch.float64) / dim**0.5
     through = analysis.shift_residual(((pe @ wq) @ (pe @ wk).T)[None])
@@ -195,10 +195,8 @@ def claim_004_pairing(dim: int, n: int) -> Claim:
     halves = torch.cat([pe[:, 0::2], pe[:, 1::2]], -1)  # [sin..., cos...]: not interleaved
     sines = pe[:, 0::2]  # no cos partners
 
-    def residual(p):
-        return analysis.shift_residual((p @ p.T)[None])
-
-    r = {"interleaved": residual(pe), "halves": residual(halves), "sin only": residual(sines)}
+    layouts = {"interleaved": pe, "halves": halves, "sin only": sines}
+    r = {name: dot_residual(p) for name, p in layouts.items()}
     return Claim(
         id="claim-004-pairing",
         seed=SEED,

@@ -8,15 +8,11 @@ import torch
 from posenc import functional as PF
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule
 from posenc.explain.claims.seed004 import SEED
-from posenc.explain.claims.tools import sinusoid
+from posenc.explain.claims.tools import formula_error, sinusoid
 
 
 def claim_004_formula(dim: int, n: int) -> Claim:
-    pos = torch.arange(n, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, dim, 2, dtype=torch.float64)
-    ang = pos / 10000.0 ** (two_i / dim)  # the seed's formula, float64
-    written = torch.stack([ang.sin(), ang.cos()], -1).flatten(1)
-    err = float((written - sinusoid(torch.arange(n), dim)).abs().max())
+    err = formula_error(torch.arange(n), dim)
     return Claim(
         id="claim-004-formula",
         seed=SEED,
