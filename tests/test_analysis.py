@@ -173,3 +173,17 @@ def test_past_the_length():
     assert m.verdict == "defined, constant"
     m = analysis.beyond_length(built("alibi"), N, dim=D, heads=4)
     assert m.verdict == "defined"
+
+
+def test_table_jump_and_periodicity_tell_smooth_tones_from_noise():
+    jump, periodicity = analysis.measures.table_jump, analysis.measures.table_periodicity
+    torch.manual_seed(0)
+    tones = PF.sinusoidal_table(torch.arange(128), 64)
+    noise = torch.randn(128, 64)
+    assert jump(tones) < 0.5 < 1.2 < jump(noise) < 1.6
+    assert periodicity(tones) > 0.7 > 0.2 > periodicity(noise)
+    # scale-free, and a pure tone in every column is periodic whatever its phase
+    assert jump(3 * noise) == pytest.approx(jump(noise))
+    t = torch.arange(128, dtype=torch.float64)[:, None]
+    phased = torch.cos(2 * torch.pi * 8 * t / 128 + torch.rand(1, 16) * 6)
+    assert periodicity(phased) > 0.5

@@ -109,8 +109,8 @@ CASES = [
 # without angles; a new encoding must be placed in one of the two.
 WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
-    "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "nope", "onehot", "phase",
-    "randomized", "sandwich", "shaw", "t5", "nope_temperature",
+    "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "learned_window", "nope",
+    "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature",
 }  # fmt: skip
 
 

@@ -277,3 +277,16 @@ def test_nope_temperature_factor_and_bad_input():
         posenc.build("nope_temperature", floor_scale=0)
     with pytest.raises(TypeError, match="attn_scale"):
         posenc.build("nope_temperature", attn_scale="0.1")
+
+
+def test_sinusoidal_concat_fusion():
+    """fusion="concat": [x, PE] of width 2D at unit token scale; "add": x + PE at sqrt(D)."""
+    x, pos = torch.randn(2, 5, 8), torch.arange(3, 8)
+    cat = posenc.build("sinusoidal", fusion="concat")
+    out = cat.embed(x, pos)
+    assert out.shape == (2, 5, 16) and cat.embed_dim(8) == 16 and cat.token_scale(8) == 1.0
+    torch.testing.assert_close(out[..., :8], x)
+    torch.testing.assert_close(out[..., 8:], posenc.build("sinusoidal").embed(x, pos) - x)
+    assert posenc.build("sinusoidal").token_scale(16) == 4.0
+    with pytest.raises(ValueError, match="fusion must be one of add, concat"):
+        posenc.build("sinusoidal", fusion="sum")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posenc.explain import claims as C
-from posenc.explain.claims import arena, seed000, seed001, seed002, seed003, seed004
+from posenc.explain.claims import arena, seed000, seed001, seed002, seed003, seed004, trained
 from posenc.explain.claims.tools import sinusoid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +38,9 @@ def test_every_claim_is_checked_with_a_seed_and_a_verdict(all_claims):
     for c in all_claims.values():
         assert c.seed.endswith(".txt") and c.quote and c.result
         assert c.verdict in (C.HOLDS, C.FAILS, C.CAVEAT, C.UNMEASURED)
-    # without --arena only the two arena-linked claims are not measured
+    # without --arena only the claims that need trained models are not measured
     unmeasured = {c.id for c in all_claims.values() if c.verdict == C.UNMEASURED}
-    assert unmeasured == {"claim-002-sinusoidal-extrapolates", "claim-002-learned-cannot"}
+    assert unmeasured == {check(32, 64).id for check in C.ARENA_CHECKS}
 
 
 def test_inventory_ids_seeds_quotes_claims(claim_list):
@@ -49,7 +49,8 @@ def test_inventory_ids_seeds_quotes_claims(claim_list):
     names = [check.__name__ for check in C.CHECKS]
     assert len(names) == len(set(names))
     for module, c in zip([m for m in C.SEEDS for _ in m.CHECKS], claim_list):
-        assert c.seed == module.SEED  # each seed module checks its own seed's claims
+        # each seed module checks its own seed's claims (trained01, trained23: two seeds each)
+        assert c.seed == getattr(module, "SEED", c.seed)
         assert c.id.startswith(f"claim-{c.seed[:3]}-")
         assert c.quote and c.claim and c.method and c.result and c.about
         assert c.verdict in C.VERDICTS and not c.paper
@@ -66,11 +67,16 @@ def claim_calls(module) -> list[ast.Call]:
     return [
         node
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim"
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in CLAIM_BUILDERS
     ]
 
 
-@pytest.mark.parametrize("module", [*C.SEEDS, arena, C], ids=lambda m: m.__name__.split(".")[-1])
+CLAIM_BUILDERS = ("Claim", "trained_claim")  # trained_claim(..., measure=, rules=, otherwise=)
+
+
+@pytest.mark.parametrize(
+    "module", [*C.SEEDS, arena, trained, C], ids=lambda m: m.__name__.split(".")[-1]
+)
 def test_no_verdict_is_written_down(module):
     """A Claim gets its measured numbers and the rules that read them (`measured`, `rules`,
     `otherwise`), never a verdict: UNMEASURED, where there is nothing to measure, is the one
@@ -78,13 +84,16 @@ def test_no_verdict_is_written_down(module):
     calls = claim_calls(module)
     assert calls
     for call in calls:
-        assert not call.args, "Claim takes keyword arguments only"
+        # Claim takes keywords only; trained_claim the inventory id, then keywords
+        assert len(call.args) == (call.func.id == "trained_claim"), ast.unparse(call)
         kw = {k.arg: k.value for k in call.keywords}
         if None in kw:  # **decided: arena.py builds either of the two forms below
             continue
         if "verdict" in kw:
             assert isinstance(kw["verdict"], ast.Name) and kw["verdict"].id == "UNMEASURED"
             assert "rules" not in kw, ast.unparse(call)
+        elif call.func.id == "trained_claim":  # measured by measure(), then the rules
+            assert {"measure", "rules", "otherwise"} <= set(kw), ast.unparse(call)
         else:
             assert {"measured", "rules", "otherwise"} <= set(kw), ast.unparse(call)
 
@@ -222,9 +231,9 @@ def rows(table: str) -> list[tuple[str, str, str]]:
 
 
 def test_readme_table_is_the_generated_one():
-    """The README's claims table is `posenc explain --claims --arena docs/arena/arena.sqlite`."""
+    """The README's claims table is `posenc explain --claims --arena <trained.ARENA>`."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     table = text.split("<!-- claims:begin -->")[1].split("<!-- claims:end -->")[0]
-    arena_db = REPO / "docs" / "arena" / "arena.sqlite"
-    generated = C.markdown_table(C.check_all(dim=64, max_pos=128, arena=arena_db))
+    dbs = [REPO / db for db in trained.ARENA.split(",")]
+    generated = C.markdown_table(C.check_all(dim=64, max_pos=128, arena=dbs))
     assert rows(table) == rows(generated)

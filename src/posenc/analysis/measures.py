@@ -138,3 +138,23 @@ def linear_relation(vectors: torch.Tensor, offsets=(1, 8)) -> Measure:
         f"least-squares M_k for k in {list(offsets)}; residual |PE[t+k] - PE[t] M_k| / |PE[t+k]|"
     )
     return Measure("linear relation", worst, verdict, ok, detail)
+
+
+def table_jump(table: torch.Tensor) -> float:
+    """How far a table [T, F] moves from one row to the next, relative to its rows' size:
+    mean_t |p_(t+1) - p_t| / mean_t |p_t|. Smooth curves are small (a sinusoid of d = 64 over
+    64 rows: ~0.2); independent random rows ~1.4 (sqrt 2)."""
+    t = table.double()
+    step = (t[1:] - t[:-1]).norm(dim=-1).mean()
+    return float(step / t.norm(dim=-1).mean().clamp_min(1e-300))
+
+
+def table_periodicity(table: torch.Tensor) -> float:
+    """The mean over columns of the share of a column's spectral power (over t, mean removed)
+    in its largest frequency bin, the window being Hann: ~1 for pure tones, low for noise (the
+    expected largest of T/2 exponential shares, ~ln(T/2) / (T/2))."""
+    t = table.double()
+    t = (t - t.mean(dim=0)) * torch.hann_window(t.shape[0], periodic=False, dtype=t.dtype)[:, None]
+    power = torch.fft.rfft(t, dim=0).abs().square()[1:]  # [T/2, F], the constant bin dropped
+    share = power.max(dim=0).values / power.sum(dim=0).clamp_min(1e-300)
+    return float(share.mean())

@@ -1,4 +1,5 @@
-"""The models the arena trains: posenc's TransformerLM, or transformers' own LlamaForCausalLM.
+"""The models the arena trains: posenc's TransformerLM, transformers' own LlamaForCausalLM, or
+an LSTM.
 
     build_model(kwargs) -> model; model(tokens [B, T]) -> logits [B, T, V]
 
@@ -7,6 +8,8 @@ plus "backbone": "hf-llama" for HFLlama. HFLlama is a randomly initialised Llama
 the same size (dim, depth, heads, an MLP of 4 x dim, tied embeddings) whose positions come from
 the posenc encoding through posenc.hf.patch: the arena's numbers then hold inside the model
 people use, not only inside posenc's own. transformers is optional (pip install posenc[hf]).
+LSTMLM ("backbone": "lstm") is a recurrent model of the same width and depth: the seeds say a
+positional encoding helps an RNN, which the arena can then measure.
 """
 
 from __future__ import annotations
@@ -57,18 +60,54 @@ class HFLlama(nn.Module):
         return self.lm(input_ids=tokens, use_cache=False).logits
 
 
+class LSTMLM(nn.Module):
+    """tokens [B, T] -> embedding [B, T, D] -> encoding.embed (an absolute encoding, or nope)
+    -> Linear back to D if it concatenates -> an LSTM of `depth` layers -> LayerNorm -> tied
+    head -> logits [B, T, V]. `heads` and `attn_backend` are accepted and unused (no attention).
+    """
+
+    attn_backend = "auto"
+
+    def __init__(
+        self, *, vocab_size: int, dim: int, depth: int, heads: int = 1, encoding: str = "nope",
+        encoding_kwargs: dict | None = None, train_len: int | None = None, causal: bool = True,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        if not causal:
+            raise ValueError("the lstm backbone reads left to right (causal=True)")
+        self.tok_emb = nn.Embedding(vocab_size, dim)
+        kwargs = dict(dim=dim, train_len=train_len, **(encoding_kwargs or {}))
+        self.encoding = build(encoding, **kwargs)
+        if self.encoding.family not in ("absolute", "none"):
+            raise ValueError(f"the lstm backbone takes absolute encodings or nope, not {encoding}")
+        width = self.encoding.embed_dim(dim)
+        self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()
+        self.lstm = nn.LSTM(dim, dim, num_layers=depth, batch_first=True)
+        self.norm = nn.LayerNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight
+        nn.init.normal_(self.tok_emb.weight, std=dim**-0.5)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        T = tokens.shape[1]
+        x = self.tok_emb(tokens) * self.encoding.token_scale(self.tok_emb.embedding_dim)
+        x = self.in_proj(self.encoding.embed(x, torch.arange(T, device=tokens.device)))
+        return self.lm_head(self.norm(self.lstm(x)[0]))  # [B, T, V]
+
+
+BUILDERS = {"posenc": TransformerLM, "hf-llama": HFLlama, "lstm": LSTMLM}
+
+
 def build_model(kwargs: dict) -> nn.Module:
-    """The model of a cell's settings: TransformerLM, or HFLlama for "backbone": "hf-llama"."""
+    """The model of a cell's settings: kwargs["backbone"] (absent: posenc) names the class."""
     kwargs = dict(kwargs)
     backbone = kwargs.pop("backbone", "posenc")
-    if backbone == "hf-llama":
-        return HFLlama(**kwargs)
-    if backbone != "posenc":
-        raise ValueError(f"backbone must be posenc or hf-llama, got {backbone!r}")
-    return TransformerLM(**kwargs)
+    if backbone not in BUILDERS:
+        raise ValueError(f"backbone must be one of {', '.join(BUILDERS)}, got {backbone!r}")
+    return BUILDERS[backbone](**kwargs)
 
 
 def decayed(name: str, p: torch.Tensor) -> bool:
     """Whether AdamW decays this parameter: the blocks' weight matrices (posenc's `blocks.`,
-    Llama's `lm.model.layers.`), not embeddings, norms, biases or encodings."""
-    return name.startswith(("blocks.", "lm.model.layers.")) and p.dim() >= 2
+    Llama's `lm.model.layers.`, the LSTM's), not embeddings, norms, biases or encodings."""
+    return name.startswith(("blocks.", "lm.model.layers.", "lstm.")) and p.dim() >= 2

@@ -7,21 +7,25 @@ largest training size; algorithmic tasks are evaluated at every size 1..2L, lm a
 Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
 al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
 rope scaling (no training of its own); "hf-llama:<label>" for the same on transformers' own
-LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only: posenc.arena.backbones).
+LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only: posenc.arena.backbones);
+"lstm:<label>" for an LSTM language model with that absolute encoding (or nope) added to its
+inputs. Keywords for the encoding go in parentheses: "sinusoidal(fusion=concat)",
+"learned(max_len=1024)" (values: int, float, true / false, or a word).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from posenc.arena.tasks import TASK_NAMES
 from posenc.checks import closest_names
-from posenc.encodings import resolve
+from posenc.encodings import build, resolve
 
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
 # zero-shot rope scalings: labels "rope+ntk", ... (posenc.arena.cells.rope_scaling)
 VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
-BACKBONES = ("posenc", "hf-llama")  # hf-llama: transformers' LlamaForCausalLM (posenc.hf.patch)
+BACKBONES = ("posenc", "hf-llama", "lstm")  # posenc.arena.backbones
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
 
@@ -150,25 +154,57 @@ def backbone_of(label: str) -> tuple[str, str]:
     return (head, rest) if sep and head in BACKBONES else ("posenc", label)
 
 
+def takes(backbone: str, name: str) -> str | None:
+    """None if `backbone` can run the registry name `name`, else why not."""
+    if backbone == "hf-llama" and name not in HF_ENCODINGS:
+        return (f"the hf-llama backbone takes {', '.join(HF_ENCODINGS)} (and rope's zero-shot "
+                "variants): what posenc.hf.patch applies to transformers' attention")  # fmt: skip
+    cls = resolve(name)
+    if backbone == "lstm" and (cls.family not in ("absolute", "none") or cls.position_dims != 1):
+        return "the lstm backbone has no attention: it takes 1-D absolute encodings and nope"
+    return None
+
+
 def on_backbones(labels, backbones) -> list[str]:
-    """Each label on each backbone: hf-llama takes the rope / nope labels (prefixed), posenc all;
+    """Each label on each backbone (prefixed) where that backbone can run it, posenc all;
     labels already prefixed stay as they are."""
     out = []
     for backbone in backbones:
         for label in labels:
             if backbone_of(label)[0] != "posenc" or backbone == "posenc":
                 out.append(label)
-            elif split_label(label)[0] in HF_ENCODINGS:
+            elif takes(backbone, encoding_of(split_label(label)[0])[0]) is None:
                 out.append(f"{backbone}:{label}")
     return list(dict.fromkeys(out))
 
 
+def parse_value(text: str):
+    """A label keyword's value: int, float, true / false, else the word itself."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
-    ('randomized', {'encoding': 'rope'})."""
+    ('randomized', {'encoding': 'rope'}); 'learned(max_len=64)' -> ('learned', {'max_len': 64})."""
+    kwargs = {}
+    if base.endswith(")") and "(" in base:
+        base, _, inside = base[:-1].partition("(")
+        for item in filter(None, (p.strip() for p in inside.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip().isidentifier():
+                raise ValueError(f"label keyword {item!r}: write key=value, e.g. max_len=64")
+            kwargs[key.strip()] = parse_value(value)
     if base.startswith("randomized:"):
-        return "randomized", {"encoding": base.partition(":")[2]}
-    return base, {}
+        return "randomized", {"encoding": base.partition(":")[2], **kwargs}
+    return base, kwargs
 
 
 def validate_encodings(labels: list[str]) -> None:
@@ -176,15 +212,29 @@ def validate_encodings(labels: list[str]) -> None:
     for label in labels:
         backbone, inner = backbone_of(label)
         base, variant = split_label(inner)
-        if backbone != "posenc" and base not in HF_ENCODINGS:
-            raise ValueError(
-                f"{label!r}: the {backbone} backbone takes {', '.join(HF_ENCODINGS)} (and rope's "
-                "zero-shot variants): what posenc.hf.patch applies to transformers' attention"
-            )
-        name, kwargs = encoding_of(base)
+        try:
+            name, kwargs = encoding_of(base)
+        except ValueError as err:
+            raise ValueError(f"{label!r}: {err}") from None
         resolve(name)  # ValueError with the closest names
-        if kwargs and resolve(kwargs["encoding"]) is resolve("randomized"):
+        why = takes(backbone, name)
+        if why:
+            raise ValueError(f"{label!r}: {why}")
+        inner_name = kwargs.get("encoding") if name == "randomized" else None
+        if inner_name is not None and resolve(inner_name) is resolve("randomized"):
             raise ValueError(f"{label!r}: randomized cannot wrap itself")
+        params = inspect.signature(resolve(inner_name or name)).parameters
+        unknown = [k for k in kwargs if k != "encoding" and k not in params]
+        if unknown and name != "randomized":
+            raise ValueError(
+                f"{label!r}: {name} takes no keyword {', '.join(unknown)}; it takes "
+                f"{', '.join(params)}"
+            )
+        if kwargs and name != "randomized":
+            try:  # a bad value fails here, not hours later in a worker
+                build(name, **{**dict(dim=64, heads=4, head_dim=16, train_len=8), **kwargs})
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{label!r}: {err}") from None
         if variant is not None and (base != "rope" or variant not in VARIANTS):
             known = [f"rope+{v}" for v in VARIANTS]
             close = closest_names(label, known)

@@ -12,11 +12,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc.analysis import measures
 from posenc.arena.backbones import build_model
 from posenc.arena.cells import Cell, metrics_for, position_bands
 from posenc.arena.config import TaskConfig
 from posenc.arena.store import Row
 from posenc.arena.train import task_seed
+from posenc.encodings.absolute import Learned
 
 EVAL_SEED = 12345
 TOKENS_PER_FORWARD = 8192
@@ -30,6 +32,33 @@ def variant_model(model: nn.Module, cell: Cell, device: str) -> nn.Module:
     scaled = build_model(kwargs)
     scaled.load_state_dict(model.state_dict())
     return scaled.to(device).eval()
+
+
+def trained_rows(model: nn.Module, task, cell: Cell) -> list[Row]:
+    """Rows about the training itself, at eval_len = train_len: the learning curve
+    (`train_loss@<fraction of the steps>`), and for a learned table its statistics, trained and
+    at init (`table_jump`, `table_periodicity` over the rows training reached; `table_drift@seen`
+    / `@unseen`: mean |W_t - W0_t| / |W0_t| of the rows training reached / never reached), and a
+    learned scalar scale on the encoding (`encoding_scale`, sinusoidal(learned_scale=true))."""
+    row = lambda m, v: Row(  # noqa: E731
+        cell.task, cell.label, cell.seed, cell.train_len, cell.train_len, m, v, "ok", None
+    )
+    rows = [row(f"train_loss@{f:g}", v) for f, v in getattr(model, "arena_curve", {}).items()]
+    enc = model.encoding
+    if isinstance(getattr(enc, "scale", None), nn.Parameter) and enc.scale.numel() == 1:
+        rows.append(row("encoding_scale", enc.scale.item()))
+    if isinstance(enc, Learned):
+        torch.manual_seed(cell.seed)  # the init the training started from
+        init = build_model(cell.train_cfg["model"]).encoding.weight.detach().double()
+        trained, seen = enc.weight.detach().double().cpu(), task.tokens(cell.train_len)
+        drift = (trained - init).norm(dim=-1) / init.norm(dim=-1).clamp_min(1e-300)
+        rows.append(row("table_drift@seen", drift[:seen].mean().item()))
+        if trained.shape[0] > seen:
+            rows.append(row("table_drift@unseen", drift[seen:].mean().item()))
+        for name, table in (("", trained), ("@init", init)):
+            rows.append(row(f"table_jump{name}", measures.table_jump(table[:seen])))
+            rows.append(row(f"table_periodicity{name}", measures.table_periodicity(table[:seen])))
+    return rows
 
 
 def eval_batch(task, tc: TaskConfig, size: int):

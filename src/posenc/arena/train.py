@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 import zlib
@@ -26,6 +27,8 @@ from posenc.checks import load_checkpoint
 
 WEIGHT_DECAY = 0.1
 WARMUP = 100
+# the training loss (EMA) recorded at these fractions of the steps: a learning curve per cell
+CURVE = (0.125, 0.25, 0.5, 1.0)
 
 
 def param_groups(model: nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
@@ -68,7 +71,7 @@ def atomic_save(obj, path: str) -> None:
 
 
 def model_path(out: str, cell: Cell) -> str:
-    base = split_label(cell.label)[0].replace(":", "-")
+    base = re.sub(r"[^\w.+-]", "-", split_label(cell.label)[0])  # 'lstm:learned(max_len=64)'
     name = f"{cell.task}-{base}-s{cell.seed}-L{cell.train_len}-{cell.train_hash}.ckpt"
     return os.path.join(out, "models", name)
 
@@ -99,6 +102,7 @@ def load_trained(path: str, cell: Cell) -> nn.Module | None:
         print(f"{cell.name}: {path} does not fit the model ({type(err).__name__}); "
               "training from scratch", file=sys.stderr, flush=True)  # fmt: skip
         return None
+    model.arena_curve = ckpt["arena"].get("curve", {})
     return model
 
 
@@ -106,11 +110,13 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
           on_step=None) -> nn.Module:  # fmt: skip
     """Train (or resume, or load) the model of a cell; returns it in eval mode.
 
-    on_step(step, loss) is called after every step (progress bars)."""
+    on_step(step, loss) is called after every step (progress bars). The model's `arena_curve`
+    is {fraction of the steps: training loss EMA} at the fractions of CURVE."""
     final = model_path(out, cell)
     model = load_trained(final, cell)
     if model is not None:
         return model.to(device).eval()
+    marks = {max(1, round(f * tc.steps)): f for f in CURVE}  # step -> fraction
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
 
     def fresh():
@@ -120,6 +126,7 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
         return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)]), 0
 
     model, opt, rng, step = fresh()
+    curve, loss_ema = {}, None
     st = read_checkpoint(state_path, cell)
     if st is not None and st.get("train_hash") == cell.train_hash:
         try:
@@ -128,13 +135,14 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
             rng.bit_generator.state = st["rng"]
             torch.set_rng_state(st["torch_rng"])
             step = int(st["step"])
+            curve, loss_ema = dict(st.get("curve", {})), st.get("loss_ema")
             print(f"{cell.name}: resuming at step {step}", file=sys.stderr, flush=True)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             print(f"{cell.name}: {state_path} does not fit ({type(err).__name__}); training "
                   "from scratch", file=sys.stderr, flush=True)  # fmt: skip
             model, opt, rng, step = fresh()
     model.train()
-    last_save, loss_ema = time.time(), None
+    last_save = time.time()
     while step < tc.steps:
         batch = train_batch(task, tc, rng)
         inputs, targets, mask = (t.to(device) for t in batch[:3])
@@ -149,6 +157,8 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
         step += 1
         val = loss.item()
         loss_ema = val if loss_ema is None else 0.95 * loss_ema + 0.05 * val
+        if step in marks:
+            curve[marks[step]] = loss_ema
         if on_step is not None:
             on_step(step, loss_ema)
         if step < tc.steps and time.time() - last_save >= checkpoint_seconds:
@@ -161,6 +171,8 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
                     "rng": rng.bit_generator.state,
                     "torch_rng": torch.get_rng_state(),
                     "step": step,
+                    "curve": curve,
+                    "loss_ema": loss_ema,
                 },
                 state_path,
             )
@@ -168,6 +180,7 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
     os.makedirs(os.path.dirname(final), exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     meta = {"train_hash": cell.train_hash, "train_cfg": cell.train_cfg, "loss": loss_ema}
+    meta["curve"] = model.arena_curve = curve
     config = dict(cell.train_cfg["model"])  # build_model(config) rebuilds it
     atomic_save({"config": config, "model": sd, "arena": meta}, final)
     if os.path.exists(state_path):

@@ -21,7 +21,7 @@ import torch
 
 from posenc.arena.cells import Cell
 from posenc.arena.config import TaskConfig, split_label
-from posenc.arena.evaluate import evaluate, variant_model
+from posenc.arena.evaluate import evaluate, trained_rows, variant_model
 from posenc.arena.store import Row
 from posenc.arena.train import train
 
@@ -72,6 +72,8 @@ def run_job(job: Job) -> list[CellResult]:
         t1 = time.time()
         m = variant_model(model, cell, job.device) if split_label(cell.label)[1] else model
         rows = [r for size in sizes for r in evaluate(m, task, cell, size, job.tc, job.device)]
+        if split_label(cell.label)[1] is None and cell.train_len in sizes:  # the trained label
+            rows += trained_rows(model, task, cell)
         wall = time.time() - t1 + (trained if cell is first else 0.0)
         results.append(CellResult(cell, rows, wall, trained if cell is first else 0.0))
     return results

@@ -1,6 +1,7 @@
 """Every encoding, one module per family, and the registry: one plain dict, name -> class.
 
 absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
+           learned_window (absolute_window: seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope

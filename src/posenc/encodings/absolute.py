@@ -17,7 +17,7 @@ from torch import nn
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_positions
+from posenc.checks import check_choice, check_float, check_positions
 from posenc.encodings.absolute_base import AddedEncoding, ConcatEncoding, check_base, check_size
 
 # ------------------------------------------------------------------------------ sinusoids
@@ -26,6 +26,7 @@ from posenc.encodings.absolute_base import AddedEncoding, ConcatEncoding, check_
 class Sinusoidal(AddedEncoding):
     """x + s * PE(t) (+ noise in training). PE: even columns sin, odd columns cos.
 
+    fusion: "add" (x + PE, width D) or "concat" ([x, PE], width 2D; the model projects back).
     learned_scale: s is a learned scalar (init 1); else s = 1.
     noise: amplitude a of seed 001's training-time noise: in `self.training` only, every
         element gets eps ~ U[-a/2, a/2] added (a = 1 is the seed's U[-1/2, 1/2]); |eps| <= a/2.
@@ -44,10 +45,12 @@ class Sinusoidal(AddedEncoding):
         max_len=None,
         train_len=None,
         base: float = 10000.0,
+        fusion: str = "add",
         learned_scale: bool = False,
         noise: float = 0.0,
     ):
         super().__init__(dim=dim)
+        self.fusion = check_choice("fusion", fusion, ("add", "concat"))
         self.base = check_base(base)
         self.noise = check_float("noise", noise, ge=0)  # an amplitude; 0 = off
         self.scale = nn.Parameter(torch.ones(())) if learned_scale else None
@@ -56,7 +59,10 @@ class Sinusoidal(AddedEncoding):
     def token_scale(self, dim: int) -> float:
         """sqrt(D): Vaswani et al. 3.4 scale embeddings (init N(0, D^-1/2)) to unit size
         before adding the unit-amplitude sinusoids, which would drown them otherwise."""
-        return dim**0.5
+        return dim**0.5 if self.fusion == "add" else 1.0
+
+    def embed_dim(self, dim: int) -> int:
+        return dim if self.fusion == "add" else 2 * dim
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         pe = PF.sinusoidal_table(positions, self._width(dim), self.base)
@@ -67,6 +73,8 @@ class Sinusoidal(AddedEncoding):
         pe = self.table(self._positions_for(x, positions), D)
         if self.training and self.noise > 0:
             pe = pe + self.noise * (torch.rand(x.shape, device=x.device, dtype=pe.dtype) - 0.5)
+        if self.fusion == "concat":
+            return torch.cat([x, pe.to(x.dtype).expand_as(x)], dim=-1)
         return x + pe.to(x.dtype)
 
 

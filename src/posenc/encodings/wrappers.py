@@ -20,11 +20,12 @@ import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
 from posenc.checks import check_bool, check_int, lookup, renamed
-from posenc.encodings import absolute, bias, relative, rotary, rotary_mrope
+from posenc.encodings import absolute, absolute_window, bias, relative, rotary, rotary_mrope
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
 WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **absolute.ENCODINGS,
+    **absolute_window.ENCODINGS,
     **rotary.ENCODINGS,
     **rotary_mrope.ENCODINGS,
     **bias.ENCODINGS,

@@ -36,7 +36,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", help="output folder (default explain_NAME, or explain_all)")
     p.add_argument("--checkpoint", help="a TransformerLM checkpoint: draw the trained state too")
-    p.add_argument("--arena", help="an arena results database: link the extrapolation claims")
+    p.add_argument(
+        "--arena",
+        help="arena results databases, comma-separated: the claims that need trained models",
+    )
     p.add_argument(
         "--claims",
         action="store_true",

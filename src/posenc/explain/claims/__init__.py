@@ -13,7 +13,9 @@ shown on the page): a verdict is computed, never written down.
                 where one module would pass 300 lines)
     inventory   every checkable claim of the seeds, as data: the check that settles it, how it
                 would be measured, or why it cannot be
-    arena       claims checked against the arena's results database (`--arena DB`)
+    arena       the arena's results for one encoding (`--arena DB[,DB...]`)
+    trained     claims that need trained models: Evidence from the arena's databases
+    trained01, trained23   those claims of seeds 000-001 and 002-003
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from posenc.explain.claims import (
     seed003b,
     seed004,
     seed004b,
+    trained01,
+    trained23,
 )
 from posenc.explain.claims.arena import extrapolates
 from posenc.explain.claims.base import (
@@ -57,9 +61,11 @@ SEEDS = (
     seed003b,
     seed004,
     seed004b,
+    trained01,
+    trained23,
 )
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
-ARENA_CHECKS = seed002.ARENA_CHECKS  # these take arena= too
+ARENA_CHECKS = trained01.CHECKS + trained23.CHECKS  # these take arena= too
 
 
 def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = None) -> list[Claim]:

@@ -15,17 +15,30 @@ MAIN_METRICS = ("ppl", *HIGHER_IS_BETTER)  # loss and per-position bands are lef
 LEARNED_AT_L = 0.5  # an accuracy below this at L means the task was not learned: not counted
 
 
-def arena_results(db: str | Path, encoding: str) -> list[dict]:
+def databases(arena) -> list[Path]:
+    """`--arena`: one path, a comma-separated list, or a list of paths."""
+    items = (
+        arena.split(",")
+        if isinstance(arena, str)
+        else [arena]
+        if isinstance(arena, Path)
+        else arena
+    )
+    return [Path(str(a).strip()) for a in items if str(a).strip()]
+
+
+def arena_results(arena, encoding: str) -> list[dict]:
     """Median over seeds of the arena's results for one encoding, one row per
-    (task, train_len, eval_len, metric)."""
-    path = Path(db)
-    if not path.is_file():
-        raise FileNotFoundError(f"--arena database not found: {db}")
-    try:
-        with Store(str(path), create=False) as store:
-            raw = store.encoding_rows(encoding)
-    except ValueError as err:
-        raise ValueError(f"--arena {db}: not an arena results database ({err})") from None
+    (task, train_len, eval_len, metric), read from one database or several (`databases`)."""
+    raw = []
+    for path in databases(arena):
+        if not path.is_file():
+            raise FileNotFoundError(f"--arena database not found: {path}")
+        try:
+            with Store(str(path), create=False) as store:
+                raw += store.encoding_rows(encoding)
+        except ValueError as err:
+            raise ValueError(f"--arena {path}: not an arena results database ({err})") from None
     groups: dict[tuple, list] = {}
     for task, tl, el, metric, value, status, reason in raw:
         groups.setdefault((task, int(tl), int(el), metric), []).append((value, status, reason))
@@ -133,7 +146,7 @@ def arena_claim(
             ]
             for r in rows
         ],
-        f"arena results for {encoding} from {Path(arena).name}",
+        f"arena results for {encoding} from {', '.join(map(str, databases(arena)))}",
     )
     summary = "; ".join(f"{label}: {VERDICT_WORDS[ok]} ({why})" for label, ok, why in checks)
     return Claim(**said, method=method, result=summary, tables=[table], **decided)

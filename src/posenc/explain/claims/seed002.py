@@ -9,7 +9,6 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.arena import arena_claim
 from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
 from posenc.explain.claims.tools import f4, run_seed, seed_error, sinusoid
 
@@ -149,40 +148,6 @@ def claim_002_frequency_order(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None) -> Claim:
-    return arena_claim(
-        id="claim-002-sinusoidal-extrapolates",
-        seed=SEED,
-        quote="可以自然地适应比训练时序列更长的情况,而无需重新训练模型",
-        claim="Sinusoidal encodings let the model handle sequences longer than in training "
-        "(e.g. trained at 512, run at 600), with no retraining.",
-        encoding="sinusoidal",
-        want=True,
-        arena=arena,
-        about=("sinusoidal",),
-    )
-
-
-def claim_002_learned_cannot(dim: int, n: int, arena=None) -> Claim:
-    c = arena_claim(
-        id="claim-002-learned-cannot",
-        seed=SEED,
-        quote="缺点是不能推广到没出现过的长句子",
-        claim="Learned encodings do not generalize to sequences longer than those seen in "
-        "training.",
-        encoding="learned",
-        want=False,
-        arena=arena,
-        about=("learned",),
-    )
-    enc = build("learned", dim=dim, max_len=n)
-    err = seed_error(lambda: enc.embed(torch.zeros(1, n + 1, dim), torch.arange(n + 1)))
-    c.note = (c.note + " " if c.note else "") + (
-        f"Past its table, posenc's learned encoding does not run at all: {err}"
-    )
-    return c
-
-
 def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
     L = 32
     torch.manual_seed(0)
@@ -278,9 +243,6 @@ CHECKS = [
     claim_002_table,
     claim_002_order,
     claim_002_frequency_order,
-    claim_002_sinusoidal_extrapolates,
-    claim_002_learned_cannot,
     claim_002_transformer_xl,
     claim_002_t5_deberta,
 ]
-ARENA_CHECKS = [claim_002_sinusoidal_extrapolates, claim_002_learned_cannot]  # take `arena`

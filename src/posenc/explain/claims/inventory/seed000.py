@@ -48,8 +48,7 @@ ITEMS = (
         "在泛化性上是有一定问题的",
         "statement",
         "A model trained with the raw index generalizes poorly.",
-        how="arena: train index vs sinusoidal vs phase on copy at length 64, evaluate at "
-        "128..512 (and in-range accuracy)",
+        check="claim-000-index-generalizes",
     ),
     Item(
         "inv-000-07",

@@ -20,8 +20,7 @@ ITEMS = (
         "它可以帮助RNN学习到全局模式的信息",
         "statement",
         "A positional encoding helps an RNN learn global patterns (improves RNN performance).",
-        how="arena: a GRU/LSTM backbone with and without sinusoidal added to its inputs on "
-        "copy / reverse / passkey (the arena has Transformer backbones only today)",
+        check="claim-001-rnn",
     ),
     Item(
         "inv-001-03",
@@ -60,8 +59,7 @@ ITEMS = (
         "comparison",
         "Positional encoding captures long-range dependencies better and needs no learned "
         "parameters.",
-        how="arena: sinusoidal vs learned vs nope on passkey / long copy; count parameters "
-        "(none for sinusoidal, max_len·D for the learned one the seed lists next)",
+        check="claim-001-long-range",
     ),
     Item(
         "inv-001-08",
@@ -105,8 +103,7 @@ ITEMS = (
         "还可将位置编码乘上一个可训练的参数进行调节",
         "statement",
         "The encoding can be multiplied by a trainable parameter to adjust it.",
-        how="arena: sinusoidal with learned_scale=True vs False (and scaled_sinusoidal) on copy "
-        "and lm; where the learned scale ends up",
+        check="claim-001-trainable-scale",
     ),
     Item(
         "inv-001-14",
@@ -134,8 +131,7 @@ ITEMS = (
         r"\sum_{j=1}^{J-1} \beta_{j}f(pos_{t}-j)",
         "formula",
         "Learned encoding PE_t = ψ(pos'_t) + Σ_{j=1}^{J-1} β_j f(pos_t - j)·w_j, J a window.",
-        how="arena: learned table plus Σ_{j<J} β_j p_(t-j) w_j (f = the table, β, w learned, "
-        "J = 5, 7) vs learned alone on copy; f, β, w and pos' are undefined in the seed",
+        check="claim-001-window",
     ),
     Item(
         "inv-001-18",
@@ -150,8 +146,7 @@ ITEMS = (
         "如果仅仅只用位置编码，可能会丢失之前的信息",
         "reason",
         "The window term keeps earlier information, which the encoding alone would lose.",
-        how="the window sum is a function of t alone (no token enters): fit a learned table "
-        "to ψ(t) + Σ β_j f(t-j) w_j exactly, so it cannot keep earlier tokens' information",
+        check="claim-001-window-reason",
     ),
     Item(
         "inv-001-20",

@@ -47,7 +47,7 @@ ITEMS = (
         "模型的学习能力和表达能力将受到限制,表现会下降",
         "statement",
         "Without positions the model's learning and expressive power, hence performance, drop.",
-        how="arena: nope vs sinusoidal on copy / reverse / sort, causal and bidirectional",
+        check="claim-002-nope-drops",
     ),
     Item(
         "inv-002-07",
@@ -154,8 +154,7 @@ ITEMS = (
         "尤其是在长序列中",
         "comparison",
         "Relative encodings capture dependencies well, especially on long sequences.",
-        how="arena: t5 / alibi / rope / transformer_xl vs sinusoidal / learned trained at 128, "
-        "evaluated at 128..1024 on copy, passkey and lm",
+        check="claim-002-relative-long",
     ),
     Item(
         "inv-002-22",
@@ -241,7 +240,7 @@ ITEMS = (
         "相比上面的方式,它更加的灵活",
         "comparison",
         "A learned encoding is more flexible (more expressive within the training length).",
-        how="arena: learned vs sinusoidal, in-range accuracy / loss on copy, sort and lm",
+        check="claim-002-learned-flexible",
     ),
     Item(
         "inv-002-34",
@@ -255,15 +254,13 @@ ITEMS = (
         "更依赖训练数据的分布",
         "statement",
         "A learned encoding depends more on the distribution of the training data.",
-        how="arena: train learned on lengths mostly < L/2; rows of rarely seen positions stay "
-        "near their init and accuracy there drops",
+        check="claim-002-learned-distribution",
     ),
     Item(
         "inv-002-36",
         "它的值更随机,有跳变,而且没有什么周期性",
         "statement",
         "A (trained) learned encoding is random-looking, jumpy and not periodic.",
-        how="trained learned table from the arena: |p_(t+1) - p_t| / |p_t| and its spectrum "
-        "over t against its init and the sinusoid",
+        check="claim-002-learned-random",
     ),
 )

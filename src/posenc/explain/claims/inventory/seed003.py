@@ -12,16 +12,14 @@ ITEMS = (
         "通常采用简单的向量拼接或元素级相加等操作",
         "comparison",
         "The fusion f(x_t, p_t) is usually concatenation or element-wise addition.",
-        how="arena: the same sinusoid concatenated ([x, p], projected back to D) vs added "
-        "(x + p) at equal width on copy / sort / lm",
+        check="claim-003-fusion",
     ),
     Item(
         "inv-003-02",
         "从而提高对长期依赖关系的建模能力",
         "statement",
         "With a positional encoding sequence models capture long-term dependencies better.",
-        how="arena: nope vs sinusoidal vs learned on passkey with the key at growing distance "
-        "(causal and bidirectional)",
+        check="claim-003-long-term",
     ),
     Item(
         "inv-003-03",
@@ -57,8 +55,7 @@ ITEMS = (
         "但需要更多的训练数据和计算资源",
         "comparison",
         "Learned encodings are flexible but need more training data and compute.",
-        how="arena: learned vs sinusoidal trained on 1/8, 1/4, 1/2 and all of the copy / lm "
-        "data (learning curves); parameters (max_len·D) and step time",
+        check="claim-003-learned-data",
     ),
     Item(
         "inv-003-08",
@@ -101,8 +98,7 @@ ITEMS = (
         "这有助于模型的训练和收敛",
         "reason",
         "Being bounded helps the model train and converge.",
-        how="arena: sinusoidal vs the unbounded index (and the bounded phase) on copy: loss "
-        "curves, steps to a target loss, gradient norms",
+        check="claim-003-bounded-trains",
     ),
     Item(
         "inv-003-14",
