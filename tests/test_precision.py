@@ -110,7 +110,7 @@ CASES = [
 WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "nope", "onehot", "phase",
-    "randomized", "sandwich", "shaw", "t5", "nope_temperature",
+    "randomized", "sandwich", "shaw", "t5", "nope_temperature", "fox", "dape", "stickbreaking",
 }  # fmt: skip
 
 
