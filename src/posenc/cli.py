@@ -155,6 +155,14 @@ def show_table(enc, pos, args):
         if enc.content_dependent:
             what += " (zero content: the position-only part)"
         return bias[0, args.head], what
+    if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick
+        from posenc import analysis
+
+        if not 0 <= args.head < H:
+            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
+        mats = analysis.scores(enc, pos, pos, dim=D, heads=H)
+        what = f"head {args.head}: {analysis.score_label(enc)}, the content held fixed"
+        return mats[min(args.head, mats.shape[0] - 1)], what + "; rows: query i, columns: key j"
     return None, "no positions"
 
 
