@@ -235,7 +235,7 @@ class LargestAllocation(TorchDispatchMode):
         return out
 
 
-SCORE_NAMES = [n for n in NAMES if posenc.ENCODINGS[n].family in ("bias", "relative")]
+SCORE_NAMES = [n for n in NAMES if posenc.ENCODINGS[n].family in ("bias", "relative", "content")]
 
 
 @pytest.mark.parametrize("name", SCORE_NAMES)

@@ -67,7 +67,9 @@ def main_list(argv: list[str]) -> int:
     from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
-    parser.add_argument("--family", help="only this family (absolute, rotary, bias, relative)")
+    parser.add_argument(
+        "--family", help="only this family (absolute, rotary, bias, relative, content, none)"
+    )
     args = parser.parse_args(argv)
     families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
     if args.family is not None and args.family not in families:
