@@ -89,7 +89,8 @@ def attention(
     Positions: [T] or [B, T] (with a trailing [..., P] axis for 2-D / 3-D encodings); the
     default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
     (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
-    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), mask, softmax, @ v, + values.
+    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), transform_logits, mask,
+    softmax (or normalize), @ v, + values.
     """
     B, H, Tq, Dh, Hkv, Tk = check_qkv(q, k, v)
     if encoding is not None and not isinstance(encoding, PositionalEncoding):
