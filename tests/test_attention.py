@@ -83,8 +83,8 @@ def test_backends_equal_eager(name, kwargs):
         ref = posenc.attention(q, k, v, enc, causal=causal, backend="eager", **pos)
         assert ref.shape == (B, H, Tq, DH) and torch.isfinite(ref).all()
         for backend in ("chunked", "auto", "sdpa"):
-            if backend == "sdpa" and enc.has_values:
-                with pytest.raises(ValueError, match="sdpa"):
+            if backend == "sdpa" and enc.score_hooks:  # needs the logits / probabilities
+                with pytest.raises(ValueError, match="sdpa.*'chunked'"):
                     posenc.attention(q, k, v, enc, causal=causal, backend=backend, **pos)
                 continue
             out = posenc.attention(
@@ -207,9 +207,9 @@ def test_auto_rule(name):
     enc = make(name, heads=8, head_dim=64)
     small, big = meta_qk(64), meta_qk(4096)
     assert 8 * 4096 * 4096 > AUTO_MATERIALIZE >= 8 * 64 * 64
-    if not (enc.has_bias or enc.has_values):
+    if not (enc.has_bias or enc.score_hooks):
         assert choose_backend(enc, *small) == choose_backend(enc, *big) == "sdpa"
-    elif enc.has_values:
+    elif enc.score_hooks:
         assert choose_backend(enc, *small) == choose_backend(enc, *big) == "chunked"
     else:
         assert choose_backend(enc, *small) == "sdpa"
@@ -235,7 +235,7 @@ class LargestAllocation(TorchDispatchMode):
         return out
 
 
-SCORE_NAMES = [n for n in NAMES if posenc.ENCODINGS[n].family in ("bias", "relative")]
+SCORE_NAMES = [n for n in NAMES if posenc.ENCODINGS[n].family in ("bias", "relative", "content")]
 
 
 @pytest.mark.parametrize("name", SCORE_NAMES)
@@ -396,7 +396,7 @@ def test_empty_sequences_give_empty_results(name):
         if Tq > Tk:  # explicit positions: queries after the (no) keys
             pos = dict(q_pos=torch.arange(Tq)[:, None].expand(Tq, P) if P > 1 else torch.arange(Tq))
         for backend in ("eager", "sdpa", "chunked", "auto"):
-            if backend == "sdpa" and enc is not None and enc.has_values:
+            if backend == "sdpa" and enc is not None and enc.score_hooks:
                 continue
             out = posenc.attention(q, k, v, enc, backend=backend, **pos)
             assert out.shape == (B, H, Tq, DH) and not out.any(), (backend, Tq, Tk)

@@ -110,7 +110,8 @@ CASES = [
 WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "learned_window", "nope",
-    "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature",
+    "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature", "fox", "dape",
+    "stickbreaking",
 }  # fmt: skip
 
 

@@ -25,6 +25,28 @@ names them all, so a wrapper (`randomized`) forwards every one by iterating it:
     softmax_scale(head_dim)      the factor on q.k
     sample_positions(positions)  training-time positions (randomized); identity otherwise
     angles(positions)            rotary: [T, R/2] rotation angles (figures, analysis), else None
+    transform_logits(logits, q, k, q_pos, k_pos)
+                                 content: post-processes the logits [B, H, Tq, Tk] (DAPE's MLP)
+    normalize(logits, allowed, q_pos, k_pos)
+                                 content: the attention weights in place of the softmax
+                                 (stick-breaking), or None for the softmax
+
+The order inside attention, for a block of queries: rotate -> logits = q.k * softmax_scale +
+bias -> transform_logits -> mask -> softmax, or normalize -> @ v -> + values. Every hook is a
+function of (query i, key j) pairs that sees every key of a query's row: so a block of queries
+(`chunked`) and a KV-cache decode step (the last Tq queries over all cached keys) give the same
+numbers as the full forward.
+
+What each backend can honour (SCORE_HOOKS are the hooks that need the [B, H, Tq, Tk] logits or
+weights in hand; `eager` and `chunked` materialize them per block of queries, the fused kernels
+never do):
+    eager, chunked   every hook.
+    sdpa             rotate, bias (materialized as a float mask); refuses SCORE_HOOKS.
+    flex             rotate, bias through score_mod (position-only biases); refuses SCORE_HOOKS
+                     and biases that depend on q / k (no score_mod).
+The `content` family holds the schemes whose attention depends on the tokens' content, not on
+positions alone (FoX's forget gates, DAPE's MLP over the logits, stick-breaking): positions
+only order the tokens and decide the causal mask.
 
 Standard keywords, accepted by every constructor (keyword-only, ignored where unused), one
 vocabulary across posenc (CONTRIBUTING.md has the table):
@@ -41,7 +63,7 @@ import inspect
 import torch
 from torch import nn
 
-FAMILIES = ("absolute", "rotary", "bias", "relative", "none")
+FAMILIES = ("absolute", "rotary", "bias", "relative", "content", "none")
 HOOKS = (
     "embed",
     "embed_dim",
@@ -53,7 +75,11 @@ HOOKS = (
     "softmax_scale",
     "sample_positions",
     "angles",
+    "transform_logits",
+    "normalize",
 )
+# Hooks that need the [B, H, Tq, Tk] logits or attention weights in hand: eager / chunked only.
+SCORE_HOOKS = ("values", "transform_logits", "normalize")
 # Facts an instance reports (class attributes, or set per instance by a wrapper).
 FACTS = (
     "family", "position_dims", "integer_positions", "trainable", "cache_exact", "bidirectional",
@@ -151,6 +177,22 @@ class PositionalEncoding(nn.Module):
         """positions [T] -> [T, R/2] float64 rotation angles of a rotary encoding, else None."""
         return None
 
+    def transform_logits(
+        self, logits: torch.Tensor, q: torch.Tensor, k: torch.Tensor, q_pos, k_pos
+    ) -> torch.Tensor:
+        """logits [B, H, Tq, Tk] float32 (q.k * softmax_scale + bias, not yet masked), q / k as
+        bias() gets them -> logits of the same shape. Entry (i, j) may depend on query i, key j,
+        their positions and every head's logit (i, j), not on other pairs. Identity here."""
+        return logits
+
+    def normalize(
+        self, logits: torch.Tensor, allowed: torch.Tensor | None, q_pos, k_pos
+    ) -> torch.Tensor | None:
+        """logits [B, H, Tq, Tk] float32 (not masked), allowed bool broadcastable to it (True =
+        may attend) or None -> attention weights [B, H, Tq, Tk], zero where not allowed (rows
+        may sum to less than 1), replacing the softmax. None: the softmax."""
+        return None
+
     def overrides(self, hook: str) -> bool:
         """Whether this encoding (or the one a wrapper forwards to) implements `hook`."""
         method = getattr(getattr(self, hook), "__func__", None)
@@ -165,9 +207,15 @@ class PositionalEncoding(nn.Module):
         return self.overrides("values")
 
     @property
+    def score_hooks(self) -> tuple[str, ...]:
+        """The hooks of SCORE_HOOKS this encoding uses (sdpa and flex run none of them)."""
+        uses = {"values": self.has_values}  # Shaw overrides values() but may not use it
+        return tuple(h for h in SCORE_HOOKS if uses.get(h, self.overrides(h)))
+
+    @property
     def content_dependent(self) -> bool:
-        """True where the bias depends on q/k (no score_mod possible)."""
-        return self.family == "relative"
+        """True where the attention depends on q/k beyond q.k (no score_mod possible)."""
+        return self.family in ("relative", "content")
 
 
 def one_directional(encoding: PositionalEncoding) -> str:

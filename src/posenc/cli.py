@@ -67,7 +67,9 @@ def main_list(argv: list[str]) -> int:
     from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
-    parser.add_argument("--family", help="only this family (absolute, rotary, bias, relative)")
+    parser.add_argument(
+        "--family", help="only this family (absolute, rotary, bias, relative, content, none)"
+    )
     args = parser.parse_args(argv)
     families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
     if args.family is not None and args.family not in families:
@@ -155,6 +157,14 @@ def show_table(enc, pos, args):
         if enc.content_dependent:
             what += " (zero content: the position-only part)"
         return bias[0, args.head], what
+    if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick
+        from posenc import analysis
+
+        if not 0 <= args.head < H:
+            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
+        mats = analysis.scores(enc, pos, pos, dim=D, heads=H)
+        what = f"head {args.head}: {analysis.score_label(enc)}, the content held fixed"
+        return mats[min(args.head, mats.shape[0] - 1)], what + "; rows: query i, columns: key j"
     return None, "no positions"
 
 

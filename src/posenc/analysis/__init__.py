@@ -42,6 +42,7 @@ from posenc.analysis.probes import (
     permutation_change,
     permutation_test,
     position_vectors,
+    score_label,
     score_vs_distance,
     scores,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "permutation_change",
     "permutation_test",
     "position_vectors",
+    "score_label",
     "score_vs_distance",
     "scores",
     "shift_invariance",

@@ -50,8 +50,10 @@ def scores(
 ) -> torch.Tensor:
     """The positional score of (query i, key j), [H or 1, Tq, Tk] float64.
 
-    absolute / rotary: <v_i, v_j> of position_vectors; bias / relative: bias() with one fixed
-    random q0 and k0 at every position (so only positions vary); no encoding: zeros.
+    absolute / rotary: <v_i, v_j> of position_vectors; bias / relative / content: bias() with
+    one fixed random q0 and k0 at every position (so only positions vary), then DAPE's
+    transform_logits at q.k = 0, and for a normalize hook (stick-breaking) the attention
+    weights it gives equal logits (score_label says which); no encoding: zeros.
     """
     if enc.family in ("absolute", "rotary"):
         if enc.family == "rotary":
@@ -62,12 +64,26 @@ def scores(
         vq = position_vectors(enc, q_pos, dim=dim)
         vk = position_vectors(enc, k_pos, dim=dim)
         return (vq @ vk.T)[None]
-    if enc.has_bias:
+    hooks = enc.score_hooks
+    if enc.has_bias or "transform_logits" in hooks or "normalize" in hooks:
         q, k = _fixed_qk(dim, heads, len(q_pos), len(k_pos))
-        b = enc.bias(q, k, lay_out(enc, q_pos), lay_out(enc, k_pos))
-        if b is not None:
-            return b[0].double()
+        qp, kp = lay_out(enc, q_pos), lay_out(enc, k_pos)
+        s = enc.bias(q, k, qp, kp) if enc.has_bias else None
+        if s is None:
+            s = torch.zeros(1, heads, len(q_pos), len(k_pos))
+        if "transform_logits" in hooks:  # DAPE: the logits it makes of q.k = 0 (zero content)
+            s = enc.transform_logits(s.float(), q, k, qp, kp)
+        if "normalize" in hooks:  # stick-breaking: its weights at equal logits (keys j <= i)
+            s = enc.normalize(s.float(), kp[None, :] <= qp[:, None], qp, kp)
+        return s[0].double()
     return torch.zeros(1, len(q_pos), len(k_pos), dtype=torch.float64)
+
+
+def score_label(enc: PositionalEncoding) -> str:
+    """What scores() measures for `enc`: a logit term, or (normalize hook) attention weights."""
+    if "normalize" in enc.score_hooks:
+        return "attention weight at equal logits"
+    return "added to the logit"
 
 
 def score_vs_distance(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> torch.Tensor:

@@ -85,7 +85,8 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
     # sequences per forward: <= TOKENS_PER_FORWARD tokens, and a bias sdpa can materialize
     per_chunk = min(max(1, TOKENS_PER_FORWARD // T), MATERIALIZE // (tc.heads * T * T))
     backend = model.attn_backend
-    model.attn_backend = "auto" if per_chunk < 1 else "sdpa"
+    hooks = any(e.score_hooks for e in getattr(model, "encodings", [model.encoding]))
+    model.attn_backend = "auto" if per_chunk < 1 or hooks else "sdpa"  # hooks: sdpa refuses
     per_chunk = max(1, per_chunk)
     try:
         nll, hit = [], []

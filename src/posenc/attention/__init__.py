@@ -14,7 +14,9 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
 
 `auto` picks (`choose_backend`):
     1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
-    2. a values hook (Shaw)                                  -> chunked (needs the probabilities).
+    2. a hook of base.SCORE_HOOKS: values (Shaw), transform_logits (DAPE), normalize
+       (stick-breaking)                                      -> chunked (needs the logits /
+       probabilities in hand; sdpa and flex refuse these with a ValueError).
     3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22, a 16 MiB float32 bias) -> sdpa with
        the materialized bias.
     4. a position-only bias on CUDA                          -> flex.
@@ -87,7 +89,8 @@ def attention(
     Positions: [T] or [B, T] (with a trailing [..., P] axis for 2-D / 3-D encodings); the
     default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
     (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
-    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), mask, softmax, @ v, + values.
+    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), transform_logits, mask,
+    softmax (or normalize), @ v, + values.
     """
     B, H, Tq, Dh, Hkv, Tk = check_qkv(q, k, v)
     if encoding is not None and not isinstance(encoding, PositionalEncoding):
@@ -139,9 +142,9 @@ def attention(
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
     """The backend `auto` runs (the rule is in the docstring of posenc.attention)."""
-    if enc is None or not (enc.has_bias or enc.has_values):
+    if enc is None or not (enc.has_bias or enc.score_hooks):
         return "sdpa"
-    if enc.has_values:
+    if enc.score_hooks:
         return "chunked"
     B, H, Tq, _ = q.shape
     if B * H * Tq * k.shape[2] <= AUTO_MATERIALIZE:

@@ -22,13 +22,26 @@ def needs_grad(q, k, v, enc) -> bool:
     return any(t.requires_grad for t in (q, k, v)) or any(p.requires_grad for p in params)
 
 
+NEEDS = {  # why a fused kernel cannot run a hook of base.SCORE_HOOKS
+    "values": "needs the attention probabilities",
+    "transform_logits": "post-processes the logits matrix, which the fused kernel never forms",
+    "normalize": "replaces the softmax, which the fused kernel has built in",
+}
+
+
+def refuse_score_hooks(enc, backend: str) -> None:
+    """ValueError naming a backend that works, where `enc` uses a hook of SCORE_HOOKS."""
+    hooks = enc.score_hooks if enc is not None else ()
+    if hooks:
+        raise ValueError(
+            f"backend={backend!r} cannot run {type(enc).__name__}: its {hooks[0]}() hook "
+            f"{NEEDS[hooks[0]]}; use backend='chunked' or 'eager'"
+        )
+
+
 def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
     """F.scaled_dot_product_attention; a bias is materialized as a float attn_mask."""
-    if enc is not None and enc.has_values:
-        raise ValueError(
-            f"backend='sdpa' cannot run {type(enc).__name__}: its values() hook needs the "
-            "attention probabilities; use backend='chunked' or 'eager'"
-        )
+    refuse_score_hooks(enc, "sdpa")
     H, Tq, Tk = q.shape[1], q.shape[2], k.shape[2]
     bias = None
     if enc is not None and enc.has_bias:
@@ -90,8 +103,7 @@ def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
     B, H, Tq, _ = q.shape
     Tk = k.shape[2]
     name = type(enc).__name__ if enc is not None else "no encoding"
-    if enc is not None and enc.has_values:
-        raise ValueError(f"backend='flex' cannot run {name}: values() needs the probabilities")
+    refuse_score_hooks(enc, "flex")
     if q.device.type == "cpu" and needs_grad(q, k, v, enc):
         raise NotImplementedError(
             "backend='flex' has no backward pass on CPU in this torch; use backend='chunked' "

@@ -37,7 +37,8 @@ def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1, offset=0):
 def attend_block(q, k, v, enc, q_pos, k_pos, allowed, scale):
     """The reference math for a block of queries: q [B, H, tq, Dh], k / v [B, H, Tk, Dh].
 
-    Logits, softmax and the weighted sum in float32; returns [B, H, tq, Dh] in q's dtype.
+    Logits, softmax (or the encoding's normalize) and the weighted sum in float32; returns
+    [B, H, tq, Dh] in q's dtype. The hooks run in base.py's order.
     In-place where autograd allows, so a block holds about two [B, H, tq, Tk] tensors.
     """
     logits = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # [B, H, tq, Tk]
@@ -45,10 +46,16 @@ def attend_block(q, k, v, enc, q_pos, k_pos, allowed, scale):
     if bias is not None:
         logits += bias
         del bias
-    if allowed is not None:
-        # finfo.min, not -inf: a fully masked row stays finite (no NaN in the backward pass)
-        logits.masked_fill_(~allowed, torch.finfo(torch.float32).min)
-    probs = torch.softmax(logits, dim=-1)
+    hooks = enc.score_hooks if enc is not None else ()
+    if "transform_logits" in hooks:  # before the mask: DAPE's MLP sees every logit
+        logits = enc.transform_logits(logits, q, k, q_pos, k_pos).float()
+    if "normalize" in hooks:  # stick-breaking: its own weights, zero where not allowed
+        probs = enc.normalize(logits, allowed, q_pos, k_pos).float()
+    else:
+        if allowed is not None:
+            # finfo.min, not -inf: a fully masked row stays finite (no NaN in the backward pass)
+            logits = logits.masked_fill_(~allowed, torch.finfo(torch.float32).min)
+        probs = torch.softmax(logits, dim=-1)
     del logits
     out = torch.matmul(probs, v.float())
     extra = enc.values(probs, q_pos, k_pos) if enc is not None else None

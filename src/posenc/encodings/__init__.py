@@ -5,6 +5,7 @@ absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope
+content    fox, dape, stickbreaking (attention that depends on content; positions only order)
 wrappers   randomized (wraps any of the above)
 """
 

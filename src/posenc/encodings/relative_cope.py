@@ -10,16 +10,7 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_int, renamed, train_len_hint
 from posenc.encodings.relative_base import check_qk, expand_heads, relative_positions, resolve_dims
-
-
-def _next_run_start(k_pos: torch.Tensor) -> torch.Tensor:
-    """k_pos [B or 1, Tk] -> [B or 1, Tk]: index of the first key after j's run of increasing
-    positions (a run ends where positions stop increasing, e.g. a packed document restarts)."""
-    tk = k_pos.shape[-1]
-    t = torch.arange(1, tk, device=k_pos.device)
-    starts = torch.where(k_pos[:, 1:] <= k_pos[:, :-1], t, tk)  # candidate for j = t - 1
-    starts = torch.cat([starts, starts.new_full((k_pos.shape[0], 1), tk)], dim=-1)
-    return starts.flip(-1).cummin(-1).values.flip(-1)
+from posenc.functional.content import run_ends
 
 
 class CoPE(PositionalEncoding):
@@ -70,7 +61,7 @@ class CoPE(PositionalEncoding):
         gates = torch.sigmoid(logits).masked_fill(rel < 0, 0.0)  # keys after the query: closed
         suffix = F.pad(gates.flip(-1).cumsum(-1).flip(-1), (0, 1))  # sum_{t >= j}, [.., Tk+1]
         kp = k_pos if k_pos.dim() == 2 else k_pos[None]
-        nxt = expand_heads(_next_run_start(kp)[:, None, None, :], b, h).expand(b, h, tq, tk)
+        nxt = expand_heads(run_ends(kp)[:, None, None, :], b, h).expand(b, h, tq, tk)
         return suffix[..., :tk] - suffix.gather(-1, nxt)
 
     def bias(self, q, k, q_pos, k_pos):

@@ -20,7 +20,15 @@ import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
 from posenc.checks import check_bool, check_int, lookup, renamed
-from posenc.encodings import absolute, absolute_window, bias, relative, rotary, rotary_mrope
+from posenc.encodings import (
+    absolute,
+    absolute_window,
+    bias,
+    content,
+    relative,
+    rotary,
+    rotary_mrope,
+)
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
 WRAPPABLE: dict[str, type[PositionalEncoding]] = {
@@ -30,6 +38,7 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **rotary_mrope.ENCODINGS,
     **bias.ENCODINGS,
     **relative.ENCODINGS,
+    **content.ENCODINGS,
 }
 
 
@@ -92,6 +101,10 @@ class Randomized(PositionalEncoding):
     @property
     def content_dependent(self) -> bool:
         return self.inner.content_dependent
+
+    @property
+    def score_hooks(self) -> tuple[str, ...]:
+        return self.inner.score_hooks
 
     def overrides(self, hook: str) -> bool:
         return hook == "sample_positions" or self.inner.overrides(hook)

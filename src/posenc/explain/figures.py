@@ -137,19 +137,31 @@ def draw(
             ),
             "A fixed query (all ones) rotated to each position.",
         )
-    elif enc.family in ("bias", "relative"):
+    elif enc.family in ("bias", "relative", "content"):
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
-        what = "bias" if enc.family == "bias" else "position part of the score"
+        what = {"bias": "bias", "relative": "position part of the score"}.get(
+            enc.family, "score, the content held fixed,"
+        )
+        lead = "Added to q·k/√Dh before the softmax, for query i and key j"
+        if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick alone
+            lead = (
+                f"{analysis.score_label(enc).capitalize()} for query i and key j, the content "
+                "held fixed (one random q and k at every position; q·k = 0 where the scheme "
+                "reads the logits)"
+            )
+        elif enc.family == "relative":
+            lead += " (one fixed random q and k at every position)"
         put(
             "heatmap",
             plots.head_matrices(
-                mats, title=f"{name}: {what} per head{title_state}", cbar="added to the logit"
+                mats,
+                title=f"{name}: {what} per head{title_state}",
+                cbar=analysis.score_label(enc),
             ),
-            "Added to q·k/√Dh before the softmax, for query i and key j"
-            + ("" if enc.family == "bias" else " (one fixed random q and k at every position)")
-            + "; keys after the query (j > i, grey) are left out, as a causal model masks them.",
+            lead + "; keys after the query (j > i, grey) are left out, as a causal model masks "
+            "them.",
         )
 
     # waveforms -------------------------------------------------------------------------
@@ -231,10 +243,11 @@ def draw(
                 lines,
                 title=f"{name}: score against distance{title_state}",
                 xlabel="distance k = i - j (positions)",
-                ylabel="added to the logit",
+                ylabel=analysis.score_label(enc),
                 note="no positional signal" if float(curve.abs().max()) == 0 else None,
             ),
-            "What the encoding adds to the logit of a key k positions before the query.",
+            f"{analysis.score_label(enc).capitalize()}: a key k positions before the query"
+            + (", the content held fixed." if enc.family == "content" else "."),
         )
 
     # wavelengths, clock, binary counter (sin/cos pairs only) ---------------------------

@@ -10,6 +10,7 @@ Shapes follow the legend in posenc.base.
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     bias          alibi_slopes, t5_bucket, sandwich_curve
     relative      deberta_bucket, rel_shift, relative_sinusoid
+    content       forget_bias (FoX), stick_breaking, dape_logits, run_ends (packed documents)
 """
 
 from posenc.functional.absolute import (
@@ -20,6 +21,7 @@ from posenc.functional.absolute import (
     sinusoidal_table_3d,
 )
 from posenc.functional.bias import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
+from posenc.functional.content import dape_logits, forget_bias, run_ends, stick_breaking
 from posenc.functional.mrope import mrope_angles, mrope_axes, mrope_positions
 from posenc.functional.relative import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.rope_scaling import ROPE_SCALING
@@ -47,7 +49,9 @@ __all__ = [
     "apply_rope_qk_fast",
     "apply_rope_reference",
     "check_t5_buckets",
+    "dape_logits",
     "deberta_bucket",
+    "forget_bias",
     "mrope_angles",
     "mrope_axes",
     "mrope_positions",
@@ -57,7 +61,9 @@ __all__ = [
     "rope_align",
     "rope_cos_sin",
     "rope_inv_freq",
+    "run_ends",
     "sandwich_curve",
+    "stick_breaking",
     "sinusoidal_inv_freq",
     "sinusoidal_table",
     "sinusoidal_table_2d",

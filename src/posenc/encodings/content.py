@@ -1,0 +1,181 @@
+"""The content family: attention that depends on the tokens' content, not on positions alone.
+Positions only order the tokens and decide the causal mask (every scheme here is shift-invariant).
+
+fox            FoX's forget gates: a learned, content-dependent ALiBi, through bias()
+dape           DAPE: an MLP over each pair's logits and a positional bias, through
+               transform_logits()
+stickbreaking  stick-breaking attention: no softmax, through normalize()
+
+Where each runs (base.py): fox on eager, sdpa (a materialized bias) and chunked, not flex
+(its bias depends on k: no score_mod); dape and stickbreaking on eager and chunked only (sdpa
+and flex fuse the softmax and never form the logits).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_float, check_int, check_positions, lookup
+from posenc.encodings import bias as bias_family
+from posenc.encodings.relative_base import check_qk, resolve_dims
+from posenc.functional.content import dape_logits, forget_bias, stick_breaking
+
+
+def rows(pos: torch.Tensor, name: str, t: int, batch: int) -> torch.Tensor:
+    """Validated positions [t] or [B, t] -> [B or 1, t]."""
+    check_positions(pos, name=name)
+    bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
+    if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
+        raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
+                         f"{tuple(pos.shape)}")  # fmt: skip
+    return pos if pos.dim() == 2 else pos[None]
+
+
+class FoX(PositionalEncoding):
+    """Forgetting Transformer (Lin et al. 2025): a forget gate f_l = sigmoid(w_h . k_l + b_h) per
+    key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
+    whose slope each token sets. No positional encoding besides.
+
+    The gate reads the key vector each head already has (a learned [H, Dh] weight on k, plus a
+    bias), so cached keys give cached gates. The paper's gate reads the layer input x: with
+    k = W_k x, this is the gate Linear of weight w_h W_k (x-transformers' DataDependentAlibi
+    with that weight gives the same numbers). `gate_bias` initializes b (x-transformers' 5.0:
+    f ~ 0.993, a long memory). Causal only: keys after the query get bias 0. Packed documents
+    (positions that restart) never count each other's gates.
+    """
+
+    family = "content"
+    paper = "Lin et al. 2025"
+    summary = "forget gates from each key: a learned, content-dependent ALiBi (FoX)"
+    trainable = True
+    bidirectional = False  # gates accumulate from the key up to the query: causal only
+
+    def __init__(
+        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, gate_bias=5.0
+    ):
+        super().__init__()
+        _, self.heads, self.head_dim = resolve_dims("fox", dim, heads, head_dim, need_heads=True)
+        check_float("gate_bias", gate_bias)
+        bound = self.head_dim**-0.5  # nn.Linear(Dh, 1)'s init, per head
+        weight = torch.empty(self.heads, self.head_dim).uniform_(-bound, bound)  # [H, Dh]
+        self.gate_weight = nn.Parameter(weight)
+        self.gate_bias = nn.Parameter(torch.full((self.heads,), float(gate_bias)))
+
+    def log_gates(self, k: torch.Tensor) -> torch.Tensor:
+        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32 (<= 0)."""
+        logit = torch.einsum("bhtd,hd->bht", k.float(), self.gate_weight.float())
+        return F.logsigmoid(logit + self.gate_bias.float()[:, None])
+
+    def bias(self, q, k, q_pos, k_pos):
+        check_qk(self, q, k)
+        qp = rows(q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
+        kp = rows(k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, head_dim={self.head_dim}"
+
+
+class DAPE(PositionalEncoding):
+    """Data-adaptive positional encoding (Zheng et al. 2024): logits x + b + MLP([x; b]) with b
+    a positional bias (KERPLE log by default, as the paper's main model; any of the bias
+    family by `encoding`) and the MLP Linear(2H, mlp_width) - LeakyReLU - Linear(mlp_width, H)
+    over the heads of one (i, j) pair, on the scaled logits before the mask (the authors'
+    code). Each pair on its own, so query blocks and the KV cache are exact.
+    """
+
+    family = "content"
+    paper = "Zheng et al. 2024"
+    summary = "MLP over each pair's logits and positional bias (KERPLE) across heads (DAPE)"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        encoding="kerple",
+        encoding_kwargs=None,
+        mlp_width=32,
+        bidirectional=False,
+    ):
+        super().__init__()
+        if heads is None:
+            raise ValueError("DAPE needs heads= (the number of attention heads, >= 1)")
+        self.heads = check_int("heads", heads, low=1)
+        check_int("mlp_width", mlp_width, low=1)
+        check_bool("bidirectional", bidirectional)
+        cls = lookup("encoding", encoding, bias_family.ENCODINGS)
+        std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, train_len=train_len)
+        if "bidirectional" in inspect.signature(cls).parameters:
+            std["bidirectional"] = bidirectional
+        self.positional = cls(**{**std, **(encoding_kwargs or {})})
+        for fact in ("bidirectional", "integer_positions", "max_len"):
+            setattr(self, fact, getattr(self.positional, fact))
+        self.mlp = nn.Sequential(
+            nn.Linear(2 * heads, mlp_width), nn.LeakyReLU(), nn.Linear(mlp_width, heads)
+        )
+
+    def transform_logits(self, logits, q, k, q_pos, k_pos):
+        b = self.positional.bias(q, k, q_pos, k_pos)  # [B or 1, H, Tq, Tk]
+        first, last = self.mlp[0], self.mlp[2]
+        slope = self.mlp[1].negative_slope
+        return dape_logits(logits, b, first.weight, first.bias, last.weight, last.bias, slope)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}"
+
+
+class StickBreaking(PositionalEncoding):
+    """Stick-breaking attention (Tan et al. 2024): no positional encoding and no softmax. With
+    beta_ij = sigmoid(q_i . k_j * softmax_scale), key j's weight is beta_ij times the stick the
+    keys after it (nearer the query) left: prod over l in (j, i) of (1 - beta_il). The nearest
+    keys come first, which is the position signal. As the paper (and the authors' kernels,
+    attend_current=False), the query does not attend to its own key; `attend_current=True`
+    lets it (the stick then starts at the query). The unallocated rest of the stick is dropped.
+    """
+
+    family = "content"
+    paper = "Tan et al. 2024"
+    summary = "stick-breaking weights over preceding tokens in place of the softmax, no positions"
+    bidirectional = False  # the stick is broken from the query backwards: causal only
+
+    def __init__(
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        attend_current=False,
+    ):
+        super().__init__()
+        self.attend_current = check_bool("attend_current", attend_current)
+
+    def normalize(self, logits, allowed, q_pos, k_pos):
+        if not self.attend_current:  # the query's own key (the same position) takes no share
+            b, _, tq, tk = logits.shape
+            qp = rows(q_pos, "q_pos", tq, b).to(logits.device)
+            kp = rows(k_pos, "k_pos", tk, b).to(logits.device)
+            other = (kp[:, None, :] != qp[:, :, None]).unsqueeze(1)  # [b, 1, Tq, Tk]
+            allowed = other if allowed is None else allowed & other
+        return stick_breaking(logits, allowed)
+
+    def extra_repr(self) -> str:
+        return f"attend_current={self.attend_current}"
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    "fox": FoX,
+    "dape": DAPE,
+    "stickbreaking": StickBreaking,
+}
