@@ -135,6 +135,7 @@ class Sinusoidal2D(AddedEncoding):
         super().__init__(dim=dim)
         self.base = check_base(base)
 
+    fusion = "add"
     token_scale = Sinusoidal.token_scale
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
