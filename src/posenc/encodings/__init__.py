@@ -1,7 +1,8 @@
 """Every encoding, one module per family, and the registry: one plain dict, name -> class.
 
 absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
-rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope)
+rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
+           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope
 wrappers   randomized (wraps any of the above)

@@ -20,13 +20,27 @@ import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
 from posenc.checks import check_bool, check_int, lookup, renamed
-from posenc.encodings import absolute, bias, relative, rotary, rotary_mrope
+from posenc.encodings import (
+    absolute,
+    bias,
+    relative,
+    rotary,
+    rotary_axial,
+    rotary_fourier,
+    rotary_lie,
+    rotary_mrope,
+    rotary_polar,
+)
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
 WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **absolute.ENCODINGS,
     **rotary.ENCODINGS,
     **rotary_mrope.ENCODINGS,
+    **rotary_axial.ENCODINGS,
+    **rotary_polar.ENCODINGS,
+    **rotary_fourier.ENCODINGS,
+    **rotary_lie.ENCODINGS,
     **bias.ENCODINGS,
     **relative.ENCODINGS,
 }
