@@ -65,12 +65,7 @@ class FoPE(RotaryEncoding):
         length = train_len or max_len or DEFAULT_TRAIN_LEN
         self.train_len = check_int("train_len", length, low=1)
         self.register_buffer("inv_freq", fope_inv_freq(r, self.base, length), persistent=False)
-        K = self.inv_freq.numel()
-        if K == 0:
-            raise ValueError(
-                f"fope: no frequency of rotary dim {r} turns within train_len={length} "
-                f"(all below 2 pi / {length}); use a longer train_len or a smaller base"
-            )
+        K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
             raise ValueError(f"pairs must be <= K={K} (the kept frequencies), got {M}")
@@ -116,9 +111,12 @@ class FoPE(RotaryEncoding):
 def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
     """[(H,) K, M] coefficients: Xavier-normal noise (`gain`) plus the identity, or for M < K
     a strided one (column d reads frequency d * ceil(K / M)), the authors' eye_xavier_norm."""
-    coef = torch.empty(shape)
-    nn.init.xavier_normal_(coef, gain=gain) if gain > 0 else nn.init.zeros_(coef)
+    coef = torch.zeros(shape)
     K, M = shape[-2:]
+    if coef.numel() == 0:
+        return coef
+    if gain > 0:
+        nn.init.xavier_normal_(coef, gain=gain)
     step = -(-K // M)
     d = torch.arange(M)
     d = d[d * step < K]
