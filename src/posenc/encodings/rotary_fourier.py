@@ -62,7 +62,7 @@ class FoPE(RotaryEncoding):
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
-        length = train_len or max_len or DEFAULT_TRAIN_LEN
+        length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
         self.train_len = check_int("train_len", length, low=1)
         self.register_buffer("inv_freq", fope_inv_freq(r, self.base, length), persistent=False)
         K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
