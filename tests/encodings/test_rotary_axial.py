@@ -37,9 +37,7 @@ def test_matches_rotary_embedding_torch_axial(sizes, freqs):
     pos = pos[:, 0] if P == 1 else pos
     torch.manual_seed(0)
     q = torch.randn(B, H, len(table), DH)
-    enc = RoPEND(
-        head_dim=DH, axes=P, rotary_dim=R, freqs=freqs, max_freq=7, layout="interleaved"
-    )
+    enc = RoPEND(head_dim=DH, axes=P, rotary_dim=R, freqs=freqs, max_freq=7, layout="interleaved")
     got, _ = enc.rotate(q, q, pos, pos)
     torch.testing.assert_close(got, apply_rotary_emb(table, q), atol=1e-5, rtol=1e-5)
 

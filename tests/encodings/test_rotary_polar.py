@@ -45,7 +45,9 @@ def test_matches_x_transformers(Tq, Tk):
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
     # grouped keys: the phase sits on the queries, so two kv heads need no per-head copy
     kg, vg = k[:, ::2], v[:, ::2]
-    ref = reference_attention(q, kg.repeat_interleave(2, 1), vg.repeat_interleave(2, 1), learned_bias)
+    ref = reference_attention(
+        q, kg.repeat_interleave(2, 1), vg.repeat_interleave(2, 1), learned_bias
+    )
     torch.testing.assert_close(posenc.attention(q, kg, vg, enc), ref, atol=1e-5, rtol=1e-5)
 
 

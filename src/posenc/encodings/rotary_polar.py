@@ -78,8 +78,7 @@ class PoPE(PositionalEncoding):
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> q, k [..., 2 Dh]."""
         if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
             raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but pope was built with "
-                f"head_dim={self.head_dim}"
+                f"q/k have head dim {q.shape[-1]}, but pope was built with head_dim={self.head_dim}"
             )
         if self.phase.shape[0] not in (1, q.shape[1]) and q.shape[1] != 1:
             raise ValueError(
