@@ -114,6 +114,7 @@ def test_angles_are_one_per_channel():
     w = torch.tensor([100.0 ** (-c / DH) for c in range(DH)], dtype=torch.float64)
     torch.testing.assert_close(a, torch.arange(3, dtype=torch.float64)[:, None] * w, rtol=1e-6,
                                atol=1e-7)  # fmt: skip
+    torch.testing.assert_close(enc.to(torch.bfloat16).angles(torch.arange(3)), a)  # not rounded
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,8 @@ class FoPE(RotaryEncoding):
         r = self.rotary_dim()
         length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
         self.train_len = check_int("train_len", length, low=1)
-        self.register_buffer("inv_freq", fope_inv_freq(r, self.base, length), persistent=False)
+        # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
+        self.inv_freq = fope_inv_freq(r, self.base, length)
         K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:

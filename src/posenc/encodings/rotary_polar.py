@@ -66,7 +66,8 @@ class PoPE(PositionalEncoding):
         if bias_init == "uniform":
             with torch.no_grad():
                 self.phase.uniform_(-2 * math.pi, 0.0)
-        self.register_buffer("inv_freq", pope_inv_freq(self.head_dim, base), persistent=False)
+        # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
+        self.inv_freq = pope_inv_freq(self.head_dim, base)
 
     def delta(self) -> torch.Tensor:
         """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
