@@ -104,6 +104,10 @@ CASES = [
     ("mrope", {}),
     ("mrope", {"mrope_interleaved": True, "mrope_section": [2, 3, 3]}),
     ("rope", {"scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.25}}),
+    ("rope_nd", {"axes": 3, "rotary_dim": 12}),
+    ("pope", {"bias_init": "uniform"}),
+    ("fope", {"train_len": 4096, "per_head": True}),
+    ("liere", {"axes": 2, "block_dim": 4, "per_head": True}),
 ]
 # Every registered encoding is either here (it computes angles; checked above or below) or
 # without angles; a new encoding must be placed in one of the two.

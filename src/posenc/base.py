@@ -18,7 +18,8 @@ names them all, so a wrapper (`randomized`) forwards every one by iterating it:
     embed(x, positions)          absolute: added to (or concatenated with) token embeddings
     embed_dim(dim)               width of embed()'s output
     token_scale(dim)             factor on the token embeddings before embed() (sqrt(D), Vaswani)
-    rotate(q, k, q_pos, k_pos)   rotary: rotates queries and keys
+    rotate(q, k, q_pos, k_pos)   rotary: rotates queries and keys (their last dim may change,
+                                 for both alike: PoPE's polar form is 2 Dh wide; v keeps Dh)
     bias(q, k, q_pos, k_pos)     bias / relative: [B or 1, H, Tq, Tk], added to q.k * scale
     score_mod(q_pos, k_pos)      FlexAttention score_mod with the same values as bias()
     values(probs, q_pos, k_pos)  extra attention output (Shaw's relative values)
@@ -135,7 +136,11 @@ class PositionalEncoding(nn.Module):
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq] or [B, Tq] -> rotated (q, k)."""
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq] or [B, Tq] -> rotated (q, k).
+
+        The rotated q and k share a last dim, Dh unless the method widens both (PoPE: 2 Dh);
+        softmax_scale(Dh) is still taken from the input head dim.
+        """
         return q, k
 
     def bias(

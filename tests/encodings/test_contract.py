@@ -54,7 +54,9 @@ def test_hook_shapes(name):
     assert enc.embed(x, kp).shape == (B, Tk, enc.embed_dim(D))
     q, k, v = qkv(Tq, Tk)
     rq, rk = enc.rotate(q, k, qp, kp)
-    assert rq.shape == q.shape and rk.shape == k.shape
+    # the last dim may change, for q and k alike (PoPE's polar form is 2 Dh wide)
+    assert rq.shape[:-1] == q.shape[:-1] and rk.shape[:-1] == k.shape[:-1]
+    assert rq.shape[-1] == rk.shape[-1] >= DH
     krep = rk.repeat_interleave(H // HKV, dim=1)
     bias = enc.bias(rq, krep, qp, kp)
     assert bias is None or tuple(bias.shape) in ((B, H, Tq, Tk), (1, H, Tq, Tk))

@@ -28,7 +28,7 @@ def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int
 def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
     check_int("rotary_dim", rotary_dim)
     if rotary_dim < multiple or rotary_dim % multiple:
-        what = "pairs rotate" if multiple == 2 else "half the pairs per axis"
+        what = "pairs rotate" if multiple == 2 else "as many pairs for every axis"
         raise ValueError(
             f"rotary_dim must be a positive multiple of {multiple} ({what}), got {rotary_dim}"
         )

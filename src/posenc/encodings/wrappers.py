@@ -27,7 +27,11 @@ from posenc.encodings import (
     content,
     relative,
     rotary,
+    rotary_axial,
+    rotary_fourier,
+    rotary_lie,
     rotary_mrope,
+    rotary_polar,
 )
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
@@ -36,6 +40,10 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **absolute_window.ENCODINGS,
     **rotary.ENCODINGS,
     **rotary_mrope.ENCODINGS,
+    **rotary_axial.ENCODINGS,
+    **rotary_polar.ENCODINGS,
+    **rotary_fourier.ENCODINGS,
+    **rotary_lie.ENCODINGS,
     **bias.ENCODINGS,
     **relative.ENCODINGS,
     **content.ENCODINGS,

@@ -8,6 +8,7 @@ Shapes follow the legend in posenc.base.
     rotary        rope_inv_freq, rope_cos_sin, apply_rope (+ _qk, _cos_sin, _fast variants)
     mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
+    rotary_learned  axial frequencies (rope_nd), PoPE, FoPE, LieRE (import the module)
     bias          alibi_slopes, t5_bucket, sandwich_curve
     relative      deberta_bucket, rel_shift, relative_sinusoid
     content       forget_bias (FoX), stick_breaking, dape_logits, run_ends (packed documents)

@@ -1,0 +1,73 @@
+"""Axial RoPE over any number of position axes: 1-D text, 2-D images, 3-D video, ...
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k) rotated
+    angles(positions [T] or [T, P]) -> [T, R/2] float64, the rotation angle of each pair
+
+Positions are [T] / [B, T] for one axis, [T, P] / [B, T, P] for P axes. The rotary dim R is
+split into P equal parts, one per axis, each turned as a 1-D RoPE of rotary dim R / P (as
+rotary-embedding-torch's axial frequencies, get_axial_freqs). axes=1 is `rope`; axes=2 with
+the default frequencies is `rope_2d`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_float, check_int
+from posenc.encodings.rotary_base import MultiAxisRotary
+from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
+
+
+class RoPEND(MultiAxisRotary):
+    """Axial rotary embedding over `axes` position axes (Heo et al. 2024's RoPE-Axial,
+    rotary-embedding-torch's axial mode).
+
+    Axis a turns rotary pairs a * n .. (a + 1) * n - 1, n = R / (2 axes), by p_a * f_j with
+    `freqs` "lang": f_j = base^(-2j / (R / axes)) (RoPE's, for integer positions) or "pixel":
+    f_j = linspace(1, max_freq / 2, n)_j * pi (for coordinates scaled to about [0, 2]).
+    R must be a multiple of 2 * axes. Layout "half" pairs channel i with i + R/2;
+    "interleaved" pairs 2i, 2i + 1 (rotary-embedding-torch's).
+    """
+
+    paper = "Heo et al. 2024"
+    summary = "axial RoPE over any number of axes: each axis turns its own share of the pairs"
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        axes: int = 1,
+        base: float = 10000.0,
+        freqs: str = "lang",
+        max_freq: float = 10.0,
+        layout: str = "half",
+        rotary_dim: int | None = None,
+    ) -> None:
+        self.position_dims = check_int("axes", axes, low=1)
+        self._multiple = 2 * axes
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        if freqs not in AXIAL_FREQS:
+            raise ValueError(f"freqs must be one of {AXIAL_FREQS}, got {freqs!r}")
+        self.freqs = freqs
+        self.max_freq = check_float("max_freq", max_freq, gt=0)
+        if self.head_dim is not None or rotary_dim is not None:
+            self.rotary_dim()  # fail now on a head dim that is not a multiple of 2 * axes
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [...] or [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else
+        float32 (reduced, see position_angles)."""
+        inv_freq = axial_inv_freq(r, self.position_dims, self.base, self.freqs, self.max_freq)
+        return axial_angles(positions, inv_freq, self.position_dims, dtype)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", axes={self.position_dims}, freqs={self.freqs!r}"
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope_nd": RoPEND}

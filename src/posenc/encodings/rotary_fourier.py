@@ -1,0 +1,128 @@
+"""FoPE, Fourier position embedding (Hua et al. 2024): each rotary pair a Fourier series.
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
+    angles(positions [T]) -> [T, K] float64, the angles of the K frequencies the series use
+
+RoPE's frequencies whose period is longer than the training length (w < 2 pi / train_len) are
+under-trained: FoPE zeroes them. The K kept ones form the basis: pair d gets
+C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) in place of cos(w_d t) and
+sin(w_d t), for the first M = min(K, Dh/4) pairs (the authors' output dim); the pairs past M
+get C = S = 1, position-free (as the authors' code and vLLM's FourierRotaryEmbedding pad them).
+Coefficients start at identity plus Xavier noise (gain 0.3), as the authors' eye_xavier_norm.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_float, check_int, check_positions
+from posenc.encodings.rotary_base import RotaryEncoding
+from posenc.functional.absolute import position_angles
+from posenc.functional.rotary import apply_rope_cos_sin
+from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
+
+DEFAULT_TRAIN_LEN = 2048  # the floor's length when neither train_len nor max_len is given
+
+
+class FoPE(RotaryEncoding):
+    """Fourier position embedding, matched to the authors' FourierEmbedding (OLMo) and vLLM.
+
+    `train_len` (else `max_len`, else 2048) sets the floor 2 pi / train_len below which
+    frequencies are zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head`
+    gives each head its own coefficients (the authors' fourier_separate_head; then q and k must
+    have `heads` heads); `learnable` trains them (the authors' pretraining configs keep them
+    fixed; their fine-tuning trains them); `init_gain` is the Xavier gain of the noise.
+    """
+
+    paper = "Hua et al. 2024"
+    summary = "FoPE: each rotary pair a learned Fourier series; sub-train-length freqs zeroed"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+        rotary_dim: int | None = None,
+        pairs: int | None = None,
+        per_head: bool = False,
+        learnable: bool = True,
+        init_gain: float = 0.3,
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        if self.head_dim is None and rotary_dim is None:
+            raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
+        r = self.rotary_dim()
+        length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
+        self.train_len = check_int("train_len", length, low=1)
+        # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
+        self.inv_freq = fope_inv_freq(r, self.base, length)
+        K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
+        M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
+        if M > K:
+            raise ValueError(f"pairs must be <= K={K} (the kept frequencies), got {M}")
+        self.per_head = check_bool("per_head", per_head)
+        if self.per_head and heads is None:
+            raise ValueError("fope: per_head=True needs heads=")
+        self.heads = heads
+        shape = (heads, K, M) if self.per_head else (K, M)
+        self.trainable = check_bool("learnable", learnable)
+        gain = check_float("init_gain", init_gain, ge=0)
+        self.cos_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
+        self.sin_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
+        r = self.rotary_dim(q.shape[-1])
+        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
+            raise ValueError(
+                f"fope per_head=True has coefficients for heads={self.heads}; q and k have "
+                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
+                "use per_head=False or as many kv heads as heads"
+            )
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            check_positions(pos, name=name)
+            cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
+            out.append(apply_rope_cos_sin(x, *cs, self.layout))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
+        every pair's series is built from), unreduced."""
+        check_positions(positions)
+        return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
+
+    def extra_repr(self) -> str:
+        K, M = self.cos_coef.shape[-2:]
+        return super().extra_repr() + f", train_len={self.train_len}, K={K}, pairs={M}"
+
+
+def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
+    """[(H,) K, M] coefficients: Xavier-normal noise (`gain`) plus the identity, or for M < K
+    a strided one (column d reads frequency d * ceil(K / M)), the authors' eye_xavier_norm."""
+    coef = torch.zeros(shape)
+    K, M = shape[-2:]
+    if coef.numel() == 0:
+        return coef
+    if gain > 0:
+        nn.init.xavier_normal_(coef, gain=gain)
+    step = -(-K // M)
+    d = torch.arange(M)
+    d = d[d * step < K]
+    coef[..., d * step, d] += 1.0
+    return coef
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"fope": FoPE}

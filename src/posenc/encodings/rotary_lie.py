@@ -1,0 +1,119 @@
+"""LieRE, Lie group relative position encodings (Ostmeier et al. 2024).
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
+    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
+
+Position p (P axes) gets the rotation R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
+generators, one per axis, block-diagonal in blocks of g channels; q and k are multiplied by
+it. One axis (or generators that commute, e.g. g = 2): R(i)^T R(j) = R(j - i), so scores depend
+only on the position difference. Several axes with non-commuting generators: they do not
+(exp(-A(p)) exp(A(m)) != exp(A(m - p))): LieRE is then not strictly relative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_float, check_int, check_positions
+from posenc.encodings.rotary_base import head_dim_of
+from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
+
+
+class LieRE(PositionalEncoding):
+    """LieRE, matched to the authors' LierePositionEncoder + FlexibleAttention.
+
+    `axes` position axes; `block_dim` g (default: the whole head, the authors' generator_dim =
+    head dim): the first (Dh // g) * g channels turn in blocks of g, the rest pass through.
+    Generators: raw parameters U(0, 2 pi) [P, G, g, g] (G = Dh // g blocks, times heads with
+    `per_head`), A = U - U^T of their strict upper triangle. Positions are multiplied by
+    `position_scale` (default 1 / train_len when train_len is given, else 1: the authors map the
+    training grid to [0, 1]). Per layer generators: TransformerLM(share_encoding=False). The
+    paper's runs use per_head=True and one encoding per layer.
+    """
+
+    family = "rotary"
+    paper = "Ostmeier et al. 2024"
+    summary = "LieRE: rotations exp(sum_a p_a A_a) of learned skew-symmetric generators"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        axes: int = 1,
+        block_dim: int | None = None,
+        per_head: bool = False,
+        position_scale: float | None = None,
+    ) -> None:
+        self.position_dims = check_int("axes", axes, low=1)
+        super().__init__()
+        self.head_dim = head_dim_of(dim, heads, head_dim)
+        if self.head_dim is None:
+            raise ValueError("liere needs the head dim: pass head_dim= (or dim= and heads=)")
+        g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
+        if g > self.head_dim:
+            raise ValueError(f"block_dim must be 2..head_dim={self.head_dim}, got {g}")
+        self.per_head = check_bool("per_head", per_head)
+        if self.per_head and heads is None:
+            raise ValueError("liere: per_head=True needs heads=")
+        self.heads = heads
+        if position_scale is None:
+            position_scale = 1.0 / train_len if train_len else 1.0
+        self.position_scale = check_float("position_scale", position_scale, gt=0)
+        G = (self.head_dim // g) * (heads if self.per_head else 1)
+        self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))
+
+    def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        rot = liere_rotations(pos, self.generators, dtype)  # [(B,) T, G * heads?, g, g]
+        heads = self.heads if self.per_head else 1
+        rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
+        return rot if rot.dim() == 6 else rot[None]
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
+        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {q.shape[-1]}, but liere was built with "
+                f"head_dim={self.head_dim}"
+            )
+        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
+            raise ValueError(
+                f"liere per_head=True has generators for heads={self.heads}; q and k have "
+                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
+                "use per_head=False or as many kv heads as heads"
+            )
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            check_positions(pos, name=name, position_dims=self.position_dims)
+            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
+        invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
+        generator's rotation frequencies, as RoPE's p * w_j."""
+        check_positions(positions, position_dims=self.position_dims)
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        G = self.generators.shape[1] // (self.heads if self.per_head else 1)
+        return liere_angles(pos, self.generators.detach()[:, :G])
+
+    def extra_repr(self) -> str:
+        P, G, g, _ = self.generators.shape
+        return f"head_dim={self.head_dim}, axes={P}, blocks={G}x{g}, per_head={self.per_head}"
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"liere": LieRE}

@@ -1,0 +1,106 @@
+"""PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025).
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> q [B, H, Tq, 2 Dh],
+                                                                   k [B, Hkv, Tk, 2 Dh]
+    angles(positions [T]) -> [T, Dh] float64, the angle of each channel
+
+Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c:
+content ("what") sets magnitudes, position ("where") only angles, so
+q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c). The rotated q and k are
+twice as wide as the head (cos and sin halves); values keep their width and the softmax scale
+stays 1 / sqrt(Dh), as in x-transformers' `polar_pos_emb`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_float, check_positions
+from posenc.encodings.rotary_base import head_dim_of
+from posenc.functional.absolute import position_angles
+from posenc.functional.rotary import rope_align
+from posenc.functional.rotary_learned import apply_pope, pope_inv_freq
+
+BIAS_INITS = ("zeros", "uniform")
+
+
+class PoPE(PositionalEncoding):
+    """Polar position embedding, matched to x-transformers' PolarEmbedding + its Attention.
+
+    Frequencies w_c = base^(-c / Dh), one per channel c < Dh. A learned phase delta [H, Dh]
+    (clamped to [-2 pi, 0]; `bias_init` "zeros", or "uniform" in [-2 pi, 0)) shifts the angle
+    between query and key per head and channel. x-transformers adds it to the keys' angles;
+    here the queries' angles get -delta, the same scores, so grouped keys (Hkv < H) need no
+    per-head copy. Needs the head dim at construction (the phase is a parameter).
+    """
+
+    family = "rotary"
+    paper = "Gopalakrishnan et al. 2025"
+    summary = "PoPE: softplus magnitudes from content, angles from position only (2 Dh wide)"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        base: float = 10000.0,
+        bias_init: str = "zeros",
+    ) -> None:
+        super().__init__()
+        self.head_dim = head_dim_of(dim, heads, head_dim)
+        if self.head_dim is None:
+            raise ValueError("pope needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.base = check_float("base", base, gt=1)
+        if bias_init not in BIAS_INITS:
+            raise ValueError(f"bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
+        self.heads = heads
+        self.phase = nn.Parameter(torch.zeros(heads or 1, 1, self.head_dim))  # delta [H, 1, Dh]
+        if bias_init == "uniform":
+            with torch.no_grad():
+                self.phase.uniform_(-2 * math.pi, 0.0)
+        # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
+        self.inv_freq = pope_inv_freq(self.head_dim, base)
+
+    def delta(self) -> torch.Tensor:
+        """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
+        return self.phase.clamp(-2 * math.pi, 0.0)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> q, k [..., 2 Dh]."""
+        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {q.shape[-1]}, but pope was built with head_dim={self.head_dim}"
+            )
+        if self.phase.shape[0] not in (1, q.shape[1]) and q.shape[1] != 1:
+            raise ValueError(
+                f"q has {q.shape[1]} heads, but pope was built with heads={self.heads}"
+            )
+        out = []
+        for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
+            check_positions(pos, name=name)
+            work = torch.float64 if x.dtype == torch.float64 else torch.float32
+            angles = position_angles(pos, self.inv_freq.to(pos.device), work)  # [(B,) T, Dh]
+            out.append(apply_pope(x, rope_align(angles, x, name), phase))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> [T, Dh] (or [B, T, Dh]) float64 angles, unreduced (the
+        phase, a query-key offset, not shown)."""
+        check_positions(positions)
+        return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, heads={self.heads}, base={self.base}"
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"pope": PoPE}
