@@ -6,14 +6,18 @@ largest training size; algorithmic tasks are evaluated at every size 1..2L, lm a
 
 Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
 al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
-rope scaling (no training of its own); "hf-llama:<label>" for the same on transformers' own
-LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only: posenc.arena.backbones).
+rope scaling (no training of its own); "<name>+drope" for the trained <name> model with its
+encoding dropped and recalibrated briefly (DroPE: posenc.arena.drope); a hybrid per-layer
+schedule by its name ("rnope-swa": posenc.arena.hybrid); "hf-llama:<label>" for the same on
+transformers' own LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only:
+posenc.arena.backbones).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.tasks import TASK_NAMES
 from posenc.checks import closest_names
 from posenc.encodings import resolve
@@ -24,6 +28,16 @@ VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportio
 BACKBONES = ("posenc", "hf-llama")  # hf-llama: transformers' LlamaForCausalLM (posenc.hf.patch)
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
+# DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
+# dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The
+# paper recalibrates billion-parameter LMs with 0.5-2% of their pretraining tokens; a model this
+# small and this briefly trained has little to spare, so 10% (300 of passkey's 3000 steps): still
+# a tenth of training NoPE from scratch. A fresh AdamW (as the released trainer starts one), the
+# training's betas and decay; lr warms up over DROPE_WARMUP of the steps, then stays constant (the
+# released configs: constant schedule, warmup ratio 0.1) at DROPE_LR x the task's peak lr.
+DROPE_FRACTION = 0.1
+DROPE_WARMUP = 0.1
+DROPE_LR = 0.3  # picked on passkey from 1.0 / 0.3 / 0.1 (docs/arena/frontier/README.md)
 
 # Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
 # tasks; Press et al.'s perplexity findings and the zero-shot rope scalings on lm.
@@ -35,6 +49,9 @@ LM_ENCODINGS = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple"
 )
 # context extension: rope trained at L, every zero-shot scaling at 2L..8L (and NoPE beside it)
 PASSKEY_ENCODINGS = ("nope", "rope") + tuple(f"rope+{v}" for v in VARIANTS)
+# DroPE and the RNoPE-SWA hybrid beside them, on context extension (passkey) and lm
+PASSKEY_ENCODINGS += ("rope+drope", "rnope-swa")
+LM_ENCODINGS += ("rope+drope", "rnope-swa")
 DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
 
 # The training recipe per task (docs/arena/README.md says how it was chosen). Every task: AdamW
@@ -163,6 +180,13 @@ def on_backbones(labels, backbones) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def drope_recipe(tc: TaskConfig) -> dict:
+    """DroPE's recalibration for a task (hashed into its cells: a change changes their hash)."""
+    steps = max(1, round(DROPE_FRACTION * tc.steps))
+    return {"recipe": "drope-1", "encoding": "nope", "steps": steps, "lr": DROPE_LR * tc.lr,
+            "warmup": max(1, round(DROPE_WARMUP * steps))}  # fmt: skip
+
+
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
     ('randomized', {'encoding': 'rope'})."""
@@ -181,16 +205,26 @@ def validate_encodings(labels: list[str]) -> None:
                 f"{label!r}: the {backbone} backbone takes {', '.join(HF_ENCODINGS)} (and rope's "
                 "zero-shot variants): what posenc.hf.patch applies to transformers' attention"
             )
+        if base in HYBRIDS:
+            if variant is not None:
+                raise ValueError(f"{label!r}: a hybrid schedule ({base}) takes no variant")
+            continue
         name, kwargs = encoding_of(base)
         resolve(name)  # ValueError with the closest names
         if kwargs and resolve(kwargs["encoding"]) is resolve("randomized"):
             raise ValueError(f"{label!r}: randomized cannot wrap itself")
+        if variant == "drope":
+            if resolve(name).family == "absolute":
+                raise ValueError(f"{label!r}: DroPE drops an encoding that acts in attention; "
+                                 f"{base} is absolute (it acts at the input)")  # fmt: skip
+            continue
         if variant is not None and (base != "rope" or variant not in VARIANTS):
-            known = [f"rope+{v}" for v in VARIANTS]
+            known = [f"rope+{v}" for v in (*VARIANTS, "drope")]
             close = closest_names(label, known)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
-                f"unknown encoding {label!r}{hint} Zero-shot variants: {', '.join(known)}"
+                f"unknown encoding {label!r}{hint} Variants of the trained rope model: "
+                f"{', '.join(known)}"
             )
 
 
