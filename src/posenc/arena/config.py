@@ -32,7 +32,7 @@ RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the
 # dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The
 # paper recalibrates billion-parameter LMs with 0.5-2% of their pretraining tokens; these small,
 # briefly trained models need more: 10% left passkey's exact match at L at 0.89-0.92, 20% brings
-# it to 0.95 (600 of 3000 steps; docs/arena/frontier/README.md has the sweep), still a fifth of
+# it to 0.945 (600 of 3000 steps; docs/arena/frontier/README.md has the sweep), still a fifth of
 # training NoPE from scratch. A fresh AdamW (as the released trainer starts one), the training's
 # betas and decay; lr warms up over DROPE_WARMUP of the steps, then stays constant (the released
 # configs: constant schedule, warmup ratio 0.1) at DROPE_LR x the task's peak lr (swept: 0.1 and

@@ -54,7 +54,7 @@ def versus_rope(res: Results, label: str, text: str, paper: str) -> Claim:
         beats = far[label][0] > far["rope"][0] if acc else far[label][0] < far["rope"][0]
         keeps = at[label][0] >= BAR if acc else at[label][0] <= KEEP * at["rope"][0]
         why = [] if beats else [f"not past L ({show(far[label])} vs rope {show(far['rope'])})"]
-        why += [] if keeps else [f"not kept at L ({show(at[label])})"]
+        why += [] if keeps else [f"not kept at L ({show(at[label], 3)})"]
         parts.append(part + (f" — {'; '.join(why)}" if why else " — beats rope past L, kept at L"))
         verdicts.append(beats and keeps)
     if not verdicts:
