@@ -30,7 +30,7 @@ HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch 
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
 # DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
 # dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The
-# paper recalibrates billion-parameter LMs with 0.5-2% of their pretraining tokens; these small,
+# paper recalibrates billion-parameter LMs with under 1% of their pretraining budget; these small,
 # briefly trained models need more: 10% left passkey's exact match at L at 0.89-0.92, 20% brings
 # it to 0.945 (600 of 3000 steps; docs/arena/frontier/README.md has the sweep), still a fifth of
 # training NoPE from scratch. A fresh AdamW (as the released trainer starts one), the training's
