@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.attention import attention
+from posenc.attention.window import window_mask
 from posenc.kv_cache import KVCache
 
 
@@ -33,11 +34,13 @@ class Context:
 
 
 class Attention(nn.Module):
-    """Multi-head (grouped-query when kv_heads < heads) self-attention through posenc.attention."""
+    """Multi-head (grouped-query when kv_heads < heads) self-attention through posenc.attention;
+    `window`: a sliding window (posenc.attention.window), None for full attention."""
 
-    def __init__(self, dim: int, heads: int, kv_heads: int) -> None:
+    def __init__(self, dim: int, heads: int, kv_heads: int, window: int | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.window = window
         self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.out_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
 
@@ -49,9 +52,15 @@ class Attention(nn.Module):
         q, k, v = qkv.split([H, Hkv, Hkv], dim=1)  # k, v [B, Hkv, T, Dh], not yet encoded
         if ctx.cache is not None:
             k, v = ctx.cache.update(layer, k, v)  # all cached tokens, still unencoded
+        mask = ctx.mask
+        if self.window is not None:  # [B or 1, 1, T, Tk], ANDed with the document mask
+            P = encoding.position_dims if encoding is not None else 1
+            w = window_mask(ctx.q_pos, ctx.k_pos, self.window, T, k.shape[2], causal=ctx.causal,
+                            position_dims=P, device=x.device)  # fmt: skip
+            mask = w if mask is None else mask & w
         y = attention(
             q, k, v, encoding, ctx.q_pos, ctx.k_pos,
-            causal=ctx.causal, backend=ctx.backend, mask=ctx.mask,
+            causal=ctx.causal, backend=ctx.backend, mask=mask,
         )  # fmt: skip
         return self.out_proj(y.transpose(1, 2).reshape(B, T, -1))
 
@@ -68,10 +77,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, dim, heads, kv_heads, mlp_ratio, dropout) -> None:
+    def __init__(self, dim, heads, kv_heads, mlp_ratio, dropout, window=None) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads, kv_heads)
+        self.attn = Attention(dim, heads, kv_heads, window)
         self.mlp = MLP(dim, int(mlp_ratio * dim))
         self.drop = nn.Dropout(dropout)
 

@@ -11,6 +11,9 @@ Where the encoding acts:
   layer its own module (Gemma 3: five local RoPE layers, base 1e4, to one global, base 1e6
   and linear x8; Llama 4's iRoPE: every fourth layer "nope_temperature"). `encoding_kwargs`
   are defaults under each pair's kwargs. Absolute encodings act once, at the input: not here.
+- `window`: sliding-window attention (posenc.attention.window), one int for every layer or a
+  per-layer list (None = global): RNoPE-SWA / Command A is rope with a window in three layers
+  of four and nope, global, in the fourth.
 - `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
   (and in eval where `sample_at_eval`), before the first layer: every layer sees the same.
 
@@ -29,6 +32,7 @@ import math
 import torch
 from torch import nn
 
+from posenc.attention.window import layer_windows
 from posenc.base import PositionalEncoding
 from posenc.checks import (
     check_int,
@@ -67,6 +71,7 @@ class TransformerLM(nn.Module):
         mlp_ratio: float = 4,
         dropout: float = 0.0,
         share_encoding: bool = True,
+        window: int | list | None = None,
     ) -> None:
         super().__init__()
         kv_heads = heads if kv_heads is None else kv_heads
@@ -79,11 +84,13 @@ class TransformerLM(nn.Module):
                 f"kv_heads must be a positive int dividing heads={heads}, got {kv_heads!r}"
             )
         specs = layer_specs(encoding, depth)
+        windows = layer_windows(window, depth)
         self.config = dict(
             vocab_size=vocab_size, dim=dim, depth=depth, heads=heads, encoding=encoding,
             encoding_kwargs=dict(encoding_kwargs or {}), max_len=max_len, train_len=train_len,
             causal=causal,
             kv_heads=kv_heads, mlp_ratio=mlp_ratio, dropout=dropout, share_encoding=share_encoding,
+            window=window,
         )  # fmt: skip
         self.causal, self.depth, self.dim, self.attn_backend = causal, depth, dim, "auto"
         if specs is None:
@@ -101,7 +108,7 @@ class TransformerLM(nn.Module):
         self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            Block(dim, heads, kv_heads, mlp_ratio, dropout) for _ in range(depth)
+            Block(dim, heads, kv_heads, mlp_ratio, dropout, w) for w in windows
         )
         self.norm = nn.LayerNorm(dim)
         self.lm_head = nn.Linear(dim, vocab_size, bias=False)

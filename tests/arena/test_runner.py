@@ -19,6 +19,7 @@ from posenc.arena.backbones import build_model
 from posenc.arena.cells import make_cells, model_kwargs, rope_scaling
 from posenc.arena.config import TASK_DEFAULTS, ArenaConfig, split_label, task_config
 from posenc.arena.corpus import Corpus
+from posenc.arena.drope import dropped_kwargs
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import TASK_NAMES, build_task
@@ -37,7 +38,9 @@ def test_every_default_label_builds_and_runs_at_the_task_sizes(task_name):
     for label in tc.encodings:  # every default label, on both backbones where it runs there
         base, variant = split_label(label)
         kwargs = model_kwargs(task, base, tc)
-        if variant:
+        if variant == "drope":  # the trained model with its encoding dropped (test_drope)
+            kwargs = dropped_kwargs(kwargs)
+        elif variant:
             toks = [task.tokens(e) for e in tc.eval_lens]
             scaling = rope_scaling(variant, task.tokens(tc.train_len), toks, 8)
             kwargs["encoding_kwargs"] = dict(kwargs["encoding_kwargs"], scaling=scaling)

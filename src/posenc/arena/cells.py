@@ -1,7 +1,8 @@
 """The arena's grid: cells, the models they train, the metrics they report.
 
 A cell is (task, label, seed, train_len). Cells of one trained model form a group: the label
-"rope" and its zero-shot variants "rope+ntk", ... share one training run. A group is the unit of
+"rope" and its variants "rope+ntk", ..., "rope+drope" share one training run (DroPE's cell
+trains on from it: only its recalibration is its own). A group is the unit of
 work a worker takes; each cell's rows are written in one transaction.
 """
 
@@ -17,9 +18,11 @@ from posenc.arena.config import (
     VARIANTS,
     TaskConfig,
     backbone_of,
+    drope_recipe,
     encoding_of,
     split_label,
 )
+from posenc.arena.hybrid import HYBRIDS, hybrid_kwargs
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,12 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
     train_len, in tokens (a learned table's size, T5's buckets, FIRE's threshold); randomized
     samples positions from [0, 4 x the tokens of the longest evaluation), in training and in
     evaluation (Ruoss et al. 2023). Another backbone than posenc's is named by a "backbone" key
-    (absent for posenc, so that posenc's cells keep their hashes)."""
+    (absent for posenc, so that posenc's cells keep their hashes); a hybrid's per-layer schedule
+    and windows (posenc.arena.hybrid) by "encoding" and "window" (a key only hybrids have)."""
     backbone, base = backbone_of(base)
+    if base in HYBRIDS:
+        layers = hybrid_kwargs(base, tc.depth, task.tokens(tc.train_len))
+        return dict(model_kwargs(task, "nope", tc), **layers)
     name, enc_kwargs = encoding_of(base)
     if name == "randomized":
         longest = task.tokens(max(tc.train_len, *tc.eval_lens))
@@ -129,7 +136,9 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                     full = dict(train_cfg, eval_tokens=tc.eval_tokens)
                 else:
                     full = dict(train_cfg, eval_samples=tc.eval_samples)
-                if variant:
+                if variant == "drope":
+                    full["drope"] = drope_recipe(tc)
+                elif variant:
                     assert variant in VARIANTS, variant
                     toks = [task.tokens(e) for e in tc.eval_lens]
                     L, dh = task.tokens(tc.train_len), tc.dim // tc.heads

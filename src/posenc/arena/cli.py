@@ -71,8 +71,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--encodings",
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
-        "randomized:NAME (Ruoss et al.'s randomized positions over NAME), and "
-        f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model)",
+        "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
+        f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
+        "(DroPE: NAME's model, encoding dropped, recalibrated) and rnope-swa (RoPE sliding-"
+        "window layers, one global NoPE layer in four)",
     )
     p.add_argument(
         "--backbone",

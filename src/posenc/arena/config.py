@@ -6,11 +6,14 @@ largest training size; algorithmic tasks are evaluated at every size 1..2L, lm a
 
 Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
 al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
-rope scaling (no training of its own); "hf-llama:<label>" for the same on transformers' own
-LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only: posenc.arena.backbones);
-"lstm:<label>" for an LSTM language model with that absolute encoding (or nope) added to its
-inputs. Keywords for the encoding go in parentheses: "sinusoidal(fusion=concat)",
-"learned(max_len=1024)" (values: int, float, true / false, or a word).
+rope scaling (no training of its own); "<name>+drope" for the trained <name> model with its
+encoding dropped and recalibrated briefly (DroPE: posenc.arena.drope); a hybrid per-layer
+schedule by its name ("rnope-swa": posenc.arena.hybrid); "hf-llama:<label>" for the same on
+transformers' own LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only:
+posenc.arena.backbones); "lstm:<label>" for an LSTM language model with that absolute encoding
+(or nope) added to its inputs. Keywords for the encoding go in parentheses:
+"sinusoidal(fusion=concat)", "learned(max_len=1024)" (values: int, float, true / false, or a
+word).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.tasks import TASK_NAMES
 from posenc.checks import closest_names
 from posenc.encodings import build, resolve
@@ -28,6 +32,18 @@ VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportio
 BACKBONES = ("posenc", "hf-llama", "lstm")  # posenc.arena.backbones
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
+# DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
+# dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The
+# paper recalibrates billion-parameter LMs with under 1% of their pretraining budget; these small,
+# briefly trained models need more: 10% left passkey's exact match at L at 0.89-0.92, 20% brings
+# it to 0.945 (600 of 3000 steps; docs/arena/frontier/README.md has the sweep), still a fifth of
+# training NoPE from scratch. A fresh AdamW (as the released trainer starts one), the training's
+# betas and decay; lr warms up over DROPE_WARMUP of the steps, then stays constant (the released
+# configs: constant schedule, warmup ratio 0.1) at DROPE_LR x the task's peak lr (swept: 0.1 and
+# 0.3 extend less far than 1.0).
+DROPE_FRACTION = 0.2
+DROPE_WARMUP = 0.1
+DROPE_LR = 1.0
 
 # Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
 # tasks; Press et al.'s perplexity findings and the zero-shot rope scalings on lm.
@@ -39,6 +55,9 @@ LM_ENCODINGS = ("learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple"
 )
 # context extension: rope trained at L, every zero-shot scaling at 2L..8L (and NoPE beside it)
 PASSKEY_ENCODINGS = ("nope", "rope") + tuple(f"rope+{v}" for v in VARIANTS)
+# DroPE and the RNoPE-SWA hybrid beside them, on context extension (passkey) and lm
+PASSKEY_ENCODINGS += ("rope+drope", "rnope-swa")
+LM_ENCODINGS += ("rope+drope", "rnope-swa")
 DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
 
 # The training recipe per task (docs/arena/README.md says how it was chosen). Every task: AdamW
@@ -191,6 +210,13 @@ def parse_value(text: str):
     return text.strip()
 
 
+def drope_recipe(tc: TaskConfig) -> dict:
+    """DroPE's recalibration for a task (hashed into its cells: a change changes their hash)."""
+    steps = max(1, round(DROPE_FRACTION * tc.steps))
+    return {"recipe": "drope-1", "encoding": "nope", "steps": steps, "lr": DROPE_LR * tc.lr,
+            "warmup": max(1, round(DROPE_WARMUP * steps))}  # fmt: skip
+
+
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
     ('randomized', {'encoding': 'rope'}); 'learned(max_len=64)' -> ('learned', {'max_len': 64})."""
@@ -212,6 +238,10 @@ def validate_encodings(labels: list[str]) -> None:
     for label in labels:
         backbone, inner = backbone_of(label)
         base, variant = split_label(inner)
+        if base in HYBRIDS:
+            if variant is not None:
+                raise ValueError(f"{label!r}: a hybrid schedule ({base}) takes no variant")
+            continue
         try:
             name, kwargs = encoding_of(base)
         except ValueError as err:
@@ -235,12 +265,18 @@ def validate_encodings(labels: list[str]) -> None:
                 build(name, **{**dict(dim=64, heads=4, head_dim=16, train_len=8), **kwargs})
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{label!r}: {err}") from None
+        if variant == "drope":
+            if resolve(name).family == "absolute":
+                raise ValueError(f"{label!r}: DroPE drops an encoding that acts in attention; "
+                                 f"{base} is absolute (it acts at the input)")  # fmt: skip
+            continue
         if variant is not None and (base != "rope" or variant not in VARIANTS):
-            known = [f"rope+{v}" for v in VARIANTS]
+            known = [f"rope+{v}" for v in (*VARIANTS, "drope")]
             close = closest_names(label, known)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
-                f"unknown encoding {label!r}{hint} Zero-shot variants: {', '.join(known)}"
+                f"unknown encoding {label!r}{hint} Variants of the trained rope model: "
+                f"{', '.join(known)}"
             )
 
 

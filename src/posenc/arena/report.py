@@ -13,13 +13,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from posenc.arena.config import backbone_of
 from posenc.arena.findings import addition, in_distribution, kazemnejad, ruoss  # noqa: E402
+from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 
 
 def findings(res: Results):
     """Every published finding as a Claim, in the report's order."""
-    return lm_findings(res) + [kazemnejad(res), ruoss(res), addition(res)]
+    return lm_findings(res) + [kazemnejad(res), ruoss(res), addition(res)] + frontier_findings(res)
 
 
 def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:

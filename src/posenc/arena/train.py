@@ -27,7 +27,7 @@ from posenc.checks import load_checkpoint
 
 WEIGHT_DECAY = 0.1
 WARMUP = 100
-# the training loss (EMA) recorded at these fractions of the steps: a learning curve per cell
+# the training loss (EMA) recorded at these fractions of the steps: a learning curve per model
 CURVE = (0.125, 0.25, 0.5, 1.0)
 
 
@@ -76,59 +76,86 @@ def model_path(out: str, cell: Cell) -> str:
     return os.path.join(out, "models", name)
 
 
-def read_checkpoint(path: str, cell: Cell) -> dict | None:
+def read_checkpoint(path: str, name: str) -> dict | None:
     """A checkpoint's contents, or None if there is none; one that cannot be read (truncated,
-    corrupt, not a checkpoint) is reported, removed and treated as absent."""
+    corrupt, not a checkpoint) is reported (as `name`'s), removed and treated as absent."""
     if not os.path.exists(path):
         return None
     try:
         return load_checkpoint(path, (), weights_only=False)  # holds numpy RNG state too
     except (ValueError, OSError) as err:
-        print(f"{cell.name}: checkpoint unreadable: {err}; training from scratch",
+        print(f"{name}: checkpoint unreadable: {err}; training from scratch",
               file=sys.stderr, flush=True)  # fmt: skip
         os.remove(path)
         return None
 
 
-def load_trained(path: str, cell: Cell) -> nn.Module | None:
-    """The finished model of this cell's training, or None."""
-    ckpt = read_checkpoint(path, cell)
-    if ckpt is None or ckpt.get("arena", {}).get("train_hash") != cell.train_hash:
+def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None:
+    """The finished model saved at `path` under `key` (a hash of what decides it), built from
+    `kwargs`; or None."""
+    ckpt = read_checkpoint(path, name)
+    if ckpt is None or ckpt.get("arena", {}).get("train_hash") != key:
         return None
-    model = build_model(cell.train_cfg["model"])
+    model = build_model(kwargs)
     try:
         model.load_state_dict(ckpt["model"])
     except (KeyError, RuntimeError) as err:
-        print(f"{cell.name}: {path} does not fit the model ({type(err).__name__}); "
+        print(f"{name}: {path} does not fit the model ({type(err).__name__}); "
               "training from scratch", file=sys.stderr, flush=True)  # fmt: skip
         return None
-    model.arena_curve = ckpt["arena"].get("curve", {})
+    model.arena_curve = ckpt["arena"].get("curve", {})  # fit()'s learning curve
     return model
+
+
+def load_trained(path: str, cell: Cell) -> nn.Module | None:
+    """The finished model of this cell's training, or None."""
+    return load_final(path, cell.train_hash, cell.train_cfg["model"], cell.name)
+
+
+def save_final(path: str, model: nn.Module, key: str, kwargs: dict, meta: dict) -> None:
+    """{"config": kwargs (build_model rebuilds it), "model", "arena": meta + train_hash=key}."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    atomic_save({"config": dict(kwargs), "model": sd, "arena": {"train_hash": key, **meta}}, path)
 
 
 def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint_seconds: float,
           on_step=None) -> nn.Module:  # fmt: skip
     """Train (or resume, or load) the model of a cell; returns it in eval mode.
 
-    on_step(step, loss) is called after every step (progress bars). The model's `arena_curve`
-    is {fraction of the steps: training loss EMA} at the fractions of CURVE."""
+    on_step(step, loss) is called after every step (progress bars)."""
     final = model_path(out, cell)
     model = load_trained(final, cell)
     if model is not None:
         return model.to(device).eval()
-    marks = {max(1, round(f * tc.steps)): f for f in CURVE}  # step -> fraction
-    state_path = final[: -len(".ckpt")] + ".train.ckpt"
 
     def fresh():
         torch.manual_seed(cell.seed)
         model = build_model(cell.train_cfg["model"]).to(device)
         opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
-        return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)]), 0
+        return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)])
 
-    model, opt, rng, step = fresh()
+    lr_of = lambda step: lr_at(step, tc.steps, tc.lr)  # noqa: E731
+    model = fit(cell.name, cell.train_hash, final, fresh, tc.steps, lr_of, task, tc,
+                device=device, checkpoint_seconds=checkpoint_seconds, on_step=on_step,
+                kwargs=cell.train_cfg["model"], meta={"train_cfg": cell.train_cfg})  # fmt: skip
+    return model.eval()
+
+
+def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: TaskConfig, *,
+        device: str, checkpoint_seconds: float, kwargs: dict, meta: dict,
+        on_step=None) -> nn.Module:  # fmt: skip
+    """`steps` optimizer steps from fresh() -> (model, optimizer, numpy rng) at lr_of(step),
+    resuming from the training state saved beside `final` under `key` (saved atomically every
+    `checkpoint_seconds`); then the model is saved at `final` (save_final(kwargs, meta + the
+    loss)) and the state removed. Returns the model."""
+    state_path = final[: -len(".ckpt")] + ".train.ckpt"
+    model, opt, rng = fresh()
+    step = 0
+    marks = {max(1, round(f * steps)): f for f in CURVE}  # step -> fraction of the steps
     curve, loss_ema = {}, None
-    st = read_checkpoint(state_path, cell)
-    if st is not None and st.get("train_hash") == cell.train_hash:
+    st = read_checkpoint(state_path, name)
+    if st is not None and st.get("train_hash") == key:
         try:
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["optimizer"])
@@ -136,18 +163,18 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
             torch.set_rng_state(st["torch_rng"])
             step = int(st["step"])
             curve, loss_ema = dict(st.get("curve", {})), st.get("loss_ema")
-            print(f"{cell.name}: resuming at step {step}", file=sys.stderr, flush=True)
+            print(f"{name}: resuming at step {step}", file=sys.stderr, flush=True)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
-            print(f"{cell.name}: {state_path} does not fit ({type(err).__name__}); training "
+            print(f"{name}: {state_path} does not fit ({type(err).__name__}); training "
                   "from scratch", file=sys.stderr, flush=True)  # fmt: skip
-            model, opt, rng, step = fresh()
+            (model, opt, rng), step = fresh(), 0
     model.train()
     last_save = time.time()
-    while step < tc.steps:
+    while step < steps:
         batch = train_batch(task, tc, rng)
         inputs, targets, mask = (t.to(device) for t in batch[:3])
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, tc.steps, tc.lr)
+            g["lr"] = lr_of(step)
         logits = model(inputs)  # [B, T, V]
         loss = F.cross_entropy(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
@@ -161,11 +188,11 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
             curve[marks[step]] = loss_ema
         if on_step is not None:
             on_step(step, loss_ema)
-        if step < tc.steps and time.time() - last_save >= checkpoint_seconds:
+        if step < steps and time.time() - last_save >= checkpoint_seconds:
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
             atomic_save(
                 {
-                    "train_hash": cell.train_hash,
+                    "train_hash": key,
                     "model": model.state_dict(),
                     "optimizer": opt.state_dict(),
                     "rng": rng.bit_generator.state,
@@ -177,12 +204,8 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
                 state_path,
             )
             last_save = time.time()
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    meta = {"train_hash": cell.train_hash, "train_cfg": cell.train_cfg, "loss": loss_ema}
-    meta["curve"] = model.arena_curve = curve
-    config = dict(cell.train_cfg["model"])  # build_model(config) rebuilds it
-    atomic_save({"config": config, "model": sd, "arena": meta}, final)
+    model.arena_curve = curve  # {fraction of the steps: loss EMA}: evaluate.trained_rows
+    save_final(final, model, key, kwargs, {**meta, "loss": loss_ema, "curve": curve})
     if os.path.exists(state_path):
         os.remove(state_path)
-    return model.eval()
+    return model

@@ -21,6 +21,7 @@ import torch
 
 from posenc.arena.cells import Cell
 from posenc.arena.config import TaskConfig, split_label
+from posenc.arena.drope import recalibrate
 from posenc.arena.evaluate import evaluate, trained_rows, variant_model
 from posenc.arena.store import Row
 from posenc.arena.train import train
@@ -60,7 +61,8 @@ def init_worker(tasks: dict, threads: int = 1) -> None:
 
 
 def run_job(job: Job) -> list[CellResult]:
-    """Train the group's model (or load it) and evaluate each of its cells."""
+    """Train the group's model (or load it) and evaluate each of its cells (a zero-shot variant
+    rebuilt from it, DroPE's recalibrated from it)."""
     task = _TASKS[job.tc.task]
     t0 = time.time()
     first = job.cells[0][0]
@@ -70,9 +72,14 @@ def run_job(job: Job) -> list[CellResult]:
     results = []
     for cell, sizes in job.cells:
         t1 = time.time()
-        m = variant_model(model, cell, job.device) if split_label(cell.label)[1] else model
+        variant, m = split_label(cell.label)[1], model
+        if variant == "drope":
+            m = recalibrate(model, cell, task, job.tc, out=job.out, device=job.device,
+                            checkpoint_seconds=job.checkpoint_seconds)  # fmt: skip
+        elif variant:
+            m = variant_model(model, cell, job.device)
         rows = [r for size in sizes for r in evaluate(m, task, cell, size, job.tc, job.device)]
-        if split_label(cell.label)[1] is None and cell.train_len in sizes:  # the trained label
+        if variant is None and cell.train_len in sizes:  # once per trained model
             rows += trained_rows(model, task, cell)
         wall = time.time() - t1 + (trained if cell is first else 0.0)
         results.append(CellResult(cell, rows, wall, trained if cell is first else 0.0))

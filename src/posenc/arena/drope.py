@@ -1,0 +1,88 @@
+"""DroPE in the arena (Gelberg et al. 2025, Sakana AI: "Extending the Context of Pretrained
+LLMs by Dropping Their Positional Embeddings"): train with RoPE, then drop the positional
+encoding and recalibrate briefly at the training length; the model then runs past it with no
+positions to go out of distribution.
+
+The cell "<name>+drope" belongs to <name>'s group: the worker trains (or loads) <name>'s model
+as for "<name>" itself, then `recalibrate` copies every weight but the encoding's into the same
+model with encoding "nope" and trains it on for the recipe's steps (posenc.arena.config
+.drope_recipe, in the cell's config and hash). The recalibration checkpoints and resumes like any
+training (posenc.arena.train.fit) and its result is saved beside the trained model, keyed by the
+trained model's hash and the recipe: a rerun or a second run on the database loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+from posenc.arena.backbones import build_model
+from posenc.arena.cells import Cell, config_hash
+from posenc.arena.config import TaskConfig, split_label
+from posenc.arena.train import fit, load_final, param_groups, task_seed
+
+ENCODING_KEYS = ("encodings.", "encoding.")  # TransformerLM's encodings, HFLlama's encoding
+
+
+def dropped_kwargs(kwargs: dict) -> dict:
+    """A trained model's settings with its encoding replaced by "nope" (no positions at all)."""
+    kwargs = json.loads(json.dumps(kwargs))
+    if not isinstance(kwargs["encoding"], str):
+        raise ValueError("DroPE drops one shared encoding; a per-layer schedule is not one")
+    return dict(kwargs, encoding="nope", encoding_kwargs={})
+
+
+def transfer(trained: nn.Module, dropped: nn.Module) -> None:
+    """Copy every weight but the encoding's from the trained model into the dropped one;
+    ValueError if anything else does not match (the two must differ only in the encoding)."""
+    sd = {k: v for k, v in trained.state_dict().items() if not k.startswith(ENCODING_KEYS)}
+    missing, unexpected = dropped.load_state_dict(sd, strict=False)
+    missing = [k for k in missing if not k.startswith(ENCODING_KEYS)]
+    if missing or unexpected:
+        raise ValueError(f"DroPE: the models differ beyond the encoding: {missing + unexpected}")
+    scales = (getattr(trained, "embed_scale", 1.0), getattr(dropped, "embed_scale", 1.0))
+    if scales[0] != scales[1]:
+        raise ValueError(f"DroPE: the token embedding scale changes ({scales[0]} -> {scales[1]})")
+
+
+def drope_key(cell: Cell) -> str:
+    """What decides the recalibrated weights: the trained model and the recipe."""
+    return config_hash({"trained": cell.train_hash, "drope": cell.cfg["drope"]})
+
+
+def drope_path(out: str, cell: Cell) -> str:
+    base = split_label(cell.label)[0].replace(":", "-")
+    name = f"{cell.task}-{base}+drope-s{cell.seed}-L{cell.train_len}-{drope_key(cell)}.ckpt"
+    return os.path.join(out, "models", name)
+
+
+def recalibrate(model: nn.Module, cell: Cell, task, tc: TaskConfig, *, out: str, device: str,
+                checkpoint_seconds: float) -> nn.Module:  # fmt: skip
+    """The trained `model` with its encoding dropped and recalibrated per cell.cfg["drope"]
+    (or the saved result of an earlier run); in eval mode. `model` is left as it is."""
+    recipe, key = cell.cfg["drope"], drope_key(cell)
+    kwargs, final = dropped_kwargs(cell.train_cfg["model"]), drope_path(out, cell)
+    done = load_final(final, key, kwargs, cell.name)
+    if done is not None:
+        return done.to(device).eval()
+
+    def fresh():
+        torch.manual_seed(cell.seed)
+        dropped = build_model(kwargs).to(device)
+        transfer(model, dropped)
+        opt = torch.optim.AdamW(param_groups(dropped), lr=recipe["lr"], betas=(0.9, 0.98))
+        # fresh batches: a stream of its own, not the training's first steps again
+        rng = np.random.default_rng([cell.seed, task_seed(cell.task), task_seed("drope")])
+        return dropped, opt, rng
+
+    warm, lr = recipe["warmup"], recipe["lr"]
+    lr_of = lambda step: lr * min(1.0, (step + 1) / warm)  # noqa: E731
+    meta = {"trained": cell.train_hash, "drope": recipe}
+    dropped = fit(f"{cell.name} (recalibration)", key, final, fresh, recipe["steps"], lr_of, task,
+                  tc, device=device, checkpoint_seconds=checkpoint_seconds, kwargs=kwargs,
+                  meta=meta)  # fmt: skip
+    return dropped.eval()

@@ -1,0 +1,91 @@
+"""The findings of the 2025 context-extension schemes the arena runs (DroPE, RNoPE-SWA), each a
+Claim computed from the passkey and lm rows against the plain `rope` cell of the same run.
+
+Both papers claim two things, and a verdict needs both on every task measured: past L the
+scheme beats keeping RoPE (passkey: higher mean exact match over the evaluated lengths past L;
+lm: lower mean perplexity there), and at L it keeps the model's in-distribution quality
+(passkey: exact match at L at least BAR; lm: perplexity at L within KEEP of RoPE's). Numbers
+are per seed, then median [min-max] over seeds. A task whose RoPE model does not learn it
+(passkey below BAR at L) is inconclusive.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from posenc.arena.findings import BAR, claim, group, show, spread
+from posenc.arena.results import Results, main_metric
+from posenc.explain.claims import Claim
+
+TASKS = ("passkey", "lm")
+KEEP = 1.05  # lm: perplexity at L within 5% of RoPE's counts as kept
+
+
+def at_len(res: Results, task: str, L: int, enc: str, E: int):
+    return spread(list(res.per_seed(task, L, main_metric(task), enc, E).values()))
+
+
+def past_L(res: Results, task: str, L: int, enc: str):
+    """Per seed, the mean of the main metric over the evaluated lengths past L -> spread."""
+    lens = [E for E in res.eval_lens(task, L) if E > L]
+    per = [res.per_seed(task, L, main_metric(task), enc, E) for E in lens]
+    seeds = set.intersection(*(set(p) for p in per)) if per else set()
+    return spread([statistics.mean(p[s] for p in per) for s in sorted(seeds)])
+
+
+def versus_rope(res: Results, label: str, text: str, paper: str) -> Claim:
+    """`label` against `rope` (and `nope`, shown) on each task both ran."""
+    parts, verdicts = [], []
+    for task in TASKS:
+        L = group(res, task)
+        if L is None or past_L(res, task, L, label) is None or past_L(res, task, L, "rope") is None:
+            continue
+        acc = main_metric(task) != "ppl"
+        at = {e: at_len(res, task, L, e, L) for e in (label, "rope", "nope")}
+        far = {e: past_L(res, task, L, e) for e in (label, "rope", "nope")}
+        unit = "exact match" if acc else "ppl"
+        lens = ", ".join(f"{E / L:g}L" for E in res.eval_lens(task, L) if E > L)
+        row = "; ".join(f"{e} {show(at[e])} → {show(far[e])}" for e in at if at[e] is not None)
+        part = f"{task} (L={L}, {unit} at L → mean over {lens}): {row}"
+        if acc and at["rope"][0] < BAR:
+            parts.append(part + f" (rope below {BAR} at L: inconclusive)")
+            verdicts.append(None)
+            continue
+        beats = far[label][0] > far["rope"][0] if acc else far[label][0] < far["rope"][0]
+        keeps = at[label][0] >= BAR if acc else at[label][0] <= KEEP * at["rope"][0]
+        why = [] if beats else [f"not past L ({show(far[label])} vs rope {show(far['rope'])})"]
+        why += [] if keeps else [f"not kept at L ({show(at[label], 3)})"]
+        parts.append(part + (f" — {'; '.join(why)}" if why else " — beats rope past L, kept at L"))
+        verdicts.append(beats and keeps)
+    if not verdicts:
+        need = f"needs {label} and rope on passkey or lm, evaluated past L"
+        return claim(text, paper, need, "not measured")
+    rule = (f"kept at L = passkey exact match ≥ {BAR} / lm ppl within ×{KEEP} of rope's; "
+            "median [min–max] over seeds. ")  # fmt: skip
+    result = rule + " | ".join(parts)
+    measured = [v for v in verdicts if v is not None]
+    if not measured:
+        return claim(text, paper, result, "inconclusive")
+    return claim(text, paper, result, "reproduced" if all(measured) else "not reproduced")
+
+
+def drope(res: Results) -> Claim:
+    text = ("DroPE: dropping RoPE after training and recalibrating briefly extends the context "
+            "past L, where keeping RoPE fails, and keeps quality at L")  # fmt: skip
+    paper = ("Gelberg et al. 2025 (Sakana AI): zero-shot needle-in-a-haystack retrieval past the "
+             "training length where RoPE and its scalings (PI, NTK, YaRN) fail, in-context "
+             "scores kept, after recalibrating with < 1% of the pretraining budget")  # fmt: skip
+    return versus_rope(res, "rope+drope", text, paper)
+
+
+def rnope_swa(res: Results) -> Claim:
+    text = ("RNoPE-SWA: RoPE sliding-window layers with a global NoPE layer (3:1) extend the "
+            "context past L, where full RoPE fails, and keep quality at L")  # fmt: skip
+    paper = ("Yang et al. 2025 (Cohere, 'Rope to Nope and Back Again'; Command A): near-perfect "
+             "needle retrieval far past the training length, short-context benchmarks "
+             "competitive with full-attention RoPE")  # fmt: skip
+    return versus_rope(res, "rnope-swa", text, paper)
+
+
+def frontier_findings(res: Results) -> list[Claim]:
+    return [drope(res), rnope_swa(res)]

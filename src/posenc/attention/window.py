@@ -1,0 +1,52 @@
+"""Sliding-window attention as a boolean mask: each query sees only the keys of its last
+`window` positions (Longformer, Mistral; the local layers of Gemma 2/3 and Command A).
+
+    window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk]  (True = may attend)
+    layer_windows(window, depth) -> [window or None] * depth               (TransformerLM's)
+
+Causal: a key is allowed when 0 <= q_pos - k_pos < window; bidirectional: |q_pos - k_pos| <
+window. By position VALUES, as causal is in posenc.attention (so the KV cache, whose queries are
+the last positions, gives the full forward's mask); by index for 2-D / 3-D positions, the
+queries being the last Tq of the Tk keys. The mask is ANDed with causal and any other mask.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.checks import check_int
+
+
+def window_mask(q_pos, k_pos, window: int, Tq: int, Tk: int, *, causal: bool = True,
+                position_dims: int = 1, device=None) -> torch.Tensor:  # fmt: skip
+    """Bool [B or 1, 1, Tq, Tk]; positions [T] / [B, T] or None (the default: queries the last
+    Tq of arange(Tk))."""
+    check_int("window", window, low=1)
+    by_index = position_dims > 1
+    qp = torch.arange(Tk - Tq, Tk, device=device) if q_pos is None or by_index else q_pos
+    kp = torch.arange(Tk, device=device) if k_pos is None or by_index else k_pos
+    d = qp.unsqueeze(-1) - kp.unsqueeze(-2)  # [(B,) Tq, Tk]: how far back each key is
+    ok = (d >= 0) & (d < window) if causal else d.abs() < window
+    ok = ok.unsqueeze(-3)  # [(B,) 1, Tq, Tk]
+    return ok if ok.dim() == 4 else ok.unsqueeze(0)
+
+
+def layer_windows(window, depth: int) -> list[int | None]:
+    """None (full attention everywhere), one int for every layer, or a list of `depth`
+    entries, each an int >= 1 (that layer's window) or None (that layer attends globally)."""
+    if window is None or isinstance(window, int) and not isinstance(window, bool):
+        entries = [window] * depth
+    elif isinstance(window, list | tuple):
+        if len(window) != depth:
+            raise ValueError(
+                f"window: a per-layer list needs depth={depth} entries, got {len(window)}"
+            )
+        entries = list(window)
+    else:
+        raise TypeError(
+            f"window must be None, an int >= 1 or a list of depth ints / None, got {window!r}"
+        )
+    for i, w in enumerate(entries):
+        if w is not None:
+            check_int(f"window[{i}]" if isinstance(window, list | tuple) else "window", w, low=1)
+    return entries
