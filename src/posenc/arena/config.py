@@ -178,6 +178,8 @@ def takes(backbone: str, name: str) -> str | None:
     if backbone == "hf-llama" and name not in HF_ENCODINGS:
         return (f"the hf-llama backbone takes {', '.join(HF_ENCODINGS)} (and rope's zero-shot "
                 "variants): what posenc.hf.patch applies to transformers' attention")  # fmt: skip
+    if name in HYBRIDS:
+        return None if backbone == "posenc" else f"{name} is a schedule of posenc's layers"
     cls = resolve(name)
     if backbone == "lstm" and (cls.family not in ("absolute", "none") or cls.position_dims != 1):
         return "the lstm backbone has no attention: it takes 1-D absolute encodings and nope"
@@ -239,8 +241,9 @@ def validate_encodings(labels: list[str]) -> None:
         backbone, inner = backbone_of(label)
         base, variant = split_label(inner)
         if base in HYBRIDS:
-            if variant is not None:
-                raise ValueError(f"{label!r}: a hybrid schedule ({base}) takes no variant")
+            why = takes(backbone, base) or (variant and f"{base} is a schedule: no variant")
+            if why:
+                raise ValueError(f"{label!r}: {why}")
             continue
         try:
             name, kwargs = encoding_of(base)

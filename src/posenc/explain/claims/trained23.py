@@ -160,7 +160,8 @@ def claim_002_learned_random(dim: int, n: int, arena=None):
         rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
                Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
         otherwise=HOLDS,
-        note="Random-looking mostly because it stays near its random init at this size.",
+        note="Training moves the rows far from their random init (the drift above), yet "
+        "neighbouring rows stay unrelated: nothing in training ties position t to t + 1.",
     )  # fmt: skip
 
 
