@@ -7,7 +7,7 @@ import pytest
 
 from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
 from posenc.arena.findings import BAR, addition, kazemnejad, ruoss
-from posenc.arena.report import findings, style, write_report
+from posenc.arena.report import findings, style, tables, write_report
 from posenc.arena.results import Results
 from posenc.explain.claims import Claim
 
@@ -139,3 +139,22 @@ def test_every_default_label_gets_its_own_colour_and_line_style():
     labels = list(dict.fromkeys(LM_ENCODINGS + ALGORITHMIC_ENCODINGS))
     styles = {(style(e)["color"], style(e)["ls"], style(e)["marker"]) for e in labels}
     assert len(styles) == len(labels)
+
+
+def test_per_model_metrics_get_one_training_table():
+    """train_loss@f / table_* rows (one per trained model, at eval_len = L) are one table with
+    the curve in step order, not per-length tables."""
+    rows = [row("copy", "learned", 0, 8, E, "accuracy", 0.5) for E in (8, 16)]
+    rows += [row("copy", "learned", 0, 8, 8, f"train_loss@{f:g}", 1 / f) for f in (1.0, 0.125, 0.5)]
+    rows += [row("copy", "learned", 0, 8, 8, "table_jump", 1.4)]
+    found = {title: (header, body) for title, header, body in tables(Results(rows))}
+    assert not any("train_loss" in t or "table_jump" in t for t in found)
+    header, body = found["copy, L=8: training (learning curve, learned tables), median"]
+    assert header == [
+        "encoding",
+        "train_loss@0.125",
+        "train_loss@0.5",
+        "train_loss@1",
+        "table_jump",
+    ]
+    assert body == [["learned", "8.000", "2.000", "1.000", "1.400"]]

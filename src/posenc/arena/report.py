@@ -17,6 +17,9 @@ from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 
+# recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
+MODEL_METRICS = ("train_loss@", "table_", "encoding_scale")
+
 
 def findings(res: Results):
     """Every published finding as a Claim, in the report's order."""
@@ -32,7 +35,7 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
         seeds = max((s[3] for k in res.values if k[:2] == (task, L) for s in [res.stat(*k)]),
                     default=0)  # fmt: skip
         for metric in res.metrics(task, L):
-            if metric.startswith("loss@"):
+            if metric.startswith(("loss@", *MODEL_METRICS)):
                 continue
             header = ["encoding"] + [f"{E} ({E / L:g}L)" for E in lens]
             rows = []
@@ -53,7 +56,21 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
                              else ("n/a" if res.is_na(task, L, m, enc, E) else "–") for m in bands]
                     for enc in encs]  # fmt: skip
             out.append((f"{task}, L={L}: loss per position band at eval length {E}", header, rows))
+        trained = sorted((m for m in res.metrics(task, L) if m.startswith(MODEL_METRICS)),
+                         key=curve_order)  # fmt: skip
+        if trained:  # one value per trained model (evaluate.trained_rows), at eval_len = L
+            vals = {(e, m): res.med(task, L, m, e, L) for e in encs for m in trained}
+            rows = [[e] + ["–" if vals[e, m] is None else f"{vals[e, m]:.3f}" for m in trained]
+                    for e in encs if any(vals[e, m] is not None for m in trained)]  # fmt: skip
+            title = f"{task}, L={L}: training (learning curve, learned tables), median"
+            out.append((title, ["encoding", *trained], rows))
     return out
+
+
+def curve_order(metric: str) -> tuple:
+    """train_loss@0.125 < @0.25 < ... < @1, then the other per-model metrics by name."""
+    head, _, frac = metric.partition("@")
+    return (0, float(frac), "") if head == "train_loss" else (1, 0.0, metric)
 
 
 def style(enc: str) -> dict:
