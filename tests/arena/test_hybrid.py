@@ -16,6 +16,7 @@ from posenc.arena.hybrid import hybrid_kwargs
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import build_task
+from posenc.arena.train import CURVE
 
 
 @pytest.mark.parametrize(
@@ -54,7 +55,7 @@ def test_the_arena_model_has_the_schedule():
 
 def test_the_label_parses_and_stays_on_posenc():
     validate_encodings(["rnope-swa"])
-    with pytest.raises(ValueError, match="takes no variant"):
+    with pytest.raises(ValueError, match="is a schedule: no variant"):
         validate_encodings(["rnope-swa+ntk"])
     assert on_backbones(["rnope-swa", "rope"], ("posenc", "hf-llama")) == [
         "rnope-swa", "rope", "hf-llama:rope",
@@ -69,5 +70,5 @@ def test_it_runs_in_the_arena_and_resumes(tmp_path):
     )  # fmt: skip
     tasks = {"copy": build_task("copy")}
     with Store(cfg.db) as store:
-        assert run(cfg, tasks, store) == 6 * 2  # sizes 1..6, two metrics
+        assert run(cfg, tasks, store) == 6 * 2 + len(CURVE)  # sizes 1..6, two metrics; curve
         assert run(cfg, tasks, store) == 0  # all in the database: nothing redone
