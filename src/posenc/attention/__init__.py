@@ -41,6 +41,7 @@ from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch i
     sdpa_backend,
 )
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
+from posenc.attention.fast_bias import distance_backend
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import check_int, renamed
@@ -56,6 +57,7 @@ __all__ = [
     "choose_backend",
     "one_directional",
     "chunked_backend",
+    "distance_backend",
     "flex_backend",
     "needs_grad",
     "prepare_mask",
@@ -64,7 +66,7 @@ __all__ = [
     "sdpa_backend",
 ]
 
-BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
+BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked", "distance")
 AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
 
 
@@ -122,6 +124,11 @@ def attention(
 
     if encoding is not None:
         q, k = encoding.rotate(q, k, q_pos, k_pos)
+    if backend in ("auto", "distance") and encoding is not None and encoding.has_bias:
+        args = (q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
+        out = distance_backend(*args, strict=backend == "distance")
+        if out is not None:
+            return out
     if backend == "auto":
         backend = choose_backend(encoding, q, k)
     if backend == "sdpa":

@@ -34,6 +34,7 @@ class KERPLE(PositionBias):
 
     paper = "Chi et al. 2022"
     summary = "learned log or power distance kernel per head (conditionally positive definite)"
+    distance_only = True
     trainable = True
     VARIANTS = ("log", "power")
 
@@ -147,6 +148,17 @@ class FIRE(PositionBias):
         for unit in range(w1.shape[0]):  # MLP unrolled: no reductions, so FlexAttention compiles it
             out = out + w2[h, unit] * torch.relu(w1[unit] * x + b1[unit])
         return out
+
+    def distance_bias(self, distances, q_pos):
+        """Below the threshold (every query position < L) the normalizer is psi(L): a function of
+        the distance alone, the MLP evaluated once per distinct distance (as one matmul, so it
+        equals bias() up to float rounding); None otherwise."""
+        c, L, *_ = self._params()
+        if not bool(q_pos.max().float() < L):
+            return None
+        num = torch.log((c * distances.float()).abs() + 1)  # [N]
+        den = torch.log((c * L).abs() + 1) + self.eps
+        return self.mlp((num / den).unsqueeze(-1)).t()  # [N, 1] -> [H, N]
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, init_L={self.init_L:g}"

@@ -1,0 +1,190 @@
+"""The `distance` backend of posenc.attention: a bias of the distance alone at the speed of
+plain flash attention, on CPU, in O(Tq + Tk) extra memory.
+
+A bias that depends on (head, q_pos - k_pos) only (encoding.distance_bias: ALiBi, T5, KERPLE,
+Sandwich, FIRE below its threshold) takes Tq + Tk - 1 distinct values per head: vec [H, L].
+With consecutive integer positions (q_pos = a + i, k_pos = b + j) and the keys in reverse
+order (j' = Tk - 1 - j) the distance is i + j' + const, so the [H, Tq, Tk] bias is a strided
+VIEW of vec (strides L, 1, 1: a Hankel matrix), never materialized. The causal mask is folded
+into vec (finfo.min at negative distances, as eager masks). torch's CPU flash kernel reads the
+view as its float attn_mask, one call per query block of QUERY_BLOCK rows over the keys up to
+the block's last query, and returns the output and its logsumexp.
+
+Backward (_DistanceBias): the CPU flash backward with the same views gives dq, dk, dv. When
+vec needs a gradient (learned biases), dvec[h, m] = sum over i + j' = m of dS[b, h, i, j'],
+dS = P * (dP - rowsum(dO * O)): per tile two matmuls (S = q·kᵀ, dP = dO·vᵀ) and one pass of
+the C kernel posenc.kernels.cpu_bias, which never writes P or dS.
+
+`plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
+no distance_bias for these positions, a mask, positions that are not consecutive integers,
+not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or a learned bias with gradients
+and no C compiler.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from posenc.attention.eager import repeat_kv
+from posenc.kernels import cpu_bias
+
+ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
+QUERY_BLOCK = 1024  # query rows per flash call (causal); >= 768 gets its 256-row tiles
+GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the bias-gradient pass
+_FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+MASKED = torch.finfo(torch.float32).min
+
+
+def _arange_start(pos: torch.Tensor) -> torch.Tensor | None:
+    """pos[..., 0] ([] or [b]) where pos [T] / [b, T] counts up by 1 from it, else None."""
+    if pos.is_floating_point() or pos.dim() not in (1, 2):
+        return None
+    step = torch.arange(pos.shape[-1], device=pos.device)
+    return pos[..., 0] if bool((pos - pos[..., :1] == step).all()) else None
+
+
+def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
+    """([(batch rows, delta, vec [H, L])], "") when this call can take the distance backend,
+    else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at distance
+    delta - (Tk - 1) + m, in float32 after q's dtype's rounding, masked where causal."""
+    name = type(enc).__name__
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return None, f"{ENV_VAR}=0"
+    if enc is None or not enc.has_bias or enc.has_values or enc.position_dims != 1:
+        return None, f"{name} is not a position bias"
+    if getattr(enc, "distance_bias", None) is None:
+        return None, f"{name} has no distance_bias()"
+    if mask is not None:
+        return None, "a mask is given"
+    if q.device.type != "cpu":
+        return None, "it runs on CPU only (torch's CPU flash kernel)"
+    if torch.compiler.is_compiling():
+        return None, "not under torch.compile"
+    Tq, Tk = q.shape[2], k.shape[2]
+    if default_pos:
+        deltas = [Tk - Tq]
+    else:
+        qa, ka = _arange_start(q_pos), _arange_start(k_pos)
+        if qa is None or ka is None:
+            return None, "positions are not consecutive integers"
+        deltas = (qa - ka).reshape(-1).tolist()
+    groups = [(slice(None), deltas[0])]
+    if len(set(deltas)) > 1:  # offsets differ per batch row: one call per row
+        groups = [(slice(b, b + 1), delta) for b, delta in enumerate(deltas)]
+    out = []
+    for rows, delta in groups:
+        d = torch.arange(delta - Tk + 1, delta + Tq, device=q.device)  # [L] distances
+        vec = enc.distance_bias(d, q_pos)
+        if vec is None:
+            return None, f"{name}'s bias is not a function of the distance alone here"
+        if vec.requires_grad and torch.is_grad_enabled() and cpu_bias.kernel() is None:
+            return None, f"no C kernel for the bias gradient ({cpu_bias.BROKEN})"
+        vec = vec.to(q.dtype).float()  # rounded as bias() rounds to q's dtype
+        if causal:
+            vec = vec.masked_fill(d < 0, MASKED)
+        out.append((rows, delta, vec.contiguous()))
+    return out, ""
+
+
+def distance_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos, strict):
+    """[B, H, Tq, Dh] in q's dtype, or None (strict: ValueError) where plan() refuses."""
+    groups, why = plan(enc, q, k, q_pos, k_pos, causal, mask, default_pos)
+    if groups is None:
+        if strict:
+            raise ValueError(f"backend='distance' cannot run this call: {why}; use 'auto'")
+        return None
+    H = q.shape[1]
+    qf = q.float()
+    kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
+    vr = repeat_kv(v, H).float().flip(2)
+    outs = [
+        _DistanceBias.apply(qf[rows], kr[rows], vr[rows], vec, delta, causal, scale)
+        for rows, delta, vec in groups
+    ]
+    return (torch.cat(outs) if len(outs) > 1 else outs[0]).to(q.dtype)
+
+
+def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, int]]:
+    """(i0, i1, s): query rows i0:i1 read the reversed keys s:Tk (those at or before the
+    block's last query when causal). Rows before the first key (delta + i < 0) are left out."""
+    if not causal:
+        return [(0, Tq, 0)]
+    first = min(max(-delta, 0), Tq)
+    out = []
+    for i0 in range(first, Tq, QUERY_BLOCK):
+        i1 = min(i0 + QUERY_BLOCK, Tq)
+        out.append((i0, i1, min(max(Tk - delta - i1, 0), Tk)))
+    return out
+
+
+def _view(vec: torch.Tensor, i0: int, i1: int, s: int, Tk: int) -> torch.Tensor:
+    """The bias of rows i0:i1 and reversed keys s:Tk, [1, H, i1 - i0, Tk - s]: a view of vec."""
+    H, L = vec.shape
+    return vec.as_strided((1, H, i1 - i0, Tk - s), (0, L, 1, 1), vec.storage_offset() + i0 + s)
+
+
+class _DistanceBias(torch.autograd.Function):
+    """q [B, H, Tq, Dh], reversed kr / vr [B, H, Tk, Dh] float32, vec [H, L] -> out float32."""
+
+    @staticmethod
+    def forward(ctx, q, kr, vr, vec, delta, causal, scale):
+        B, H, Tq, Dh = q.shape
+        Tk = kr.shape[2]
+        out = q.new_zeros(B, H, Tq, Dh)  # rows with no key stay 0
+        lse = q.new_zeros(B, H, Tq)
+        blocks = _blocks(Tq, Tk, delta, causal)
+        for i0, i1, s in blocks:
+            o, l = _FWD(
+                q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:], 0.0, False,
+                attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
+            )  # fmt: skip
+            out[:, :, i0:i1] = o
+            lse[:, :, i0:i1] = l
+        ctx.save_for_backward(q, kr, vr, vec, out, lse)
+        ctx.blocks, ctx.scale, ctx.delta, ctx.causal = blocks, scale, delta, causal
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        q, kr, vr, vec, out, lse = ctx.saved_tensors
+        Tk, scale = kr.shape[2], ctx.scale
+        dq = dk = dv = dvec = None
+        if any(ctx.needs_input_grad[:3]):
+            dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
+            for i0, i1, s in ctx.blocks:
+                gq, gk, gv = _BWD(
+                    dout[:, :, i0:i1], q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:],
+                    out[:, :, i0:i1], lse[:, :, i0:i1], 0.0, False,
+                    attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
+                )  # fmt: skip
+                dq[:, :, i0:i1] = gq
+                dk[:, :, s:] += gk
+                dv[:, :, s:] += gv
+        if ctx.needs_input_grad[3]:
+            dvec = _vec_grad(q, kr, vr, vec, out, lse, dout, ctx)
+        return dq, dk, dv, dvec, None, None, None
+
+
+def _vec_grad(q, kr, vr, vec, out, lse, dout, ctx) -> torch.Tensor:
+    """dvec [H, L]: dS summed along the anti-diagonals i + j' = m, tile by tile (module doc)."""
+    Tk, delta = kr.shape[2], ctx.delta
+    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
+    acc = torch.zeros(vec.shape, dtype=torch.float64)
+    rows, keys = GRAD_TILE
+    for i0, i1, s in ctx.blocks:
+        for r0 in range(i0, i1, rows):
+            r1 = min(r0 + rows, i1)
+            start = max(s, Tk - delta - r1) if ctx.causal else s  # the tile's first key
+            for t0 in range(start, Tk, keys):
+                t1 = min(t0 + keys, Tk)
+                S = torch.matmul(q[:, :, r0:r1], kr[:, :, t0:t1].transpose(-1, -2))
+                dP = torch.matmul(dout[:, :, r0:r1], vr[:, :, t0:t1].transpose(-1, -2))
+                cpu_bias.bias_grad(
+                    S, dP, vec, lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, ctx.scale
+                )
+    return acc.to(vec.dtype)

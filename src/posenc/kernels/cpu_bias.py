@@ -1,0 +1,91 @@
+"""The C kernel of the distance-bias gradient: one pass over a tile of logits, summed along
+anti-diagonals.
+
+posenc.attention's `distance` backend keeps a bias of the distance alone as a vector vec [H, L]
+and reads it, keys in reverse order, as the Hankel view bias[h, r, t] = vec[h, off + r + t]. Its
+gradient is dvec[h, m] = sum over r + t = m - off of dS[b, h, r, t], with
+dS = P * (dP - D), P = exp(S * scale + bias - lse): this kernel computes that sum for one tile
+from S = q·kᵀ and dP = dO·vᵀ (two matmuls done by torch), without writing P or dS.
+
+Built once with the system C compiler (posenc.kernels.cpu_rope.build_library), loaded with
+ctypes; float32 in, float64 accumulators. A leaf module: it knows tensors, not encodings.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+
+import torch
+
+from posenc.kernels.cpu_rope import build_library
+
+LIB = None  # the loaded kernel once built
+BROKEN = ""  # why building it failed in this process ("" while not known to fail)
+
+_C_SOURCE = r"""
+#include <stdint.h>
+#include <math.h>
+
+/* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (row strides sl, sd per (b, h));
+   vec: [H, L]; acc: [H, L] double. Heads in parallel: a head's rows of every batch element
+   add into its own acc row, so no two threads write the same address. */
+void bias_grad_f32(const float* S, const float* dP, const float* vec, const float* lse,
+                   const float* D, double* acc, int64_t B, int64_t H, int64_t R, int64_t N,
+                   int64_t L, int64_t off, int64_t sl, int64_t sd, float scale, int nthreads) {
+    #pragma omp parallel for num_threads(nthreads) schedule(static) if(H * R * N > 65536)
+    for (int64_t h = 0; h < H; h++) {
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t r = 0; r < R; r++) {
+                int64_t row = (b * H + h) * R + r;
+                const float* s = S + row * N;
+                const float* dp = dP + row * N;
+                const float* bias = vec + h * L + off + r;
+                double* a = acc + h * L + off + r;
+                float l = lse[(b * H + h) * sl + r], d = D[(b * H + h) * sd + r];
+                #pragma omp simd
+                for (int64_t t = 0; t < N; t++) {
+                    float p = expf(s[t] * scale + bias[t] - l);
+                    a[t] += (double)(p * (dp[t] - d));
+                }
+            }
+        }
+    }
+}
+"""
+
+
+def kernel() -> ctypes.CDLL | None:
+    """The loaded kernel, built on first use; None where it cannot be built (no compiler)."""
+    global LIB, BROKEN
+    if LIB is None and not BROKEN:
+        try:
+            path = build_library(_C_SOURCE, "bias_kernel", ("-ffast-math",), ("-lm",))
+            lib = ctypes.CDLL(str(path))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+            BROKEN = str(err) or type(err).__name__
+            return None
+        fn = lib.bias_grad_f32
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float, ctypes.c_int]
+        LIB = lib
+    return LIB
+
+
+def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float) -> None:
+    """acc[h, off + r + t] += sum over b of exp(S*scale + vec[h, off + r + t] - lse) * (dP - D).
+
+    S, dP [B, H, R, N] float32 contiguous; vec [H, L] float32 contiguous; lse, D [B, H, R]
+    float32 with a unit stride along R; acc [H, L] float64 contiguous; 0 <= off, off + R + N - 1
+    <= L."""
+    B, H, R, N = S.shape
+    L = vec.shape[1]
+    assert S.is_contiguous() and dP.is_contiguous() and dP.shape == S.shape
+    assert vec.is_contiguous() and acc.is_contiguous() and acc.shape == vec.shape
+    assert lse.stride(-1) == 1 and D.stride(-1) == 1 and off >= 0 and off + R + N - 1 <= L
+    assert lse.stride(0) == H * lse.stride(1) and D.stride(0) == H * D.stride(1)
+    kernel().bias_grad_f32(
+        S.data_ptr(), dP.data_ptr(), vec.data_ptr(), lse.data_ptr(), D.data_ptr(),
+        acc.data_ptr(), B, H, R, N, L, off, lse.stride(1), D.stride(1), float(scale),
+        torch.get_num_threads(),
+    )  # fmt: skip
