@@ -10,10 +10,11 @@ into vec (finfo.min at negative distances, as eager masks). torch's CPU flash ke
 view as its float attn_mask, one call per query block of QUERY_BLOCK rows over the keys up to
 the block's last query, and returns the output and its logsumexp.
 
-Backward (_DistanceBias): the CPU flash backward with the same views gives dq, dk, dv. When
-vec needs a gradient (learned biases), dvec[h, m] = sum over i + j' = m of dS[b, h, i, j'],
-dS = P * (dP - rowsum(dO * O)): per tile two matmuls (S = q·kᵀ, dP = dO·vᵀ) and one pass of
-the C kernel posenc.kernels.cpu_bias, which never writes P or dS.
+Backward (_DistanceBias): a fixed bias (ALiBi, Sandwich) takes the CPU flash backward with the
+same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over i + j' = m of
+dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everything per tile,
+five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
+and the anti-diagonal sums).
 
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
 no distance_bias for these positions, a mask, positions that are not consecutive integers,
@@ -32,7 +33,9 @@ from posenc.attention.eager import repeat_kv
 from posenc.kernels import cpu_bias
 
 ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
-QUERY_BLOCK = 1024  # query rows per flash call (causal); >= 768 gets its 256-row tiles
+# query rows per flash call (causal): None = Tk // 16 within 256..1024 (a long block runs the
+# kernel's 256-row tiles, >= 768 rows; a short one wastes less above the diagonal)
+QUERY_BLOCK: int | None = None
 GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the bias-gradient pass
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -83,7 +86,9 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
             return None, f"{name}'s bias is not a function of the distance alone here"
         if vec.requires_grad and torch.is_grad_enabled() and cpu_bias.kernel() is None:
             return None, f"no C kernel for the bias gradient ({cpu_bias.BROKEN})"
-        vec = vec.to(q.dtype).float()  # rounded as bias() rounds to q's dtype
+        vec = vec.float()
+        if q.dtype != torch.float32:  # rounded as bias() rounds to q's dtype; the gradient not
+            vec = vec + (vec.to(q.dtype).float() - vec).detach()
         if causal:
             vec = vec.masked_fill(d < 0, MASKED)
         out.append((rows, delta, vec.contiguous()))
@@ -114,9 +119,10 @@ def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, 
     if not causal:
         return [(0, Tq, 0)]
     first = min(max(-delta, 0), Tq)
+    rows = QUERY_BLOCK or min(1024, max(256, Tk // 16))
     out = []
-    for i0 in range(first, Tq, QUERY_BLOCK):
-        i1 = min(i0 + QUERY_BLOCK, Tq)
+    for i0 in range(first, Tq, rows):
+        i1 = min(i0 + rows, Tq)
         out.append((i0, i1, min(max(Tk - delta - i1, 0), Tk)))
     return out
 
@@ -153,7 +159,9 @@ class _DistanceBias(torch.autograd.Function):
     def backward(ctx, dout):
         q, kr, vr, vec, out, lse = ctx.saved_tensors
         Tk, scale = kr.shape[2], ctx.scale
-        dq = dk = dv = dvec = None
+        if ctx.needs_input_grad[3]:  # a learned bias: one tiled pass gives every gradient
+            return (*_tiled_backward(q, kr, vr, vec, out, lse, dout, ctx), None, None, None)
+        dq = dk = dv = None
         if any(ctx.needs_input_grad[:3]):
             dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
             for i0, i1, s in ctx.blocks:
@@ -165,26 +173,37 @@ class _DistanceBias(torch.autograd.Function):
                 dq[:, :, i0:i1] = gq
                 dk[:, :, s:] += gk
                 dv[:, :, s:] += gv
-        if ctx.needs_input_grad[3]:
-            dvec = _vec_grad(q, kr, vr, vec, out, lse, dout, ctx)
-        return dq, dk, dv, dvec, None, None, None
+        return dq, dk, dv, None, None, None, None
 
 
-def _vec_grad(q, kr, vr, vec, out, lse, dout, ctx) -> torch.Tensor:
-    """dvec [H, L]: dS summed along the anti-diagonals i + j' = m, tile by tile (module doc)."""
-    Tk, delta = kr.shape[2], ctx.delta
+def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
+    """dq, dk, dv and dvec [H, L] (dS summed along the anti-diagonals i + j' = m), tile by tile:
+    S = q·kᵀ and dP = dO·vᵀ by matmul, then the C kernel turns them into P and dS in place
+    and adds dS into dvec, then dv += Pᵀ·dO, dq += scale·dS·k, dk += scale·dSᵀ·q."""
+    B, H, Tq, Dh = q.shape
+    Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
     D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
     acc = torch.zeros(vec.shape, dtype=torch.float64)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
+    q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
+    k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
+    dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
     rows, keys = GRAD_TILE
     for i0, i1, s in ctx.blocks:
         for r0 in range(i0, i1, rows):
             r1 = min(r0 + rows, i1)
             start = max(s, Tk - delta - r1) if ctx.causal else s  # the tile's first key
+            qt, dot = q3[:, r0:r1], do3[:, r0:r1]
             for t0 in range(start, Tk, keys):
                 t1 = min(t0 + keys, Tk)
-                S = torch.matmul(q[:, :, r0:r1], kr[:, :, t0:t1].transpose(-1, -2))
-                dP = torch.matmul(dout[:, :, r0:r1], vr[:, :, t0:t1].transpose(-1, -2))
+                kt, vt = k3[:, t0:t1], v3[:, t0:t1]
+                P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
+                dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
                 cpu_bias.bias_grad(
-                    S, dP, vec, lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, ctx.scale
-                )
-    return acc.to(vec.dtype)
+                    P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), vec,
+                    lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, scale, write=True,
+                )  # fmt: skip
+                dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
+                dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
+                dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
+    return dq, dk, dv, acc.to(vec.dtype)

@@ -29,24 +29,36 @@ _C_SOURCE = r"""
 
 /* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (row strides sl, sd per (b, h));
    vec: [H, L]; acc: [H, L] double. Heads in parallel: a head's rows of every batch element
-   add into its own acc row, so no two threads write the same address. */
-void bias_grad_f32(const float* S, const float* dP, const float* vec, const float* lse,
+   add into its own acc row, so no two threads write the same address. With `write`, S is
+   overwritten with P and dP with dS (for the matmuls of dq, dk, dv). */
+void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                    const float* D, double* acc, int64_t B, int64_t H, int64_t R, int64_t N,
-                   int64_t L, int64_t off, int64_t sl, int64_t sd, float scale, int nthreads) {
+                   int64_t L, int64_t off, int64_t sl, int64_t sd, float scale, int write,
+                   int nthreads) {
     #pragma omp parallel for num_threads(nthreads) schedule(static) if(H * R * N > 65536)
     for (int64_t h = 0; h < H; h++) {
         for (int64_t b = 0; b < B; b++) {
             for (int64_t r = 0; r < R; r++) {
                 int64_t row = (b * H + h) * R + r;
-                const float* s = S + row * N;
-                const float* dp = dP + row * N;
+                float* s = S + row * N;
+                float* dp = dP + row * N;
                 const float* bias = vec + h * L + off + r;
                 double* a = acc + h * L + off + r;
                 float l = lse[(b * H + h) * sl + r], d = D[(b * H + h) * sd + r];
-                #pragma omp simd
-                for (int64_t t = 0; t < N; t++) {
-                    float p = expf(s[t] * scale + bias[t] - l);
-                    a[t] += (double)(p * (dp[t] - d));
+                if (write) {
+                    #pragma omp simd
+                    for (int64_t t = 0; t < N; t++) {
+                        float p = expf(s[t] * scale + bias[t] - l), ds = p * (dp[t] - d);
+                        a[t] += (double)ds;
+                        s[t] = p;
+                        dp[t] = ds;
+                    }
+                } else {
+                    #pragma omp simd
+                    for (int64_t t = 0; t < N; t++) {
+                        float p = expf(s[t] * scale + bias[t] - l);
+                        a[t] += (double)(p * (dp[t] - d));
+                    }
                 }
             }
         }
@@ -67,13 +79,14 @@ def kernel() -> ctypes.CDLL | None:
             return None
         fn = lib.bias_grad_f32
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float, ctypes.c_int]
+        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float] + [ctypes.c_int] * 2
         LIB = lib
     return LIB
 
 
-def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float) -> None:
-    """acc[h, off + r + t] += sum over b of exp(S*scale + vec[h, off + r + t] - lse) * (dP - D).
+def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = False) -> None:
+    """acc[h, off + r + t] += sum over b of dS, dS = P * (dP - D),
+    P = exp(S * scale + vec[h, off + r + t] - lse); with `write`, S <- P and dP <- dS.
 
     S, dP [B, H, R, N] float32 contiguous; vec [H, L] float32 contiguous; lse, D [B, H, R]
     float32 with a unit stride along R; acc [H, L] float64 contiguous; 0 <= off, off + R + N - 1
@@ -87,5 +100,5 @@ def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float) -> None:
     kernel().bias_grad_f32(
         S.data_ptr(), dP.data_ptr(), vec.data_ptr(), lse.data_ptr(), D.data_ptr(),
         acc.data_ptr(), B, H, R, N, L, off, lse.stride(1), D.stride(1), float(scale),
-        torch.get_num_threads(),
+        int(write), torch.get_num_threads(),
     )  # fmt: skip
