@@ -79,7 +79,7 @@ def kernel() -> ctypes.CDLL | None:
             return None
         fn = lib.bias_grad_f32
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float] + [ctypes.c_int] * 2
+        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float, *[ctypes.c_int] * 2]
         LIB = lib
     return LIB
 
