@@ -132,9 +132,7 @@ def calls(monkeypatch):
     """How many times the distance path ran."""
     count = []
     apply = fast_bias._DistanceBias.apply
-    monkeypatch.setattr(
-        fast_bias._DistanceBias, "apply", lambda *a: count.append(1) or apply(*a)
-    )
+    monkeypatch.setattr(fast_bias._DistanceBias, "apply", lambda *a: count.append(1) or apply(*a))
     return count
 
 

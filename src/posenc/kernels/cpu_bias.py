@@ -79,7 +79,8 @@ def kernel() -> ctypes.CDLL | None:
             return None
         fn = lib.bias_grad_f32
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_float, *[ctypes.c_int] * 2]
+        ints, ptrs = [ctypes.c_int64] * 8, [ctypes.c_void_p] * 6
+        fn.argtypes = [*ptrs, *ints, ctypes.c_float, ctypes.c_int, ctypes.c_int]
         LIB = lib
     return LIB
 
