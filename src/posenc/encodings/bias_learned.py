@@ -151,14 +151,15 @@ class FIRE(PositionBias):
 
     def distance_bias(self, distances, q_pos):
         """Below the threshold (every query position < L) the normalizer is psi(L): a function of
-        the distance alone, the MLP evaluated once per distinct distance (as one matmul, so it
-        equals bias() up to float rounding); None otherwise."""
-        c, L, *_ = self._params()
+        the distance alone, the MLP evaluated once per distinct distance (its sum over hidden
+        units as a matmul: equal to bias() up to float rounding); None otherwise."""
+        c, L, w1, b1, w2, b2 = self._params()
         if not bool(q_pos.max().float() < L):
             return None
-        num = torch.log((c * distances.float()).abs() + 1)  # [N]
-        den = torch.log((c * L).abs() + 1) + self.eps
-        return self.mlp((num / den).unsqueeze(-1)).t()  # [N, 1] -> [H, N]
+        num = torch.log((c * distances.float()).abs() + 1)  # [N], float32 as in _value
+        den = torch.log((c * L.float()).abs() + 1) + self.eps
+        hidden = torch.relu((num / den).unsqueeze(-1) * w1.float() + b1.float())  # [N, units]
+        return (hidden @ w2.float().t() + b2.float()).t()  # [H, N]
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, init_L={self.init_L:g}"
