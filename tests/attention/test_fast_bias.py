@@ -65,7 +65,8 @@ def outputs_and_grads(enc, q, k, v, backend, **kwargs):
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     params = [p for p in enc.parameters() if p.requires_grad]
     out = posenc.attention(*leaves, enc, backend=backend, **kwargs)
-    grads = torch.autograd.grad(out, leaves + params, torch.randn_like(out, generator=SEED()))
+    dout = torch.randn(out.shape, generator=SEED()).to(out.dtype)
+    grads = torch.autograd.grad(out, leaves + params, dout)
     return [out, *grads]
 
 
@@ -93,8 +94,8 @@ def test_distance_backend_equals_eager(name, kwargs, dtype, small_blocks):
         if not causal and not enc.bidirectional:
             continue
         torch.manual_seed(Tq * Tk)
-        q = torch.randn(B, H, Tq, DH, dtype=dtype)
-        k, v = (torch.randn(B, HKV, Tk, DH, dtype=dtype) for _ in range(2))
+        q = torch.randn(B, Tq, H, DH, dtype=dtype).transpose(1, 2)  # strided, as in a model
+        k, v = (torch.randn(B, Tk, HKV, DH, dtype=dtype).transpose(1, 2) for _ in range(2))
         kw = dict(causal=causal, **positions(kind, Tq, Tk))
         want = outputs_and_grads(enc, q, k, v, "eager", **kw)
         for backend in ("distance", "auto"):

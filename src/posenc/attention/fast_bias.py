@@ -51,9 +51,9 @@ def _arange_start(pos: torch.Tensor) -> torch.Tensor | None:
 
 
 def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
-    """([(batch rows, delta, vec [H, L])], "") when this call can take the distance backend,
-    else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at distance
-    delta - (Tk - 1) + m, in float32 after q's dtype's rounding, masked where causal."""
+    """([(batch rows or None: all, delta, vec [H, L])], "") when this call can take the
+    distance backend, else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at
+    distance delta - (Tk - 1) + m, float32 after q's dtype's rounding, masked where causal."""
     name = type(enc).__name__
     if os.environ.get(ENV_VAR, "1") == "0":
         return None, f"{ENV_VAR}=0"
@@ -75,7 +75,7 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
         if qa is None or ka is None:
             return None, "positions are not consecutive integers"
         deltas = (qa - ka).reshape(-1).tolist()
-    groups = [(slice(None), deltas[0])]
+    groups = [(None, deltas[0])]
     if len(set(deltas)) > 1:  # offsets differ per batch row: one call per row
         groups = [(slice(b, b + 1), delta) for b, delta in enumerate(deltas)]
     out = []
@@ -106,11 +106,14 @@ def distance_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_po
     qf = q.float()
     kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
     vr = repeat_kv(v, H).float().flip(2)
+    if len(groups) == 1:
+        ((_, delta, vec),) = groups
+        return _DistanceBias.apply(qf, kr, vr, vec, delta, causal, scale).to(q.dtype)
     outs = [
         _DistanceBias.apply(qf[rows], kr[rows], vr[rows], vec, delta, causal, scale)
         for rows, delta, vec in groups
     ]
-    return (torch.cat(outs) if len(outs) > 1 else outs[0]).to(q.dtype)
+    return torch.cat(outs).to(q.dtype)
 
 
 def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, int]]:
@@ -140,16 +143,19 @@ class _DistanceBias(torch.autograd.Function):
     def forward(ctx, q, kr, vr, vec, delta, causal, scale):
         B, H, Tq, Dh = q.shape
         Tk = kr.shape[2]
-        out = q.new_zeros(B, H, Tq, Dh)  # rows with no key stay 0
-        lse = q.new_zeros(B, H, Tq)
         blocks = _blocks(Tq, Tk, delta, causal)
-        for i0, i1, s in blocks:
-            o, l = _FWD(
-                q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:], 0.0, False,
-                attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
-            )  # fmt: skip
-            out[:, :, i0:i1] = o
-            lse[:, :, i0:i1] = l
+        if blocks == [(0, Tq, 0)]:  # one call over everything: its results as they are
+            out, lse = _FWD(q, kr, vr, 0.0, False, attn_mask=_view(vec, 0, Tq, 0, Tk), scale=scale)
+            lse = lse.contiguous()  # [B, H, Tq]
+        else:
+            out, lse = q.new_zeros(B, H, Tq, Dh), q.new_zeros(B, H, Tq)  # rows with no key: 0
+            for i0, i1, s in blocks:
+                o, l = _FWD(
+                    q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:], 0.0, False,
+                    attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
+                )  # fmt: skip
+                out[:, :, i0:i1] = o
+                lse[:, :, i0:i1] = l
         ctx.save_for_backward(q, kr, vr, vec, out, lse)
         ctx.blocks, ctx.scale, ctx.delta, ctx.causal = blocks, scale, delta, causal
         return out
@@ -162,7 +168,12 @@ class _DistanceBias(torch.autograd.Function):
         if ctx.needs_input_grad[3]:  # a learned bias: one tiled pass gives every gradient
             return (*_tiled_backward(q, kr, vr, vec, out, lse, dout, ctx), None, None, None)
         dq = dk = dv = None
-        if any(ctx.needs_input_grad[:3]):
+        if any(ctx.needs_input_grad[:3]) and ctx.blocks == [(0, q.shape[2], 0)]:
+            dq, dk, dv = _BWD(
+                dout, q, kr, vr, out, lse, 0.0, False,
+                attn_mask=_view(vec, 0, q.shape[2], 0, Tk), scale=scale,
+            )  # fmt: skip
+        elif any(ctx.needs_input_grad[:3]):
             dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
             for i0, i1, s in ctx.blocks:
                 gq, gk, gv = _BWD(
@@ -184,7 +195,7 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
     Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
     D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
     acc = torch.zeros(vec.shape, dtype=torch.float64)
-    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
+    dq, dk, dv = (torch.zeros(t.shape) for t in (q, kr, vr))  # contiguous
     q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
     k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
     dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)

@@ -27,13 +27,14 @@ _C_SOURCE = r"""
 #include <stdint.h>
 #include <math.h>
 
-/* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (row strides sl, sd per (b, h));
+/* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (strides lb, lh / db, dh, unit along R);
    vec: [H, L]; acc: [H, L] double. Heads in parallel: a head's rows of every batch element
    add into its own acc row, so no two threads write the same address. With `write`, S is
    overwritten with P and dP with dS (for the matmuls of dq, dk, dv). */
 void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                    const float* D, double* acc, int64_t B, int64_t H, int64_t R, int64_t N,
-                   int64_t L, int64_t off, int64_t sl, int64_t sd, float scale, int write,
+                   int64_t L, int64_t off, int64_t lb, int64_t lh, int64_t db, int64_t dh,
+                   float scale, int write,
                    int nthreads) {
     #pragma omp parallel for num_threads(nthreads) schedule(static) if(H * R * N > 65536)
     for (int64_t h = 0; h < H; h++) {
@@ -44,7 +45,7 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                 float* dp = dP + row * N;
                 const float* bias = vec + h * L + off + r;
                 double* a = acc + h * L + off + r;
-                float l = lse[(b * H + h) * sl + r], d = D[(b * H + h) * sd + r];
+                float l = lse[b * lb + h * lh + r], d = D[b * db + h * dh + r];
                 if (write) {
                     #pragma omp simd
                     for (int64_t t = 0; t < N; t++) {
@@ -79,7 +80,7 @@ def kernel() -> ctypes.CDLL | None:
             return None
         fn = lib.bias_grad_f32
         fn.restype = None
-        ints, ptrs = [ctypes.c_int64] * 8, [ctypes.c_void_p] * 6
+        ints, ptrs = [ctypes.c_int64] * 10, [ctypes.c_void_p] * 6
         fn.argtypes = [*ptrs, *ints, ctypes.c_float, ctypes.c_int, ctypes.c_int]
         LIB = lib
     return LIB
@@ -96,10 +97,10 @@ def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = Fal
     L = vec.shape[1]
     assert S.is_contiguous() and dP.is_contiguous() and dP.shape == S.shape
     assert vec.is_contiguous() and acc.is_contiguous() and acc.shape == vec.shape
-    assert lse.stride(-1) == 1 and D.stride(-1) == 1 and off >= 0 and off + R + N - 1 <= L
-    assert lse.stride(0) == H * lse.stride(1) and D.stride(0) == H * D.stride(1)
+    assert R == 1 or (lse.stride(-1) == 1 and D.stride(-1) == 1)
+    assert lse.shape == D.shape == (B, H, R) and off >= 0 and off + R + N - 1 <= L
     kernel().bias_grad_f32(
         S.data_ptr(), dP.data_ptr(), vec.data_ptr(), lse.data_ptr(), D.data_ptr(),
-        acc.data_ptr(), B, H, R, N, L, off, lse.stride(1), D.stride(1), float(scale),
+        acc.data_ptr(), B, H, R, N, L, off, *lse.stride()[:2], *D.stride()[:2], float(scale),
         int(write), torch.get_num_threads(),
     )  # fmt: skip
