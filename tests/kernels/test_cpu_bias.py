@@ -18,7 +18,7 @@ def test_bias_grad_equals_torch(B, H, R, N, off, write):
     L = off + R + N + 2
     S, dP = torch.randn(B, H, R, N), torch.randn(B, H, R, N)
     vec, lse, D = torch.randn(H, L), torch.randn(B, H, R) + 3, torch.randn(B, H, R)
-    lse_t = torch.randn(B, R, H).transpose(1, 2)  # strided as the flash kernel's
+    lse_t = torch.randn(H, B, R).transpose(0, 1)  # strided: heads outermost
     lse_t.copy_(lse)
     acc = torch.randn(H, L, dtype=torch.float64)
     scale = 0.3
