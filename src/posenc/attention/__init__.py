@@ -11,8 +11,15 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
              backward pass is memory-bounded too. Exact (no online-softmax approximation: each
              block sees every key).
+    distance a bias of the distance alone (encoding.distance_bias: alibi, t5, kerple, sandwich,
+             fire below its threshold) on CPU, consecutive integer positions, no mask: the bias
+             is a strided view of an O(Tq + Tk) vector read by torch's CPU flash kernel, at
+             about the speed of attention without a bias, O(T) extra memory, with gradients
+             (posenc.attention.fast_bias). Refuses (ValueError) any other call.
 
-`auto` picks (`choose_backend`):
+`auto` picks:
+    0. `distance` wherever it runs (fast_bias.plan says why not; POSENC_DISTANCE_BIAS=0 turns
+       it off), else `choose_backend`:
     1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
     2. a values hook (Shaw)                                  -> chunked (needs the probabilities).
     3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22, a 16 MiB float32 bias) -> sdpa with
@@ -26,7 +33,7 @@ packed sequences whose positions restart work); for 2-D / 3-D positions it is by
 queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
 
 Modules: inputs (validation and default positions), eager (the reference math: masks and
-one block of queries), backends (sdpa, chunked, flex).
+one block of queries), backends (sdpa, chunked, flex), fast_bias (distance).
 """
 
 from __future__ import annotations
@@ -145,7 +152,7 @@ def attention(
 
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
-    """The backend `auto` runs (the rule is in the docstring of posenc.attention)."""
+    """The backend `auto` runs where `distance` cannot (rules 1-5 in posenc.attention's doc)."""
     if enc is None or not (enc.has_bias or enc.has_values):
         return "sdpa"
     if enc.has_values:
