@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc
 from posenc.attention import fast_bias
@@ -203,3 +204,30 @@ def test_the_bias_is_a_view_of_the_distance_vector():
         allowed = (kp.flip(0)[s:] <= kp[10 + i0 : 10 + i1, None]).expand_as(want)
         torch.testing.assert_close(view[allowed], want[allowed], atol=0, rtol=0)
         assert (view[~allowed] == fast_bias.MASKED).all()
+
+
+class LargestAllocation(TorchDispatchMode):
+    """Records the most elements any op returns in one tensor's storage (a view of a small
+    vector counts as that vector)."""
+
+    largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                size = t.untyped_storage().nbytes() // t.element_size()
+                self.largest = max(self.largest, size)
+        return out
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])  # flash backward / the tiled backward
+def test_no_tensor_of_a_full_score_matrix(name, calls):
+    """Forward and backward hold O(T) and tile-sized tensors, never [H, Tq, Tk]."""
+    T = 2048
+    enc = make(name)
+    q, k, v = (torch.randn(1, H, T, DH, requires_grad=True) for _ in range(3))
+    with LargestAllocation() as mode:
+        posenc.attention(q, k, v, enc).sum().backward()
+    assert calls and mode.largest < H * T * T // 8
+    assert torch.isfinite(q.grad).all() and all(p.grad is not None for p in enc.parameters())
