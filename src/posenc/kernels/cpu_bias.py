@@ -8,7 +8,8 @@ dS = P * (dP - D), P = exp(S * scale + bias - lse): this kernel computes that su
 from S = q·kᵀ and dP = dO·vᵀ (two matmuls done by torch), without writing P or dS.
 
 Built once with the system C compiler (posenc.kernels.cpu_rope.build_library), loaded with
-ctypes; float32 in, float64 accumulators. A leaf module: it knows tensors, not encodings.
+ctypes; float32 in, float64 accumulators; never -ffast-math (it would change the float state
+of the whole process). A leaf module: it knows tensors, not encodings.
 """
 
 from __future__ import annotations
@@ -25,7 +26,28 @@ BROKEN = ""  # why building it failed in this process ("" while not known to fai
 
 _C_SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
+
+/* exp for x <= 88 (Cephes' expf: 2^n * poly(r), about 1 ulp), 0 below -87 (masked logits):
+   inline so the loops below vectorize without -ffast-math, which would set the flush-to-zero
+   state of the whole process when the library loads. */
+static inline float exp_f(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  /* round: 1.5 * 2^23 */
+    float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float e = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return x < -87.0f ? 0.0f : e * scale;
+}
 
 /* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (strides lb, lh / db, dh, unit along R);
    vec: [H, L]; acc: [H, L] double. Heads in parallel: a head's rows of every batch element
@@ -49,7 +71,7 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                 if (write) {
                     #pragma omp simd
                     for (int64_t t = 0; t < N; t++) {
-                        float p = expf(s[t] * scale + bias[t] - l), ds = p * (dp[t] - d);
+                        float p = exp_f(s[t] * scale + bias[t] - l), ds = p * (dp[t] - d);
                         a[t] += (double)ds;
                         s[t] = p;
                         dp[t] = ds;
@@ -57,7 +79,7 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                 } else {
                     #pragma omp simd
                     for (int64_t t = 0; t < N; t++) {
-                        float p = expf(s[t] * scale + bias[t] - l);
+                        float p = exp_f(s[t] * scale + bias[t] - l);
                         a[t] += (double)(p * (dp[t] - d));
                     }
                 }
@@ -73,7 +95,7 @@ def kernel() -> ctypes.CDLL | None:
     global LIB, BROKEN
     if LIB is None and not BROKEN:
         try:
-            path = build_library(_C_SOURCE, "bias_kernel", ("-ffast-math",), ("-lm",))
+            path = build_library(_C_SOURCE, "bias_kernel", ("-fno-trapping-math",))
             lib = ctypes.CDLL(str(path))
         except (RuntimeError, OSError, subprocess.SubprocessError) as err:
             BROKEN = str(err) or type(err).__name__
