@@ -13,7 +13,7 @@ import torch
 from posenc import bench
 from posenc.bench.attention import bias_case_worker
 from posenc.bench.common import Sizes
-from posenc.bench.targets import TARGETS, measurements, target_rows
+from posenc.bench.targets import OVER_LIMIT, TARGETS, measurements, target_rows
 from posenc.cli import main as cli_main
 
 # section name (--sections) -> the row sections it prints
@@ -22,7 +22,7 @@ ROW_SECTIONS = {
     "rope": {"copy", "rope fwd", "rope fwd+bwd"},  # rope's "of limit" needs the copy time
     "table": {"sin table"},
     "precision": {"precision"},
-    "bias": {"bias attn"},
+    "bias": {"bias attn", "bias fwd+bwd"},
     "train": {"train"},
 }
 
@@ -51,18 +51,21 @@ def test_one_section_runs_alone(tmp_path, capsys):
     assert {t["status"] for t in data["targets"]} == {"N/A"}
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
-@pytest.mark.parametrize("path", ["posenc", "materialized"])
-def test_bias_worker_every_encoding_and_path(name, path):
-    """What one `--worker` subprocess runs (in process here, tiny): every (encoding, path)."""
-    if path == "materialized" and name in ("alibi", "t5"):
+@pytest.mark.parametrize("name", ["alibi", "kerple", "sandwich", "t5", "fire"])
+@pytest.mark.parametrize("paths", [["posenc", "limit", "before"], ["materialized"]])
+def test_bias_worker_every_encoding_and_path(name, paths):
+    """What one `--worker` subprocess runs (in process here, tiny): every (encoding, path),
+    forward and forward+backward (materialized: forward only)."""
+    if paths == ["materialized"] and name in ("alibi", "t5"):
         pytest.importorskip("transformers")
     spec = dict(
-        device="cpu", encoding=name, path=path, T=[16, 32], H=2, Dh=8, repeats=1,
-        threads=torch.get_num_threads(),
+        device="cpu", encoding=name, paths=paths, T=[16, 32], H=2, Dh=8, repeats=1,
+        modes=["fwd", "fwd+bwd"], threads=torch.get_num_threads(),
     )  # fmt: skip
     results = bias_case_worker(spec)
-    assert [r["T"] for r in results] == [16, 32]
+    modes = ["fwd"] if paths == ["materialized"] else ["fwd", "fwd+bwd"]
+    want = [(T, mode, p) for T in (16, 32) for mode in modes for p in paths]
+    assert [(r["T"], r["mode"], r["path"]) for r in results] == want
     assert all(r["ms"] > 0 and r["peak_mb"] >= 0 for r in results)
 
 
@@ -93,18 +96,19 @@ def test_targets_from_made_up_results():
         "bwd": {"posenc": 1.0, "transformers": 2.99},
     }
     bias = {
-        "t5": {
+        "t5": {"fwd": {
             "posenc": {8192: {"ms": 1.0, "peak_mb": 2.0}, 16384: {"ms": 4.0, "peak_mb": 1075.0}},
             "materialized": {4096: {"ms": 2.0, "peak_mb": 9.0}, 8192: {"ms": 0.99, "peak_mb": 9}},
-        },
-        "alibi": {
+        }},
+        "alibi": {"fwd": {
             "posenc": {4096: {"ms": 1.0, "peak_mb": 1.0}, 16384: {"ms": 1.0, "peak_mb": 1076.0}},
             "materialized": {4096: {"ms": 1.01, "peak_mb": 9.0}},
-        },
-    }
+        }},
+    }  # fmt: skip
     train = {"rope": {"posenc": 1210.0, "x-transformers": 1000.0}}
     got = measurements(Sizes(), 0.2, rope, 1.21, bias, train, quick=False)
     rows = {r["target"]: (r["status"], r["value"]) for r in target_rows(got)}
+    rows = {t: row for t, row in rows.items() if t in ISSUE6}
     assert rows == {
         "out-of-place RoPE >= 3x transformers": ("PASS", "3.0x"),
         "in-place RoPE >= 10x transformers": ("FAIL", "10.0x"),  # 9.97, printed rounded
@@ -120,6 +124,35 @@ def test_targets_from_made_up_results():
         "alibi no slower than materialized (largest T where it fits)": ("PASS", "1.01x at T=4096"),
         "TransformerLM training >= 1.2x x-transformers (rope)": ("PASS", "1.21x"),
     }
+
+
+ISSUE6 = list(TARGETS)[:10]  # the targets of issue 6; issue 15's follow
+
+
+def test_issue15_targets_from_made_up_results():
+    """Worst ratio over T against the limit (+0.2 with backward), vs flex, train speed-up."""
+    r = OVER_LIMIT["kerple"]
+    bias = {"kerple": {
+        "fwd": {"posenc": {1024: {"ms": r, "peak_mb": 1}, 4096: {"ms": r * 1.01, "peak_mb": 1}},
+                "limit": {1024: {"ms": 1.0, "peak_mb": 0}, 4096: {"ms": 1.0, "peak_mb": 0}},
+                "flex": {1024: {"ms": r * 1.02, "peak_mb": 0}}},
+        "fwd+bwd": {"posenc": {1024: {"ms": r + 0.2, "peak_mb": 1}},
+                    "limit": {1024: {"ms": 1.0, "peak_mb": 1}}},
+    }}  # fmt: skip
+    train = {"kerple": {"posenc": 130.0, "posenc before": 100.0}}
+    got = measurements(Sizes(), None, None, None, bias, train, quick=False)
+    rows = {r["target"]: (r["status"], r["value"]) for r in target_rows(got)}
+    assert rows["kerple fwd <= 1.3x SDPA without bias (T=1k..16k)"] == (
+        "FAIL",
+        "1.31x at T=4096 (worst of T=1024,4096)",
+    )
+    assert rows["kerple fwd+bwd <= 1.5x SDPA without bias (T=1k..16k)"][0] == "PASS"
+    assert rows["kerple no slower than compiled FlexAttention (fwd)"] == (
+        "PASS",
+        "1.02x at T=1024 (worst of T=1024)",
+    )
+    assert rows["kerple training step >= 1.3x faster than before"] == ("PASS", "1.30x")
+    assert rows["fire fwd <= 2.0x SDPA without bias (T=1k..16k)"] == ("N/A", "-")
 
 
 def test_targets_not_measured_say_why():

@@ -11,8 +11,15 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
              backward pass is memory-bounded too. Exact (no online-softmax approximation: each
              block sees every key).
+    distance a bias of the distance alone (encoding.distance_bias: alibi, t5, kerple, sandwich,
+             fire below its threshold) on CPU, consecutive integer positions, no mask: the bias
+             is a strided view of an O(Tq + Tk) vector read by torch's CPU flash kernel, at
+             about the speed of attention without a bias, O(T) extra memory, with gradients
+             (posenc.attention.fast_bias). Refuses (ValueError) any other call.
 
-`auto` picks (`choose_backend`):
+`auto` picks:
+    0. `distance` wherever it runs (fast_bias.plan says why not; POSENC_DISTANCE_BIAS=0 turns
+       it off), else `choose_backend`:
     1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
     2. a hook of base.SCORE_HOOKS: values (Shaw), transform_logits (DAPE), normalize
        (stick-breaking)                                      -> chunked (needs the logits /
@@ -28,7 +35,7 @@ packed sequences whose positions restart work); for 2-D / 3-D positions it is by
 queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
 
 Modules: inputs (validation and default positions), eager (the reference math: masks and
-one block of queries), backends (sdpa, chunked, flex).
+one block of queries), backends (sdpa, chunked, flex), fast_bias (distance).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch i
     sdpa_backend,
 )
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
+from posenc.attention.fast_bias import distance_backend
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import check_int, renamed
@@ -58,6 +66,7 @@ __all__ = [
     "choose_backend",
     "one_directional",
     "chunked_backend",
+    "distance_backend",
     "flex_backend",
     "needs_grad",
     "prepare_mask",
@@ -66,7 +75,7 @@ __all__ = [
     "sdpa_backend",
 ]
 
-BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked")
+BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked", "distance")
 AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
 
 
@@ -125,6 +134,11 @@ def attention(
 
     if encoding is not None:
         q, k = encoding.rotate(q, k, q_pos, k_pos)
+    if backend in ("auto", "distance") and encoding is not None and encoding.has_bias:
+        args = (q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
+        out = distance_backend(*args, strict=backend == "distance")
+        if out is not None:
+            return out
     if backend == "auto":
         backend = choose_backend(encoding, q, k)
     if backend == "sdpa":
@@ -141,7 +155,7 @@ def attention(
 
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
-    """The backend `auto` runs (the rule is in the docstring of posenc.attention)."""
+    """The backend `auto` runs where `distance` cannot (rules 1-5 in posenc.attention's doc)."""
     if enc is None or not (enc.has_bias or enc.score_hooks):
         return "sdpa"
     if enc.score_hooks:

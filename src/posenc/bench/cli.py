@@ -1,7 +1,8 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,precision,bias,train]
+                 [--sections copy,rope,table,precision,bias,train] [--bias-T 1024,4096]
+                 [--bias-encodings alibi,t5]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
 then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
@@ -23,7 +24,7 @@ from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
-from posenc.checks import OneLineParser
+from posenc.checks import OneLineParser, check_int
 
 SECTIONS = ("copy", "rope", "table", "precision", "bias", "train")
 
@@ -40,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(SECTIONS),
         help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
+    p.add_argument(
+        "--bias-T", help="bias section lengths, e.g. 1024,4096 (default 1024,4096,16384)"
+    )
+    p.add_argument("--bias-encodings", help="bias section encodings (default: all five)")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one bias path per process
     return p
 
@@ -61,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
+    if args.bias_T:
+        s.bias_T = tuple(check_int("--bias-T", int(t), low=1) for t in args.bias_T.split(","))
+    if args.bias_encodings:
+        s.bias_encodings = tuple(x.strip() for x in args.bias_encodings.split(",") if x.strip())
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None

@@ -22,25 +22,28 @@ class Sizes:
     table_T: int = 8192  # sinusoidal table [table_T, table_dim]
     table_dim: int = 512
     precision_T: tuple = (1024, 8192)  # precision section: table [T, table_dim], q, k [1, H, T, Dh]
-    bias_T: tuple = (1024, 2048, 4096, 8192, 16384, 32768)  # q, k, v [1, bias_H, T, bias_Dh]
+    bias_T: tuple = (1024, 4096, 16384)  # q, k, v [1, bias_H, T, bias_Dh]
     bias_H: int = 8
     bias_Dh: int = 64
-    bias_encodings: tuple = ("alibi", "t5", "fire")
+    bias_encodings: tuple = ("alibi", "kerple", "sandwich", "t5", "fire")
+    bias_flex: bool = True  # FlexAttention rows (compiled per shape: ~1 min each on 2 cores)
     train_steps: int = 20
     train_encodings: tuple = ("rope", "alibi")
+    # score encodings timed against posenc before issue 15 (POSENC_DISTANCE_BIAS=0)
+    train_score_encodings: tuple = ("alibi", "kerple", "sandwich", "t5", "fire")
 
 
 def sizes_for(args) -> Sizes:
     if args.smoke:  # tiny: for the test suite, checks the wiring, measures nothing useful
         return Sizes(
             B=1, H=2, T=64, Dh=32, repeats=2, warmup=1, table_T=64, table_dim=16, precision_T=(64,),
-            bias_T=(128,), bias_H=2, bias_Dh=16, bias_encodings=("alibi",), train_steps=2,
-            train_encodings=("rope",),
+            bias_T=(128,), bias_H=2, bias_Dh=16, bias_encodings=("alibi",), bias_flex=False,
+            train_steps=2, train_encodings=("rope",), train_score_encodings=("alibi",),
         )  # fmt: skip
     if args.quick:  # the target RoPE shape, fewer repeats, short bias sweep
         return Sizes(
-            repeats=3, warmup=1, bias_T=(1024, 2048), bias_encodings=("alibi", "t5"), train_steps=6,
-            train_encodings=("rope",),
+            repeats=3, warmup=1, bias_T=(1024,), bias_encodings=("alibi", "t5"), bias_flex=False,
+            train_steps=6, train_encodings=("rope",), train_score_encodings=("alibi",),
         )  # fmt: skip
     return Sizes()
 
@@ -62,6 +65,23 @@ def timeit(fn, device: str, repeats: int, warmup: int = 2) -> float:
         sync(device)
         times.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(times)
+
+
+def timeit_many(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
+    """{name: median wall time in ms} of each fn(), the fns run in turn (side by side: a busy
+    machine slows them alike), after `warmup` turns."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sync(device)
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 def optional(module: str):

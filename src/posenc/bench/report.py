@@ -1,8 +1,9 @@
 """The results of a run (rows, targets, notes) and how they are shown: a text table, --json.
 
 Columns: ms = median time; ratio = the row's time / posenc's time in the same case (> 1:
-posenc is faster); of limit = copy time / the row's time (1.0 = at the copy bandwidth);
-peak MB = peak extra memory of one call (bias section).
+posenc is faster); of limit = the limit's time / the row's time (1.0 = at the limit): the copy
+time (rope), SDPA without a bias (bias attn), a model with no encoding (train); peak MB = peak
+extra memory of one call (bias section).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class Row:
     impl: str
     ms: float | None = None
     ratio: float | None = None  # this row's time / posenc's time in the same case
-    of_limit: float | None = None  # copy time / this row's time
+    of_limit: float | None = None  # the limit's time / this row's time
     peak_mb: float | None = None
     note: str = ""
 
@@ -62,7 +63,8 @@ def print_report(rep: Report) -> None:
             f"{r.section:<13} {r.case[:38]:<38} {r.impl[:40]:<40} {fmt(r.ms, '10.2f')} "
             f"{fmt(r.ratio, '7.2f')} {fmt(r.of_limit, '8.2f')} {fmt(r.peak_mb, '8.0f')}  {r.note}"
         )
-    print("\nratio = time / posenc's time (> 1: posenc faster); of limit = copy time / time")
+    print("\nratio = time / posenc's time (> 1: posenc faster); of limit = the limit's time /")
+    print("time (rope: copy; bias attn: SDPA without bias; train: no encoding)")
     print("\ntargets:")
     for t in rep.targets:
         note = f"  ({t['note']})" if t["note"] else ""

@@ -26,6 +26,20 @@ TARGETS: dict[str, tuple[str, str, float]] = {
     "alibi no slower than materialized (largest T where it fits)": ("alibi_vs_mat", ">=", 1.0),
     "TransformerLM training >= 1.2x x-transformers (rope)": ("train_rope_speedup", ">=", 1.2),
 }
+# issue 15: forward time / SDPA-without-bias time at most this (forward+backward: + 0.2)
+OVER_LIMIT = {"alibi": 1.3, "kerple": 1.3, "sandwich": 1.3, "t5": 1.5, "fire": 2.0}
+for _name, _r in OVER_LIMIT.items():
+    TARGETS.update({
+        f"{_name} fwd <= {_r}x SDPA without bias (T=1k..16k)": (f"{_name}_fwd_limit", "<=", _r),
+        f"{_name} fwd+bwd <= {_r + 0.2:.1f}x SDPA without bias (T=1k..16k)": (
+            f"{_name}_bwd_limit", "<=", _r + 0.2),
+        f"{_name} no slower than compiled FlexAttention (fwd)": (f"{_name}_vs_flex", ">=", 1.0),
+    })  # fmt: skip
+    if _name not in ("t5", "alibi"):
+        _key = f"{_name} T=16384 peak extra memory <= 1/8 of 8.6 GB"
+        TARGETS[_key] = (f"{_name}_peak_mb", "<=", 8.6e3 / 8)
+    TARGETS[f"{_name} training step >= 1.3x faster than before"] = (
+        f"train_{_name}_vs_before", ">=", 1.3)  # fmt: skip
 JUDGED_BY = {">=": operator.ge, "<=": operator.le}
 ROPE_SHAPE = (4, 16, 2048, 128)  # the RoPE targets hold at this (B, H, T, Dh) only
 MEMORY_T = 16384  # the memory targets' length
@@ -53,8 +67,8 @@ def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -
     """measurement -> (value, as printed), or a str: why this run has no value for it.
 
     copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; precision: the largest cost ratio of
-    the precision section; bias: {encoding: {path: {T: {ms,
-    peak_mb}}}}; train: {encoding: {impl: tokens/s}}; any of them None where not run."""
+    the precision section; bias: {encoding: {mode: {path: {T: {ms,
+    peak_mb}}}}}; train: {encoding: {impl: tokens/s}}; any of them None where not run."""
     out: dict = {}
     at_shape = (s.B, s.H, s.T, s.Dh) == ROPE_SHAPE
     why = "" if at_shape else "not at the target shape (B=4 H=16 T=2048 Dh=128)"
@@ -78,8 +92,9 @@ def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -
         out["precision_cost"] = (precision, f"{precision:.2f}x (largest case)")
     else:
         out["precision_cost"] = "not measured"
+    out.update(bias_measurements(bias or {}, train or {}, quick))
     for name in ("t5", "alibi"):
-        res = (bias or {}).get(name, {})
+        res = (bias or {}).get(name, {}).get("fwd", {})
         ours = res.get("posenc", {}).get(MEMORY_T)
         quick_note = " (--quick)" if quick else ""
         if ours:
@@ -100,6 +115,43 @@ def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -
         out["train_rope_speedup"] = (r, f"{r:.2f}x")
     else:
         out["train_rope_speedup"] = "not measured"
+    return out
+
+
+def worst_ratio(res: dict, path: str, over: str, invert: bool = False):
+    """(worst ratio path / over across T, as printed) or None; invert: over / path, lowest."""
+    Ts = sorted(T for T in res.get(path, {}) if T in res.get(over, {}))
+    if not Ts:
+        return None
+    ratios = {T: res[path][T]["ms"] / res[over][T]["ms"] for T in Ts}
+    if invert:
+        ratios = {T: 1 / r for T, r in ratios.items()}
+    T = min(ratios, key=ratios.get) if invert else max(ratios, key=ratios.get)
+    where = ",".join(str(t) for t in Ts)
+    return ratios[T], f"{ratios[T]:.2f}x at T={T} (worst of T={where})"
+
+
+def bias_measurements(bias: dict, train: dict, quick: bool) -> dict:
+    """The issue-15 measurements: per encoding, time over the limit, vs flex, memory, train."""
+    out: dict = {}
+    for name in OVER_LIMIT:
+        res = bias.get(name)
+        for key, mode in (("fwd_limit", "fwd"), ("bwd_limit", "fwd+bwd")):
+            m = worst_ratio(res.get(mode, {}), "posenc", "limit") if res else None
+            out[f"{name}_{key}"] = m or f"{name} {mode} not in this run"
+        m = worst_ratio(res.get("fwd", {}), "posenc", "flex", invert=True) if res else None
+        out[f"{name}_vs_flex"] = m or "FlexAttention not measured in this run"
+        ours = (res or {}).get("fwd", {}).get("posenc", {}).get(MEMORY_T)
+        if ours:
+            out[f"{name}_peak_mb"] = (ours["peak_mb"], f"{ours['peak_mb']:.0f} MB")
+        else:
+            out[f"{name}_peak_mb"] = f"T={MEMORY_T} not in this run" + (" (--quick)" * quick)
+        sp = train.get(name, {})
+        if "posenc" in sp and "posenc before" in sp:
+            r = sp["posenc"] / sp["posenc before"]
+            out[f"train_{name}_vs_before"] = (r, f"{r:.2f}x")
+        else:
+            out[f"train_{name}_vs_before"] = "not measured"
     return out
 
 

@@ -1,18 +1,27 @@
-"""Section `train`: training tokens/s of posenc.TransformerLM against x-transformers.
+"""Section `train`: training tokens/s of posenc.TransformerLM against x-transformers, and of
+the score encodings against posenc before issue 15.
 
-Both models at the arena's default size (posenc.arena.config.task_config: dim, depth, heads,
-batch size, train length), vocabulary 256, the same encoding, ff multiplier 4, tied
-embeddings. One step: forward, cross-entropy, backward, AdamW step, on fixed random tokens.
+Every model at the arena's default size (posenc.arena.config.task_config: dim, depth, heads,
+batch size, train length), vocabulary 256, ff multiplier 4, tied embeddings. One step:
+forward, cross-entropy, backward, AdamW step, on fixed random tokens.
+
+Score encodings (alibi, kerple, sandwich, t5, fire): the same model timed alternately with the
+`distance` backend ("posenc") and without it (POSENC_DISTANCE_BIAS=0: "posenc before", what
+`auto` ran before), beside the same model with no positional encoding ("nope": the limit, a
+step with no encoding work at all).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 from posenc import TransformerLM
 from posenc.arena.config import ArenaConfig, task_config
 from posenc.arena.tasks import build_task
-from posenc.bench.common import Sizes, optional, timeit
+from posenc.attention.fast_bias import ENV_VAR
+from posenc.bench.common import Sizes, optional, timeit, timeit_many
 from posenc.bench.report import Report, Row
 
 VOCAB = 256
@@ -83,4 +92,56 @@ def bench_train(rep: Report, s: Sizes, device: str) -> dict:
             if row.section == "train" and row.case == case:
                 row.ratio = speeds["posenc"] / speeds[row.impl]  # their time / ours
         out[encoding] = speeds
+    for encoding in s.train_score_encodings:
+        out.setdefault(encoding, {}).update(score_vs_before(rep, s, device, cfg, encoding))
     return out
+
+
+def train_step(cfg: dict, encoding: str, device: str):
+    """One AdamW step of a fresh TransformerLM on fixed random tokens, as a call."""
+    torch.manual_seed(0)
+    B, T = cfg["batch"], cfg["T"]
+    model = TransformerLM(VOCAB, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding,
+                          max_len=T).to(device).train()  # fmt: skip
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randint(0, VOCAB, (B, T + 1), generator=torch.Generator().manual_seed(0)).to(device)
+
+    def step():
+        logits = model(x[:, :-1])  # [B, T, vocab]
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def score_vs_before(rep: Report, s: Sizes, device: str, cfg: dict, encoding: str) -> dict:
+    """Rows "train" for one score encoding: posenc, posenc before, nope; {impl: tokens/s}."""
+    step, limit = train_step(cfg, encoding, device), train_step(cfg, "nope", device)
+    old = os.environ.get(ENV_VAR)
+
+    def with_env(value):
+        def run():
+            os.environ[ENV_VAR] = value
+            step()
+
+        return run
+
+    try:
+        fns = {"posenc": with_env("1"), "posenc before": with_env("0"), "nope": limit}
+        ms = timeit_many(fns, device, s.train_steps, warmup=3)
+    finally:
+        os.environ.pop(ENV_VAR, None)
+        if old is not None:
+            os.environ[ENV_VAR] = old
+    B, T = cfg["batch"], cfg["T"]
+    case = f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} B={B} T={T}"
+    labels = {"posenc": "posenc", "posenc before": f"posenc before ({ENV_VAR}=0)",
+              "nope": "no encoding (nope: limit)"}  # fmt: skip
+    for name, t in ms.items():
+        note = f"{B * T / (t / 1e3):,.0f} tok/s"
+        rep.rows.append(
+            Row("train", case, labels[name], t, t / ms["posenc"], ms["nope"] / t, None, note)
+        )
+    return {name: B * T / (t / 1e3) for name, t in ms.items()}

@@ -37,6 +37,7 @@ class ALiBi(PositionBias):
 
     paper = "Press et al. 2022"
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
+    distance_only = True
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class T5Bias(PositionBias):
 
     paper = "Raffel et al. 2020"
     summary = "learned scalar bias per head over log-spaced relative-distance buckets"
+    distance_only = True
     integer_positions = True
     trainable = True
 
@@ -139,6 +141,7 @@ class Sandwich(PositionBias):
 
     paper = "Chi et al. 2023"
     summary = "parameter-free sinusoidal inner product p_i.p_j, per-head compression 8h/H"
+    distance_only = True
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
     def __init__(
@@ -170,6 +173,14 @@ class Sandwich(PositionBias):
         if not (qp.is_floating_point() or kp.is_floating_point()):
             table = self._table((qp - kp).abs().max().item(), q.device)
         return self._value(qp, kp, h, (table,)).to(q.dtype)
+
+    def distance_bias(self, distances, q_pos):
+        table = self._table(distances.abs().max().item(), distances.device)
+        if table is None:
+            return None
+        d = distances.view(1, -1)  # [1, N]
+        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
+        return self._value(d, torch.zeros_like(d), h, (table,))
 
     def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)

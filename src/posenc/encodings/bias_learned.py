@@ -34,6 +34,7 @@ class KERPLE(PositionBias):
 
     paper = "Chi et al. 2022"
     summary = "learned log or power distance kernel per head (conditionally positive definite)"
+    distance_only = True
     trainable = True
     VARIANTS = ("log", "power")
 
@@ -147,6 +148,18 @@ class FIRE(PositionBias):
         for unit in range(w1.shape[0]):  # MLP unrolled: no reductions, so FlexAttention compiles it
             out = out + w2[h, unit] * torch.relu(w1[unit] * x + b1[unit])
         return out
+
+    def distance_bias(self, distances, q_pos):
+        """Below the threshold (every query position < L) the normalizer is psi(L): a function of
+        the distance alone, the MLP evaluated once per distinct distance (its sum over hidden
+        units as a matmul: equal to bias() up to float rounding); None otherwise."""
+        c, L, w1, b1, w2, b2 = self._params()
+        if not bool(q_pos.max().float() < L):
+            return None
+        num = torch.log((c * distances.float()).abs() + 1)  # [N], float32 as in _value
+        den = torch.log((c * L.float()).abs() + 1) + self.eps
+        hidden = torch.relu((num / den).unsqueeze(-1) * w1.float() + b1.float())  # [N, units]
+        return (hidden @ w2.float().t() + b2.float()).t()  # [H, N]
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, init_L={self.init_L:g}"

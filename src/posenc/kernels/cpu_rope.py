@@ -129,24 +129,26 @@ def _cpu_tag() -> str:
     return platform.machine() + flags
 
 
-def _build_kernel() -> ctypes.CDLL:
-    """Compile _C_SOURCE once per (source, CPU) into cache_dir() and load it."""
+def build_library(source: str, stem: str, flags: tuple[str, ...] = (), libs=()) -> Path:
+    """Compile C `source` once per (source, flags, CPU) into cache_dir(); the .so's path.
+    `libs` go after the source (e.g. "-lm": glibc's vector math for -ffast-math loops)."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
-    key = hashlib.sha256((_C_SOURCE + _cpu_tag()).encode()).hexdigest()[:16]
-    path = cache_dir() / f"rope_kernel_{key}.so"
+    flags_key = " ".join((*flags, *libs))
+    key = hashlib.sha256((source + flags_key + _cpu_tag()).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{stem}_{key}.so"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         src = path.with_suffix(".c")
-        src.write_text(_C_SOURCE)
-        base = [cc, "-O3", "-shared", "-fPIC", "-fopenmp", "-std=gnu11", str(src)]
+        src.write_text(source)
+        base = [cc, "-O3", *flags, "-shared", "-fPIC", "-fopenmp", "-std=gnu11", str(src)]
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".so", delete=False) as tmp:
             tmp_path = tmp.name
         err = ""
         for extra in (["-march=native"], []):
             proc = subprocess.run(
-                [*base, *extra, "-o", tmp_path], capture_output=True, text=True, timeout=300
+                [*base, *extra, "-o", tmp_path, *libs], capture_output=True, text=True, timeout=300
             )
             if proc.returncode == 0:
                 os.replace(tmp_path, path)  # atomic: concurrent builders never see half a file
@@ -155,6 +157,12 @@ def _build_kernel() -> ctypes.CDLL:
         else:
             Path(tmp_path).unlink(missing_ok=True)
             raise RuntimeError(f"building the C kernel failed: {err}")
+    return path
+
+
+def _build_kernel() -> ctypes.CDLL:
+    """Compile _C_SOURCE once per (source, CPU) into cache_dir() and load it."""
+    path = build_library(_C_SOURCE, "rope_kernel")
     lib = ctypes.CDLL(str(path))
     for name in C_DTYPES.values():
         fn = getattr(lib, name)

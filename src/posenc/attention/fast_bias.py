@@ -1,0 +1,220 @@
+"""The `distance` backend of posenc.attention: a bias of the distance alone at the speed of
+plain flash attention, on CPU, in O(Tq + Tk) extra memory.
+
+A bias that depends on (head, q_pos - k_pos) only (encoding.distance_bias: ALiBi, T5, KERPLE,
+Sandwich, FIRE below its threshold) takes Tq + Tk - 1 distinct values per head: vec [H, L].
+With consecutive integer positions (q_pos = a + i, k_pos = b + j) and the keys in reverse
+order (j' = Tk - 1 - j) the distance is i + j' + const, so the [H, Tq, Tk] bias is a strided
+VIEW of vec (strides L, 1, 1: a Hankel matrix), never materialized. The causal mask is folded
+into vec (finfo.min at negative distances, as eager masks). torch's CPU flash kernel reads the
+view as its float attn_mask, one call per query block of QUERY_BLOCK rows over the keys up to
+the block's last query, and returns the output and its logsumexp.
+
+Backward (_DistanceBias): a fixed bias (ALiBi, Sandwich) takes the CPU flash backward with the
+same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over i + j' = m of
+dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everything per tile,
+five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
+and the anti-diagonal sums).
+
+`plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
+no distance_bias for these positions, a mask, positions that are not consecutive integers,
+not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or a learned bias with gradients
+and no C compiler.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from posenc.attention.eager import repeat_kv
+from posenc.kernels import cpu_bias
+
+ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
+# query rows per flash call (causal): None = Tk // 16 within 256..1024 (a long block runs the
+# kernel's 256-row tiles, >= 768 rows; a short one wastes less above the diagonal)
+QUERY_BLOCK: int | None = None
+GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the bias-gradient pass
+_FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+MASKED = torch.finfo(torch.float32).min
+
+
+def _arange_start(pos: torch.Tensor) -> torch.Tensor | None:
+    """pos[..., 0] ([] or [b]) where pos [T] / [b, T] counts up by 1 from it, else None."""
+    if pos.is_floating_point() or pos.dim() not in (1, 2):
+        return None
+    step = torch.arange(pos.shape[-1], device=pos.device)
+    return pos[..., 0] if bool((pos - pos[..., :1] == step).all()) else None
+
+
+def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
+    """([(batch rows or None: all, delta, vec [H, L])], "") when this call can take the
+    distance backend, else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at
+    distance delta - (Tk - 1) + m, float32 after q's dtype's rounding, masked where causal."""
+    name = type(enc).__name__
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return None, f"{ENV_VAR}=0"
+    if enc is None or not enc.has_bias or enc.score_hooks or enc.position_dims != 1:
+        return None, f"{name} is not a position bias"
+    if getattr(enc, "distance_bias", None) is None:
+        return None, f"{name} has no distance_bias()"
+    if mask is not None:
+        return None, "a mask is given"
+    if q.device.type != "cpu":
+        return None, "it runs on CPU only (torch's CPU flash kernel)"
+    if torch.compiler.is_compiling():
+        return None, "not under torch.compile"
+    Tq, Tk = q.shape[2], k.shape[2]
+    if default_pos:
+        deltas = [Tk - Tq]
+    else:
+        qa, ka = _arange_start(q_pos), _arange_start(k_pos)
+        if qa is None or ka is None:
+            return None, "positions are not consecutive integers"
+        deltas = (qa - ka).reshape(-1).tolist()
+    groups = [(None, deltas[0])]
+    if len(set(deltas)) > 1:  # offsets differ per batch row: one call per row
+        groups = [(slice(b, b + 1), delta) for b, delta in enumerate(deltas)]
+    out = []
+    for rows, delta in groups:
+        d = torch.arange(delta - Tk + 1, delta + Tq, device=q.device)  # [L] distances
+        vec = enc.distance_bias(d, q_pos)
+        if vec is None:
+            return None, f"{name}'s bias is not a function of the distance alone here"
+        if vec.requires_grad and torch.is_grad_enabled() and cpu_bias.kernel() is None:
+            return None, f"no C kernel for the bias gradient ({cpu_bias.BROKEN})"
+        vec = vec.float()
+        if q.dtype != torch.float32:  # rounded as bias() rounds to q's dtype; the gradient not
+            vec = vec + (vec.to(q.dtype).float() - vec).detach()
+        if causal:
+            vec = vec.masked_fill(d < 0, MASKED)
+        out.append((rows, delta, vec.contiguous()))
+    return out, ""
+
+
+def distance_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos, strict):
+    """[B, H, Tq, Dh] in q's dtype, or None (strict: ValueError) where plan() refuses."""
+    groups, why = plan(enc, q, k, q_pos, k_pos, causal, mask, default_pos)
+    if groups is None:
+        if strict:
+            raise ValueError(f"backend='distance' cannot run this call: {why}; use 'auto'")
+        return None
+    H = q.shape[1]
+    qf = q.float()
+    kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
+    vr = repeat_kv(v, H).float().flip(2)
+    if len(groups) == 1:
+        ((_, delta, vec),) = groups
+        return _DistanceBias.apply(qf, kr, vr, vec, delta, causal, scale).to(q.dtype)
+    outs = [
+        _DistanceBias.apply(qf[rows], kr[rows], vr[rows], vec, delta, causal, scale)
+        for rows, delta, vec in groups
+    ]
+    return torch.cat(outs).to(q.dtype)
+
+
+def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, int]]:
+    """(i0, i1, s): query rows i0:i1 read the reversed keys s:Tk (those at or before the
+    block's last query when causal). Rows before the first key (delta + i < 0) are left out."""
+    if not causal:
+        return [(0, Tq, 0)]
+    first = min(max(-delta, 0), Tq)
+    rows = QUERY_BLOCK or min(1024, max(256, Tk // 16))
+    out = []
+    for i0 in range(first, Tq, rows):
+        i1 = min(i0 + rows, Tq)
+        out.append((i0, i1, min(max(Tk - delta - i1, 0), Tk)))
+    return out
+
+
+def _view(vec: torch.Tensor, i0: int, i1: int, s: int, Tk: int) -> torch.Tensor:
+    """The bias of rows i0:i1 and reversed keys s:Tk, [1, H, i1 - i0, Tk - s]: a view of vec."""
+    H, L = vec.shape
+    return vec.as_strided((1, H, i1 - i0, Tk - s), (0, L, 1, 1), vec.storage_offset() + i0 + s)
+
+
+class _DistanceBias(torch.autograd.Function):
+    """q [B, H, Tq, Dh], reversed kr / vr [B, H, Tk, Dh] float32, vec [H, L] -> out float32."""
+
+    @staticmethod
+    def forward(ctx, q, kr, vr, vec, delta, causal, scale):
+        B, H, Tq, Dh = q.shape
+        Tk = kr.shape[2]
+        blocks = _blocks(Tq, Tk, delta, causal)
+        if blocks == [(0, Tq, 0)]:  # one call over everything: its results as they are
+            out, lse = _FWD(q, kr, vr, 0.0, False, attn_mask=_view(vec, 0, Tq, 0, Tk), scale=scale)
+            lse = lse.contiguous()  # [B, H, Tq]
+        else:
+            out, lse = q.new_zeros(B, H, Tq, Dh), q.new_zeros(B, H, Tq)  # rows with no key: 0
+            for i0, i1, s in blocks:
+                o, l = _FWD(
+                    q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:], 0.0, False,
+                    attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
+                )  # fmt: skip
+                out[:, :, i0:i1] = o
+                lse[:, :, i0:i1] = l
+        ctx.save_for_backward(q, kr, vr, vec, out, lse)
+        ctx.blocks, ctx.scale, ctx.delta, ctx.causal = blocks, scale, delta, causal
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        q, kr, vr, vec, out, lse = ctx.saved_tensors
+        Tk, scale = kr.shape[2], ctx.scale
+        if ctx.needs_input_grad[3]:  # a learned bias: one tiled pass gives every gradient
+            return (*_tiled_backward(q, kr, vr, vec, out, lse, dout, ctx), None, None, None)
+        dq = dk = dv = None
+        if any(ctx.needs_input_grad[:3]) and ctx.blocks == [(0, q.shape[2], 0)]:
+            dq, dk, dv = _BWD(
+                dout, q, kr, vr, out, lse, 0.0, False,
+                attn_mask=_view(vec, 0, q.shape[2], 0, Tk), scale=scale,
+            )  # fmt: skip
+        elif any(ctx.needs_input_grad[:3]):
+            dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
+            for i0, i1, s in ctx.blocks:
+                gq, gk, gv = _BWD(
+                    dout[:, :, i0:i1], q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:],
+                    out[:, :, i0:i1], lse[:, :, i0:i1], 0.0, False,
+                    attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
+                )  # fmt: skip
+                dq[:, :, i0:i1] = gq
+                dk[:, :, s:] += gk
+                dv[:, :, s:] += gv
+        return dq, dk, dv, None, None, None, None
+
+
+def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
+    """dq, dk, dv and dvec [H, L] (dS summed along the anti-diagonals i + j' = m), tile by tile:
+    S = q·kᵀ and dP = dO·vᵀ by matmul, then the C kernel turns them into P and dS in place
+    and adds dS into dvec, then dv += Pᵀ·dO, dq += scale·dS·k, dk += scale·dSᵀ·q."""
+    B, H, Tq, Dh = q.shape
+    Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
+    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
+    acc = torch.zeros(vec.shape, dtype=torch.float64)
+    dq, dk, dv = (torch.zeros(t.shape) for t in (q, kr, vr))  # contiguous
+    q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
+    k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
+    dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+    rows, keys = GRAD_TILE
+    for i0, i1, s in ctx.blocks:
+        for r0 in range(i0, i1, rows):
+            r1 = min(r0 + rows, i1)
+            start = max(s, Tk - delta - r1) if ctx.causal else s  # the tile's first key
+            qt, dot = q3[:, r0:r1], do3[:, r0:r1]
+            for t0 in range(start, Tk, keys):
+                t1 = min(t0 + keys, Tk)
+                kt, vt = k3[:, t0:t1], v3[:, t0:t1]
+                P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
+                dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
+                cpu_bias.bias_grad(
+                    P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), vec,
+                    lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, scale, write=True,
+                )  # fmt: skip
+                dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
+                dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
+                dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
+    return dq, dk, dv, acc.to(vec.dtype)
