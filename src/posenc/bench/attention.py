@@ -22,6 +22,7 @@ from posenc.bench.workers import available_memory, peak_extra_bytes, run_worker
 MODES = ("fwd", "fwd+bwd")
 SECTION = {"fwd": "bias attn", "fwd+bwd": "bias fwd+bwd"}
 BEFORE_MAX_T = 4096  # the chunked path's fwd+bwd recomputes every block: minutes at 16k
+BEFORE_FWD_MAX_T = {"fire": 4096}  # chunked FIRE runs its MLP per (i, j): minutes at 16k
 MATERIALIZED_MAX_T = {"fire": 4096}  # posenc's bias() evaluates FIRE's MLP per (i, j)
 
 
@@ -38,7 +39,8 @@ def bias_case_worker(spec: dict) -> list[dict]:
         q, k, v = (torch.randn(1, H, T, Dh, device=device) for _ in range(3))  # [1, H, T, Dh]
         for mode in spec["modes"]:
             paths = [p for p in spec["paths"] if mode == "fwd" or p not in FWD_ONLY]
-            if mode != "fwd" and T > BEFORE_MAX_T:
+            before_max = BEFORE_MAX_T if mode != "fwd" else BEFORE_FWD_MAX_T.get(name, T)
+            if before_max < T:
                 paths = [p for p in paths if p != "before"]
             calls = {p: make_call(p, name, enc, q, k, v, mode) for p in paths}
             times = timeit_many(calls, device, spec["repeats"], warmup=1)
