@@ -139,7 +139,10 @@ def test_issue15_targets_from_made_up_results():
         "fwd+bwd": {"posenc": {1024: {"ms": r + 0.2, "peak_mb": 1}},
                     "limit": {1024: {"ms": 1.0, "peak_mb": 1}}},
     }}  # fmt: skip
-    train = {"kerple": {"posenc": 130.0, "posenc before": 100.0}}
+    train = {
+        "kerple": {"posenc": 130.0, "posenc before": 100.0},
+        "t5": {"posenc": 2.0, "posenc before": 1.9, "nope": 2.1},
+    }  # tokens/s
     got = measurements(Sizes(), None, None, None, bias, train, quick=False)
     rows = {r["target"]: (r["status"], r["value"]) for r in target_rows(got)}
     assert rows["kerple fwd <= 1.3x SDPA without bias (T=1k..16k)"] == (
@@ -152,6 +155,10 @@ def test_issue15_targets_from_made_up_results():
         "1.02x at T=1024 (worst of T=1024)",
     )
     assert rows["kerple training step >= 1.3x faster than before"] == ("PASS", "1.30x")
+    assert rows["t5 training step >= 1.3x faster than before"] == (
+        "FAIL",
+        "1.05x (bound: before took 1.11x nope's step)",
+    )
     assert rows["fire fwd <= 2.0x SDPA without bias (T=1k..16k)"] == ("N/A", "-")
 
 

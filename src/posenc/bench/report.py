@@ -54,13 +54,14 @@ def print_report(rep: Report) -> None:
     m = rep.machine
     where = f"{m['device']} ({m['platform']})"
     print(f"posenc bench on {where}, torch {m['torch']}, {m['threads']} threads, float32\n")
-    head = f"{'section':<13} {'case':<38} {'implementation':<40} {'ms':>10} {'ratio':>7} "
+    w = max([38, *(len(r.case) for r in rep.rows)])  # the case column, never cut
+    head = f"{'section':<13} {'case':<{w}} {'implementation':<40} {'ms':>10} {'ratio':>7} "
     head += f"{'of limit':>8} {'peak MB':>8}  note"
     print(head)
     print("-" * len(head))
     for r in rep.rows:
         print(
-            f"{r.section:<13} {r.case[:38]:<38} {r.impl[:40]:<40} {fmt(r.ms, '10.2f')} "
+            f"{r.section:<13} {r.case:<{w}} {r.impl[:40]:<40} {fmt(r.ms, '10.2f')} "
             f"{fmt(r.ratio, '7.2f')} {fmt(r.of_limit, '8.2f')} {fmt(r.peak_mb, '8.0f')}  {r.note}"
         )
     print("\nratio = time / posenc's time (> 1: posenc faster); of limit = the limit's time /")
