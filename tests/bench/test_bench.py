@@ -69,10 +69,23 @@ def test_bias_worker_every_encoding_and_path(name, paths):
     assert all(r["ms"] > 0 and r["peak_mb"] >= 0 for r in results)
 
 
-def test_bad_arguments():
-    assert cli_main(["bench", "--sections", "rope,warp"]) == 2
-    with pytest.raises(ValueError, match="--threads"):
-        bench.main(["--threads", "0"])
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--sections", "rope,warp"], "--sections"),
+        (["--threads", "0"], "--threads"),
+        (["--bias-T", "1024,abc"], "--bias-T"),
+        (["--bias-T", "0"], "--bias-T"),
+        (["--bias-encodings", "alibi,rope"], "--bias-encodings"),
+    ],
+)
+def test_bad_arguments(argv, names, capsys):
+    """One line naming the flag, exit 2, before any section runs."""
+    assert cli_main(["bench", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and names in err, err
+    with pytest.raises(ValueError, match=names):
+        bench.main(argv)
 
 
 # ------------------------------------------------------------------------------ targets

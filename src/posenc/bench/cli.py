@@ -17,16 +17,23 @@ import time
 import torch
 
 from posenc.bench.attention import bench_bias, bias_case_worker
-from posenc.bench.common import sizes_for
+from posenc.bench.common import Sizes, sizes_for
 from posenc.bench.precision import bench_precision
 from posenc.bench.report import Report, machine_info, print_report, write_json
 from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
-from posenc.checks import OneLineParser, check_int
+from posenc.checks import OneLineParser, check_choice, check_int
 
 SECTIONS = ("copy", "rope", "table", "precision", "bias", "train")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--bias-T: give comma-separated integers, got {text.strip()!r}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
     if args.bias_T:
-        s.bias_T = tuple(check_int("--bias-T", int(t), low=1) for t in args.bias_T.split(","))
+        s.bias_T = tuple(check_int("--bias-T", _int(t), low=1) for t in args.bias_T.split(","))
     if args.bias_encodings:
-        s.bias_encodings = tuple(x.strip() for x in args.bias_encodings.split(",") if x.strip())
+        names = [x.strip() for x in args.bias_encodings.split(",") if x.strip()]
+        allowed = Sizes.bias_encodings
+        s.bias_encodings = tuple(check_choice("--bias-encodings", x, allowed) for x in names)
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None

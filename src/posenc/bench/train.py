@@ -21,7 +21,7 @@ from posenc import TransformerLM
 from posenc.arena.config import ArenaConfig, task_config
 from posenc.arena.tasks import build_task
 from posenc.attention.fast_bias import ENV_VAR
-from posenc.bench.common import Sizes, optional, timeit, timeit_many
+from posenc.bench.common import Sizes, optional, timeit_many
 from posenc.bench.report import Report, Row
 
 VOCAB = 256
@@ -52,7 +52,7 @@ def xtransformers_model(cfg: dict, encoding: str, vocab: int):
 
 def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     """Rows "train" (ratio: posenc's tokens/s / the row's); {encoding: {impl: tokens/s}}."""
-    cfg, vocab = arena_size(), VOCAB
+    cfg = arena_size()
     if s.B == 1:  # --smoke
         cfg = SMOKE
     B, T = cfg["batch"], cfg["T"]
@@ -61,48 +61,32 @@ def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     if xt is None:
         rep.notes.append("x-transformers not installed: training comparison skipped")
     for encoding in s.train_encodings:
-        models = {
-            "posenc": TransformerLM(
-                vocab, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding, max_len=T
-            )
-        }
+        steps = {"posenc": train_step(cfg, encoding, device)}
         if xt is not None:
-            models["x-transformers"] = xtransformers_model(cfg, encoding, vocab)
+            steps["x-transformers"] = train_step(cfg, encoding, device, xtransformers_model)
+        ms = timeit_many(steps, device, s.train_steps, warmup=3)  # side by side, in turn
         case = f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} B={B} T={T}"
-        speeds = {}
-        for name, model in models.items():
-            model.to(device).train()
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            g = torch.Generator().manual_seed(0)
-            x = torch.randint(0, vocab, (B, T + 1), generator=g).to(device)  # [B, T+1] tokens
-
-            def step(model=model, opt=opt, x=x):
-                logits = model(x[:, :-1])  # [B, T, vocab]
-                loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-
-            ms = timeit(step, device, s.train_steps, warmup=3)
-            speeds[name] = B * T / (ms / 1e3)
-            params = sum(p.numel() for p in model.parameters())
-            note = f"{speeds[name]:,.0f} tok/s, {params:,} params"
-            rep.rows.append(Row("train", case, name, ms, None, note=note))
-        for row in rep.rows:
-            if row.section == "train" and row.case == case:
-                row.ratio = speeds["posenc"] / speeds[row.impl]  # their time / ours
+        speeds = {name: B * T / (t / 1e3) for name, t in ms.items()}
+        for name, t in ms.items():
+            note = f"{speeds[name]:,.0f} tok/s, {steps[name].params:,} params"
+            rep.rows.append(Row("train", case, name, t, t / ms["posenc"], note=note))
         out[encoding] = speeds
     for encoding in s.train_score_encodings:
         out.setdefault(encoding, {}).update(score_vs_before(rep, s, device, cfg, encoding))
     return out
 
 
-def train_step(cfg: dict, encoding: str, device: str):
-    """One AdamW step of a fresh TransformerLM on fixed random tokens, as a call."""
+def posenc_model(cfg: dict, encoding: str, vocab: int):
+    return TransformerLM(vocab, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding,
+                         max_len=cfg["T"])  # fmt: skip
+
+
+def train_step(cfg: dict, encoding: str, device: str, build=posenc_model):
+    """One AdamW step of a fresh model (build(cfg, encoding, vocab)) on fixed random tokens,
+    as a call; its .params: the model's parameter count."""
     torch.manual_seed(0)
     B, T = cfg["batch"], cfg["T"]
-    model = TransformerLM(VOCAB, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding,
-                          max_len=T).to(device).train()  # fmt: skip
+    model = build(cfg, encoding, VOCAB).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, VOCAB, (B, T + 1), generator=torch.Generator().manual_seed(0)).to(device)
 
@@ -113,6 +97,7 @@ def train_step(cfg: dict, encoding: str, device: str):
         loss.backward()
         opt.step()
 
+    step.params = sum(p.numel() for p in model.parameters())
     return step
 
 

@@ -77,7 +77,7 @@ def claim_001_long_range(dim: int, n: int, arena=None):
 
 def claim_001_trainable_scale(dim: int, n: int, arena=None):
     def measure(ev: Evidence):
-        s = ev.get(SCALED, "copy", "encoding_scale", 8)
+        s = ev.at_l(SCALED, "copy", "encoding_scale")
         acc, fixed = ev.at_l(SCALED, "copy"), ev.at_l("sinusoidal", "copy")
         return {"|s - 1|": abs(s - 1), "accuracy lost against s = 1": fixed - acc}, (
             f"copy at L = 8: the learned scale ends at s = {s:.3f} (init 1); exact match "

@@ -101,7 +101,7 @@ def claim_002_relative_long(dim: int, n: int, arena=None):
 
 def claim_002_learned_flexible(dim: int, n: int, arena=None):
     def measure(ev: Evidence):
-        ratio = ev.get("learned", "lm", "ppl", 32) / ev.get("sinusoidal", "lm", "ppl", 32)
+        ratio = ev.at_l("learned", "lm", "ppl") / ev.at_l("sinusoidal", "lm", "ppl")
         copy = ev.at_l(LEARNED_COPY, "copy"), ev.at_l("sinusoidal", "copy")
         return {"learned / sinusoidal perplexity at L": ratio}, (
             f"lm at L = 32: learned / sinusoidal perplexity = {ratio:.3f}; copy at L = 8, exact "
@@ -121,8 +121,8 @@ def claim_002_learned_flexible(dim: int, n: int, arena=None):
 
 def claim_002_learned_distribution(dim: int, n: int, arena=None):
     def measure(ev: Evidence):
-        seen = ev.get(LEARNED_COPY, "copy", "table_drift@seen", 8)
-        unseen = ev.get(LEARNED_COPY, "copy", "table_drift@unseen", 8)
+        seen = ev.at_l(LEARNED_COPY, "copy", "table_drift@seen")
+        unseen = ev.at_l(LEARNED_COPY, "copy", "table_drift@unseen")
         return {"drift of unseen rows / seen rows": unseen / seen}, (
             f"copy at L = 8 (18 tokens), a 64-row table: rows training reached moved "
             f"{seen:.3f} of their size from init, rows it never reached {unseen:.3g}"
@@ -143,9 +143,9 @@ def claim_002_learned_random(dim: int, n: int, arena=None):
     def measure(ev: Evidence):
         rows, width = build_task("copy").tokens(8), 64  # the arena's copy model: D = 64
         ref = PF.sinusoidal_table(torch.arange(rows), width)
-        jump = ev.get(LEARNED_COPY, "copy", "table_jump", 8) / table_jump(ref)
-        period = ev.get(LEARNED_COPY, "copy", "table_periodicity", 8) / table_periodicity(ref)
-        drift = ev.get(LEARNED_COPY, "copy", "table_drift@seen", 8)
+        jump = ev.at_l(LEARNED_COPY, "copy", "table_jump") / table_jump(ref)
+        period = ev.at_l(LEARNED_COPY, "copy", "table_periodicity") / table_periodicity(ref)
+        drift = ev.at_l(LEARNED_COPY, "copy", "table_drift@seen")
         measured = {"jump, trained / sinusoid": jump, "periodicity, trained / sinusoid": period}
         return measured, (
             f"the trained table's step between neighbouring rows is {jump:.2f}x the sinusoid's, "
@@ -222,7 +222,7 @@ def claim_003_learned_data(dim: int, n: int, arena=None):
 
 def claim_003_bounded_trains(dim: int, n: int, arena=None):
     def measure(ev: Evidence):
-        idx, phase = (ev.get(e, "copy", "train_loss@0.25", 8) for e in ("index", "phase"))
+        idx, phase = (ev.at_l(e, "copy", "train_loss@0.25") for e in ("index", "phase"))
         acc = ev.at_l("index", "copy"), ev.at_l("phase", "copy")
         return {"index / phase loss at 1/4 of training": idx / phase}, (
             f"copy at L = 8, training loss after 1/4 of the steps: raw index {idx:.3f}, "
