@@ -28,8 +28,8 @@ MATERIALIZED_MAX_T = {"fire": 4096}  # posenc's bias() evaluates FIRE's MLP per 
 
 def bias_case_worker(spec: dict) -> list[dict]:
     """Paths over increasing T, alternately, in this (worker) process: [{T, mode, path, ms,
-    peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 4096;
-    times 4096 // T below), threads."""
+    peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 8192;
+    times 8192 // T below), threads."""
     torch.set_num_threads(spec["threads"])
     device, name = spec["device"], spec["encoding"]
     results = []
@@ -44,7 +44,7 @@ def bias_case_worker(spec: dict) -> list[dict]:
             if before_max < T:
                 paths = [p for p in paths if p != "before"]
             calls = {p: make_call(p, name, enc, q, k, v, mode) for p in paths}
-            reps = spec["repeats"] * max(1, 4096 // T)  # short calls: more turns, warmed up
+            reps = spec["repeats"] * max(1, 8192 // T)  # short calls: more turns, warmed up
             times = timeit_many(calls, device, reps, warmup=max(1, reps // 2))
             for p, run in calls.items():
                 peak = peak_extra_bytes(run, device)
