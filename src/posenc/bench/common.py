@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -69,13 +70,18 @@ def timeit(fn, device: str, repeats: int, warmup: int = 2) -> float:
 
 def timeit_many(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
     """{name: median wall time in ms} of each fn(), the fns run in turn (side by side: a busy
-    machine slows them alike), after `warmup` turns."""
+    machine slows them alike), after `warmup` turns. Each turn runs them in a shuffled order
+    (seeded), so that no fn always runs right after the same other one, paying for the
+    memory it freed or the cache it evicted."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict = {name: [] for name in fns}
+    order, rng = list(fns), random.Random(0)
     for _ in range(repeats):
-        for name, fn in fns.items():
+        rng.shuffle(order)
+        for name in order:
+            fn = fns[name]
             sync(device)
             t0 = time.perf_counter()
             fn()
