@@ -3,9 +3,10 @@
 the limit (SDPA without a bias), the path `auto` took before (chunked), compiled FlexAttention
 and the bias materialized the way transformers does (bias_paths). q, k, v [1, H, T, Dh] float32.
 
-posenc, limit and before run in one worker process (posenc.bench.workers), alternately, so the
-machine's load moves them alike and their ratios hold; flex and materialized each run in a
-process of their own (flex compiles per shape; materialized needs 3·H·T² floats). The
+posenc and limit run in one worker process (posenc.bench.workers), in turn, so the machine's
+load moves them alike and their ratio holds; before, flex and materialized each run in a
+process of their own (before frees large buffers; flex compiles per shape; materialized needs
+3·H·T² floats). The
 encodings are built from the standard keywords alone (dim, heads, head_dim, train_len=T).
 """
 
@@ -55,7 +56,8 @@ def bias_case_worker(spec: dict) -> list[dict]:
 
 
 def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) -> list[dict]:
-    """The workers of one encoding: side by side, flex, materialized."""
+    """The workers of one encoding: posenc with the limit side by side, before, flex,
+    materialized."""
     base = dict(
         device=device, encoding=name, H=s.bias_H, Dh=s.bias_Dh, threads=threads,
         repeats=max(1, min(s.repeats, 3)),

@@ -93,14 +93,8 @@ def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -
     else:
         out["precision_cost"] = "not measured"
     out.update(bias_measurements(bias or {}, train or {}, quick))
-    for name in ("t5", "alibi"):
+    for name in ("t5", "alibi"):  # their peak memory: bias_measurements, like every bias
         res = (bias or {}).get(name, {}).get("fwd", {})
-        ours = res.get("posenc", {}).get(MEMORY_T)
-        quick_note = " (--quick)" if quick else ""
-        if ours:
-            out[f"{name}_peak_mb"] = (ours["peak_mb"], f"{ours['peak_mb']:.0f} MB")
-        else:
-            out[f"{name}_peak_mb"] = f"T={MEMORY_T} not in this run{quick_note}"
         mat = res.get("materialized", {})
         common = [T for T in mat if T in res.get("posenc", {})]
         if common:  # the largest T where the materialized path fit

@@ -65,7 +65,7 @@ def bench_train(rep: Report, s: Sizes, device: str) -> dict:
         if xt is not None:
             steps["x-transformers"] = train_step(cfg, encoding, device, xtransformers_model)
         ms = timeit_many(steps, device, s.train_steps, warmup=3)  # side by side, in turn
-        case = f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} B={B} T={T}"
+        case = case_of(cfg, encoding)
         speeds = {name: B * T / (t / 1e3) for name, t in ms.items()}
         for name, t in ms.items():
             note = f"{speeds[name]:,.0f} tok/s, {steps[name].params:,} params"
@@ -74,6 +74,11 @@ def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     for encoding in s.train_score_encodings:
         out.setdefault(encoding, {}).update(score_vs_before(rep, s, device, cfg, encoding))
     return out
+
+
+def case_of(cfg: dict, encoding: str) -> str:
+    return (f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} "
+            f"B={cfg['batch']} T={cfg['T']}")  # fmt: skip
 
 
 def posenc_model(cfg: dict, encoding: str, vocab: int):
@@ -121,7 +126,7 @@ def score_vs_before(rep: Report, s: Sizes, device: str, cfg: dict, encoding: str
         if old is not None:
             os.environ[ENV_VAR] = old
     B, T = cfg["batch"], cfg["T"]
-    case = f"{encoding} dim={cfg['dim']} depth={cfg['depth']} heads={cfg['heads']} B={B} T={T}"
+    case = case_of(cfg, encoding)
     labels = {"posenc": "posenc", "posenc before": f"posenc before ({ENV_VAR}=0)",
               "nope": "no encoding (nope: limit)"}  # fmt: skip
     for name, t in ms.items():

@@ -129,14 +129,12 @@ def _cpu_tag() -> str:
     return platform.machine() + flags
 
 
-def build_library(source: str, stem: str, flags: tuple[str, ...] = (), libs=()) -> Path:
-    """Compile C `source` once per (source, flags, CPU) into cache_dir(); the .so's path.
-    `libs` go after the source (e.g. "-lm": glibc's vector math for -ffast-math loops)."""
+def build_library(source: str, stem: str, flags: tuple[str, ...] = ()) -> Path:
+    """Compile C `source` once per (source, flags, CPU) into cache_dir(); the .so's path."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
-    flags_key = " ".join((*flags, *libs))
-    key = hashlib.sha256((source + flags_key + _cpu_tag()).encode()).hexdigest()[:16]
+    key = hashlib.sha256((source + " ".join(flags) + _cpu_tag()).encode()).hexdigest()[:16]
     path = cache_dir() / f"{stem}_{key}.so"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +146,7 @@ def build_library(source: str, stem: str, flags: tuple[str, ...] = (), libs=()) 
         err = ""
         for extra in (["-march=native"], []):
             proc = subprocess.run(
-                [*base, *extra, "-o", tmp_path, *libs], capture_output=True, text=True, timeout=300
+                [*base, *extra, "-o", tmp_path], capture_output=True, text=True, timeout=300
             )
             if proc.returncode == 0:
                 os.replace(tmp_path, path)  # atomic: concurrent builders never see half a file
