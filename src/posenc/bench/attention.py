@@ -63,7 +63,7 @@ def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) ->
         repeats=max(1, min(s.repeats, 3)),
     )  # fmt: skip
     # posenc and the limit side by side in one process; before (chunked) in its own: timed in
-    # turn with it, posenc's next call at T=1024 took 1.2-1.4x the limit instead of ~1.1x
+    # turn with it, posenc's next call paid for its freed buffers (docs/bench/README.md)
     specs = [dict(base, paths=["posenc", "limit"], T=list(s.bias_T), modes=MODES)]
     specs.append(dict(base, paths=["before"], T=list(s.bias_T), modes=MODES))
     if s.bias_flex and device == "cpu":
