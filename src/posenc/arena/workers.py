@@ -143,8 +143,9 @@ def local_executor(workers: int, tasks: dict):
     return InlineExecutor(tasks) if workers == 1 else ProcessExecutor(workers, tasks)
 
 
-def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3):
-    """Run jobs with `pool.slots` in flight on `pool` (an executor above, or a cluster's).
+def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3, fn=run_job):
+    """Run fn(job) for jobs with `pool.slots` in flight on `pool` (an executor above, or a
+    cluster's; `posenc stretch` passes its own fn).
     claim(job) -> "take" (this run does it), "held" (another run holds it: retried later) or
     "done" (its rows are in the database: dropped); on_result(job, results) writes. A job whose
     worker was lost (pool.lost(err)) is run again, at most `max_restarts` times in all. Returns
@@ -158,7 +159,7 @@ def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3):
                 job = pending.pop(0)
                 verdict = claim(job)
                 if verdict == "take":
-                    in_flight[pool.submit(run_job, job)] = job
+                    in_flight[pool.submit(fn, job)] = job
                 elif verdict == "held":
                     held.append(job)
             pending = held + pending

@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,precision,bias,train] [--bias-T 1024,4096]
+                 [--sections copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
                  [--bias-encodings alibi,t5]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
@@ -18,6 +18,7 @@ import torch
 
 from posenc.bench.attention import bench_bias, bias_case_worker
 from posenc.bench.common import Sizes, sizes_for
+from posenc.bench.hf import bench_hf
 from posenc.bench.precision import bench_precision
 from posenc.bench.report import Report, machine_info, print_report, write_json
 from posenc.bench.rope import bench_copy, bench_rope
@@ -26,7 +27,7 @@ from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
 from posenc.checks import OneLineParser, check_choice, check_int
 
-SECTIONS = ("copy", "rope", "table", "precision", "bias", "train")
+SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
 
 
 def _int(text: str) -> int:
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     precision = bench_precision(rep, s, device) if "precision" in sections else None
     bias = bench_bias(rep, s, device, args.threads) if "bias" in sections else None
     train = bench_train(rep, s, device) if "train" in sections else None
-    check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick)
+    hf = bench_hf(rep, s, device) if "hf" in sections else None
+    check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
     print_report(rep)

@@ -32,6 +32,9 @@ class Sizes:
     train_encodings: tuple = ("rope", "alibi")
     # score encodings timed against posenc before issue 15 (POSENC_DISTANCE_BIAS=0)
     train_score_encodings: tuple = ("alibi", "kerple", "sandwich", "t5", "fire")
+    hf_T: int = 1024  # section hf: a forward at hf_T tokens, a decode of hf_new after it
+    hf_new: int = 32
+    hf_repeats: int = 5
 
 
 def sizes_for(args) -> Sizes:

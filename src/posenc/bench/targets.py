@@ -25,6 +25,8 @@ TARGETS: dict[str, tuple[str, str, float]] = {
     "alibi T=16384 peak extra memory <= 1/8 of 8.6 GB": ("alibi_peak_mb", "<=", 8.6e3 / 8),
     "alibi no slower than materialized (largest T where it fits)": ("alibi_vs_mat", ">=", 1.0),
     "TransformerLM training >= 1.2x x-transformers (rope)": ("train_rope_speedup", ">=", 1.2),
+    "transformers model patched by posenc: forward <= 1.02x unpatched": ("hf_fwd", "<=", 1.02),
+    "transformers model patched by posenc: decode <= 1.02x unpatched": ("hf_decode", "<=", 1.02),
 }
 # issue 15: forward time / SDPA-without-bias time at most this (forward+backward: + 0.2)
 OVER_LIMIT = {"alibi": 1.3, "kerple": 1.3, "sandwich": 1.3, "t5": 1.5, "fire": 2.0}
@@ -63,13 +65,19 @@ def target_rows(measured: dict) -> list[dict]:
     return rows
 
 
-def measurements(s: Sizes, copy_ms, rope, precision, bias, train, quick: bool) -> dict:
+def measurements(
+    s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, patched=None
+) -> dict:
     """measurement -> (value, as printed), or a str: why this run has no value for it.
 
     copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; precision: the largest cost ratio of
     the precision section; bias: {encoding: {mode: {path: {T: {ms,
-    peak_mb}}}}}; train: {encoding: {impl: tokens/s}}; any of them None where not run."""
+    peak_mb}}}}}; train: {encoding: {impl: tokens/s}}; patched: {"fwd"|"decode": posenc's time /
+    transformers'}; any of them None where not run."""
     out: dict = {}
+    for what in ("fwd", "decode"):
+        r = (patched or {}).get(what)
+        out[f"hf_{what}"] = (r, f"{r:.3f}x") if r is not None else "section hf not in this run"
     at_shape = (s.B, s.H, s.T, s.Dh) == ROPE_SHAPE
     why = "" if at_shape else "not at the target shape (B=4 H=16 T=2048 Dh=128)"
     fwd, bwd = (rope or {}).get("fwd", {}), (rope or {}).get("bwd", {})
@@ -154,6 +162,7 @@ def bias_measurements(bias: dict, train: dict, quick: bool) -> dict:
 
 
 def check_targets(
-    rep: Report, s: Sizes, copy_ms, rope, precision, bias, train, quick: bool
+    rep: Report, s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, hf=None
 ) -> None:
-    rep.targets.extend(target_rows(measurements(s, copy_ms, rope, precision, bias, train, quick)))
+    measured = measurements(s, copy_ms, rope, precision, bias, train, quick, hf)
+    rep.targets.extend(target_rows(measured))

@@ -88,6 +88,17 @@ def yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
     return inv_freq, float(attention_factor)
 
 
+def dynamic_yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
+    """Dynamic-YaRN (Peng et al. 2023, sec. 3.3): YaRN with factor s = max(1, L / L0) at each
+    call, L = seq_len; up to the original length L0 the frequencies are the unscaled ones. Not in
+    transformers; `factor` is not read (the length sets it)."""
+    original = _original_len(params, "dynamic_yarn")
+    scale = 1.0 if seq_len is None else max(1.0, seq_len / original)
+    if scale == 1.0:
+        return sinusoidal_inv_freq(dim, base), 1.0
+    return yarn(dim, base, {**params, "factor": scale}, seq_len)
+
+
 def llama3(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Llama 3.1: wavelengths above L0/low_freq_factor are divided by `factor`, below
     L0/high_freq_factor kept, smoothly interpolated in between (no band when the two factors

@@ -1,0 +1,74 @@
+"""Section "hf": a transformers model patched by posenc.hf.patch against the same model as
+transformers runs it, side by side: a forward pass and a greedy decode with the KV cache.
+
+The model is the embedded SmolLM2-135M (`posenc stretch`'s default; a tiny random Llama with
+--smoke or where it is not installed). Both take turns on one set of weights: each call puts
+its own rotary embedding module in place first.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.bench.common import Sizes, timeit_many
+from posenc.bench.report import Report, Row
+
+
+def hf_model(smoke: bool):
+    """(model, name): the embedded SmolLM2-135M, else a tiny random Llama."""
+    if not smoke:
+        try:
+            from posenc.stretch import models
+
+            spec = models.resolve(None)
+            return models.load(spec)[0], spec.name
+        except (ValueError, ImportError):
+            pass
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512)  # fmt: skip
+    return LlamaForCausalLM(config).eval(), "tiny random llama"
+
+
+def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
+    """Rows "hf" (ratio: the row's time / posenc's); {"fwd"|"decode": posenc / transformers}."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        rep.notes.append("transformers not installed: section hf skipped")
+        return None
+    from posenc.hf import patch
+
+    model, name = hf_model(smoke=s.B == 1)
+    model = model.to(device)
+    base = model.base_model
+    own = base.rotary_emb
+    ours = patch(model).base_model.rotary_emb
+    T, new = (64, 4) if s.B == 1 else (s.hf_T, s.hf_new)
+    ids = torch.randint(0, model.config.vocab_size, (1, T), device=device)
+
+    def run(rotary, what):
+        def fn():
+            base.rotary_emb = rotary
+            with torch.inference_mode():
+                if what == "fwd":
+                    model(ids, logits_to_keep=1)
+                else:
+                    model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                                   min_new_tokens=new, do_sample=False, pad_token_id=0)  # fmt: skip
+
+        return fn
+
+    out = {}
+    for what, case in (("fwd", f"{name} forward T={T}"),
+                       ("decode", f"{name} prefill {T} + decode {new}")):  # fmt: skip
+        ms = timeit_many({"posenc": run(ours, what), "transformers": run(own, what)}, device,
+                         s.hf_repeats, warmup=1)  # fmt: skip
+        for impl, t in ms.items():
+            rep.rows.append(Row("hf", case, impl, t, t / ms["posenc"]))
+        out[what] = ms["posenc"] / ms["transformers"]
+    base.rotary_emb = ours
+    return out

@@ -1,0 +1,317 @@
+"""The stretch grid on the arena's machinery: SQLite rows, leases, workers or Ray.
+
+A job is one unit of work, leased and written as one transaction (a kill loses at most the job
+in flight, two runs on one database share the jobs):
+    ppl        (document, scaling): every length from the fewest passes (measure.py)
+    retrieval  (task, scaling, seed, length): every depth, one prompt each
+Rows use the arena's Store: task ("ppl/<document>" or the retrieval task), encoding
+("<model>:<scaling label>"), seed, train_len (the model's context), eval_len (the length),
+metric (ppl, loss, loss@a-b; exact@<depth>, exact) and the config that made them.
+A worker process loads the model once and keeps it; equal frequencies at equal lengths are
+measured once (dynamic scalings at or below the context are the unscaled model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import torch
+
+from posenc.stretch import data, measure, models
+from posenc.stretch.scalings import Scaling
+
+PROTOCOL = "stretch-1"  # bump when what a row means changes
+LEASE_SECONDS = 600.0  # a job's lease, renewed every <= 30 s while it runs
+
+
+@dataclass(frozen=True)
+class StretchConfig:
+    model: models.ModelSpec
+    scalings: tuple[Scaling, ...]
+    lengths: tuple[int, ...]
+    tasks: tuple[str, ...]
+    retrieval_lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    seeds: int
+    documents: tuple[data.Document, ...]
+    context: int  # the model's max_position_embeddings
+    head_dim: int
+    factor: float  # the default factor of static scalings
+    db: str
+    out: str
+    device: str = "cpu"
+    workers: int = 1
+    ray: str | None = None
+    cpus_per_cell: int = 1
+    gpus_per_cell: float = 0.0
+    tolerance: float = 0.05
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str  # "ppl/<doc>" or a retrieval task
+    scaling: Scaling
+    params: dict | None  # rope_parameters for posenc.hf.patch (None: the model's own)
+    encoding: str  # "<model>:<label>", the rows' encoding column
+    seed: int
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    model: models.ModelSpec
+    device: str
+    context: int
+    head_dim: int
+    threads: int
+    cfg: dict = field(hash=False, compare=False)  # what decides the rows (hashed into them)
+    text: str | None = field(default=None, hash=False, compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple:
+        """The lease: (task, encoding, seed, context for ppl / the length for retrieval)."""
+        return (self.task, self.encoding, self.seed,
+                self.context if self.task.startswith("ppl/") else self.lengths[0])  # fmt: skip
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha1(json.dumps(self.cfg, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def metrics(job: Job, length: int) -> list[str]:
+    if job.task.startswith("ppl/"):
+        return list(measure.prefix_rows(torch.zeros(length), length, job.context))
+    return [f"exact@{d:g}" for d in job.depths] + ["exact"]
+
+
+def make_jobs(cfg: StretchConfig) -> list[Job]:
+    """Every job of the grid: perplexity first, then retrieval by length, seed, scaling."""
+    jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
+    if cfg.ray:
+        threads = cfg.cpus_per_cell
+    common = dict(model=cfg.model, device=cfg.device, context=cfg.context,
+                  head_dim=cfg.head_dim, threads=threads)  # fmt: skip
+    base = {"protocol": PROTOCOL, "model": cfg.model.name, "context": cfg.context}
+
+    def params(s: Scaling):
+        return s.params(context=cfg.context, head_dim=cfg.head_dim, factor=cfg.factor)
+
+    if "ppl" in cfg.tasks:
+        for doc in cfg.documents:
+            for s in cfg.scalings:
+                c = base | {"task": "ppl", "document": doc.name, "text": doc.digest,
+                            "scaling": params(s)}  # fmt: skip
+                jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,
+                                cfg.lengths, (), cfg=c, text=doc.text, **common))  # fmt: skip
+    for length in cfg.retrieval_lengths:
+        for seed in range(cfg.seeds):
+            for task in (t for t in cfg.tasks if t != "ppl"):
+                for s in cfg.scalings:
+                    c = base | {"task": task, "depths": list(cfg.depths), "scaling": params(s)}
+                    jobs.append(Job(task, s, params(s), f"{cfg.model.name}:{s.label}", seed,
+                                    (length,), cfg.depths, cfg=c, **common))  # fmt: skip
+    return jobs
+
+
+# ------------------------------------------------------------------------------- in a worker
+
+_LOADED: dict = {}  # (model path, device) -> (model, tokenizer), kept across jobs
+_MEMO: dict = {}  # (what, fingerprint, ...) -> a measured result, kept across jobs
+
+
+def loaded(job: Job):
+    key = (job.model, job.device)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _MEMO.clear()
+        _LOADED[key] = models.load(job.model, job.device)
+    return _LOADED[key]
+
+
+def patched(job: Job):
+    from posenc.hf import patch
+
+    model, tokenizer = loaded(job)
+    if job.params is None:
+        patch(model)
+    else:
+        patch(model, scaling=dict(job.params))
+    return model, tokenizer
+
+
+def run_job(job: Job) -> list[tuple]:
+    """(length, metric, value, reason) of every row of the job: value None and the reason
+    where it cannot be measured (a document shorter than the length, a length too short for
+    the prompt)."""
+    torch.set_num_threads(job.threads)
+    model, tokenizer = patched(job)
+    if job.task.startswith("ppl/"):
+        return ppl_rows(job, model, tokenizer)
+    return retrieval_rows(job, model, tokenizer)
+
+
+def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
+    ids = _MEMO.get(("ids", job.task, job.cfg["text"]))
+    if ids is None:
+        ids = torch.tensor(data._encode(tokenizer, job.text))
+        _MEMO[("ids", job.task, job.cfg["text"])] = ids
+    lengths = [n for n in job.lengths if n <= ids.numel()]
+    short = [(n, m, None, f"the document has fewer than {n} tokens")
+             for n in job.lengths if n > ids.numel() for m in metrics(job, n)]  # fmt: skip
+    groups: dict[str, list[int]] = {}
+    for n in lengths:
+        groups.setdefault(measure.fingerprint(model, n, job.head_dim), []).append(n)
+    rows = short  # lengths past the document: 'n/a' (the protocol reads documents >= T only)
+    for fp, group in groups.items():
+        key = ("nll", job.task, job.cfg["text"], fp)
+        nll = _MEMO.get(key)
+        if nll is None or nll.numel() < max(group) - 1:
+            nll = measure.token_nll(model, ids[: max(group)])
+            _MEMO[key] = nll
+        for n in group:
+            rows += [(n, m, v, None) for m, v in measure.prefix_rows(nll, n, job.context).items()]
+    return rows
+
+
+def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
+    (length,) = job.lengths
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    scores = []
+    for depth in job.depths:
+        try:
+            p = data.prompt(job.task, tokenizer, length, depth, job.seed)
+        except data.TooShort as err:
+            return [(length, m, None, str(err)) for m in metrics(job, length)]
+        fps = tuple(measure.fingerprint(model, n, job.head_dim)
+                    for n in (length, length + p.max_new_tokens))  # fmt: skip
+        key = ("answer", job.task, job.seed, length, depth, fps)
+        if key not in _MEMO:
+            tokens = measure.answer(model, p.ids, p.max_new_tokens, pad)
+            _MEMO[key] = tokenizer.decode(tokens, skip_special_tokens=True)
+        scores.append((f"exact@{depth:g}", measure.exact_match(_MEMO[key], p.answer)))
+    scores.append(("exact", sum(v for _, v in scores) / len(scores)))
+    return [(length, m, v, None) for m, v in scores]
+
+
+# ----------------------------------------------------------------------------- in the parent
+
+
+class Inline:
+    """Runs each job at submit, in this process (--workers 1)."""
+
+    slots = 1
+
+    def submit(self, fn, job):
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(job))
+        except Exception as err:  # noqa: BLE001 - reported by the caller, like a worker's
+            fut.set_exception(err)
+        return fut
+
+    def lost(self, err: BaseException) -> bool:
+        return False
+
+    def shutdown(self) -> None:
+        pass
+
+
+def executor(cfg: StretchConfig):
+    if cfg.ray:
+        from posenc.arena.cluster import RayExecutor
+
+        return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
+                           gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
+    if cfg.workers == 1:
+        return Inline()
+    from posenc.arena.workers import ProcessExecutor
+
+    return ProcessExecutor(cfg.workers, {})
+
+
+def missing(store, job: Job) -> tuple[int, ...]:
+    """The lengths of a job whose rows are not all in the database (ValueError if its rows came
+    from another configuration)."""
+    have = {}
+    for r in store.cell_rows(job.task, job.encoding, job.seed, job.context):
+        if r[4] != job.hash:
+            raise ValueError(
+                f"--db: {store.path} holds {job.task} {job.encoding} from another configuration "
+                f"(hash {r[4]}, this run {job.hash}); use another --db"
+            )
+        have.setdefault(r[0], set()).add(r[1])
+    return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
+
+
+def run(cfg: StretchConfig, store) -> int:
+    """Run every job whose rows are missing; returns the number of rows written."""
+    from tqdm import tqdm
+
+    from posenc import __version__
+    from posenc.arena.runner import fmt_time, stale
+    from posenc.arena.store import Row
+    from posenc.arena.workers import run_jobs
+
+    jobs = []
+    for job in make_jobs(cfg):
+        todo = missing(store, job)
+        if todo:
+            jobs.append(Job(**{**job.__dict__, "lengths": todo}))
+    if not jobs:
+        print(f"stretch: every row is already in {store.path}", file=sys.stderr)
+        return 0
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    versions = {"posenc_version": __version__, "torch_version": torch.__version__}
+    bar = tqdm(total=len(jobs), desc="stretch jobs", file=sys.stderr, leave=False,
+               disable=not sys.stderr.isatty(), dynamic_ncols=True)  # fmt: skip
+    start, state = time.time(), {"done": 0, "written": 0, "t": {}}
+
+    def claim(job: Job) -> str:
+        if not missing(store, job):
+            return "done"
+        if not store.claim(job.key, owner, LEASE_SECONDS, stale):
+            return "held"
+        state["t"].setdefault(job.key, time.time())
+        return "take"
+
+    def on_result(job: Job, result) -> None:
+        todo = set(missing(store, job))  # another run may have written some meanwhile
+        rows = [Row(job.task, job.encoding, job.seed, job.context, n, m, v,
+                    "ok" if v is not None else "n/a", why)
+                for n, m, v, why in result if n in todo]  # fmt: skip
+        wall = time.time() - state["t"].pop(job.key, time.time())
+        if rows:
+            store.write_cell(rows, config=job.cfg, config_hash=job.hash, wall_time=wall,
+                             **versions)  # fmt: skip
+            state["written"] += len(rows)
+        store.release(job.key, owner)
+        state["done"] += 1
+        bar.update(1)
+        left = fmt_time((time.time() - start) / state["done"] * (len(jobs) - state["done"]))
+        bar.write(f"[{state['done']}/{len(jobs)}] {job.task} {job.scaling.label} "
+                  f"seed {job.seed} T={','.join(map(str, job.lengths))}: {summary(result)} "
+                  f"({wall:.0f} s, ~{left} left)", file=sys.stderr)  # fmt: skip
+
+    try:
+        failed = run_jobs(jobs, executor(cfg), claim, on_result, fn=run_job)
+    finally:
+        bar.close()
+    for job, err in failed:
+        store.record_failure(job.key, f"{type(err).__name__}: {err}", owner)
+        store.release(job.key, owner)
+        print(f"stretch: {job.task} {job.encoding} failed: {type(err).__name__}: {err}",
+              file=sys.stderr)  # fmt: skip
+    if failed:
+        raise RuntimeError(f"{len(failed)} job(s) failed (see above); rerun to retry them")
+    return state["written"]
+
+
+def summary(result) -> str:
+    shown = [(n, m, v) for n, m, v, _ in result if m in ("ppl", "exact")]
+    return ", ".join(f"{m}@{n}=" + ("n/a" if v is None else f"{v:.3g}") for n, m, v in shown)

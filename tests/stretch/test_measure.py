@@ -1,0 +1,89 @@
+"""posenc.stretch.measure and the runner's passes: the numbers equal transformers' own model."""
+
+import math
+
+import pytest
+import torch
+
+from posenc.stretch import measure, runner
+from posenc.stretch.data import embedded_documents
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_lm_folder):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_folder, dtype=torch.float32).eval()
+    return tiny_lm_folder, model, AutoTokenizer.from_pretrained(tiny_lm_folder)
+
+
+def rebuilt_loss(folder, rope_parameters, ids) -> float:
+    """The mean next-token loss of transformers' model rebuilt with `rope_parameters`: the
+    independent computation (its own rotary embedding, its own loss)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(folder)
+    if rope_parameters is not None:
+        config.rope_parameters = {"rope_theta": 10000.0, **rope_parameters}
+    model = AutoModelForCausalLM.from_pretrained(folder, config=config, dtype=torch.float32)
+    with torch.no_grad():
+        return float(model.eval()(ids[None], labels=ids[None]).loss)
+
+
+@pytest.mark.parametrize("label", ["none", "linear", "dynamic", "yarn", "llama3", "longrope",
+                                   "yarn(factor=3,beta_fast=16)", "proportional"])  # fmt: skip
+def test_prefix_losses_equal_transformers_rebuilt_model(tiny, label):
+    """The loss of every prefix read from one pass (static scalings) or from its own pass
+    (dynamic past the context) equals transformers' model rebuilt with that scaling, run on
+    the prefix alone."""
+    from posenc.stretch.scalings import parse
+
+    folder, _, tok = tiny
+    ids = torch.tensor(tok(embedded_documents()[0].text[:8000])["input_ids"][:256])
+    s = parse(label)
+    params = s.params(context=128, head_dim=16, factor=2.0)
+    job = runner.Job("ppl/doc", s, params, f"tiny:{label}", 0, (64, 128, 192, 256), (),
+                     runner.models.resolve(folder), "cpu", 128, 16, 1,
+                     cfg={"text": "t"}, text=None)  # fmt: skip
+    model, _ = runner.patched(job)
+    runner._MEMO[("ids", job.task, "t")] = ids
+    rows = {(n, m): v for n, m, v, _ in runner.ppl_rows(job, model, tok)}
+    for n in job.lengths:
+        ref = rebuilt_loss(folder, params, ids[:n])
+        assert rows[(n, "loss")] == pytest.approx(ref, abs=2e-5), (label, n)
+        assert rows[(n, "ppl")] == pytest.approx(math.exp(ref), rel=3e-5)
+
+
+def test_lengths_share_a_pass_exactly_when_frequencies_agree(tiny):
+    from posenc.hf import patch
+
+    _, model, _ = tiny
+    patch(model, scaling={"rope_type": "dynamic", "factor": 1.0})
+    fp = [measure.fingerprint(model, n, 16) for n in (32, 128, 129, 256)]
+    assert fp[0] == fp[1] != fp[2] != fp[3]  # dynamic: unchanged up to the context
+    patch(model)
+    assert measure.fingerprint(model, 32, 16) == fp[0]  # ... where it is the unscaled model
+    patch(model, scaling={"rope_type": "yarn", "factor": 2.0})
+    assert len({measure.fingerprint(model, n, 16) for n in (32, 128, 256)}) == 1
+
+
+def test_prefix_rows_bands():
+    nll = torch.arange(1.0, 10.0, dtype=torch.float64)  # 10 tokens
+    rows = measure.prefix_rows(nll, 10, 4)
+    assert rows["loss"] == pytest.approx(5.0) and rows["ppl"] == pytest.approx(math.exp(5))
+    assert rows["loss@0-4"] == pytest.approx(2.0) and rows["loss@4-10"] == pytest.approx(6.5)
+    assert set(measure.prefix_rows(nll, 3, 4)) == {"loss", "ppl", "loss@0-3"}
+
+
+def test_answer_decodes_with_the_cache_as_a_full_forward_would(tiny):
+    from posenc.hf import patch
+
+    _, model, _ = tiny
+    patch(model, scaling={"rope_type": "yarn", "factor": 2.0})
+    ids = torch.randint(0, 500, (150,)).tolist()
+    got = measure.answer(model, ids, 5, 0)
+    seq = list(ids)
+    with torch.no_grad():
+        for _ in range(5):
+            seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
+    assert got == seq[len(ids) :]
