@@ -12,14 +12,14 @@ import torch
 
 from posenc.bench.common import Sizes, timeit_many
 from posenc.bench.report import Report, Row
+from posenc.hf import patch
+from posenc.stretch import models
 
 
 def hf_model(smoke: bool):
     """(model, name): the embedded SmolLM2-135M, else a tiny random Llama."""
     if not smoke:
         try:
-            from posenc.stretch import models
-
             spec = models.resolve(None)
             return models.load(spec)[0], spec.name
         except (ValueError, ImportError):
@@ -40,8 +40,6 @@ def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
     except ImportError:
         rep.notes.append("transformers not installed: section hf skipped")
         return None
-    from posenc.hf import patch
-
     model, name = hf_model(smoke=s.B == 1)
     model = model.to(device)
     base = model.base_model

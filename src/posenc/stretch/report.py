@@ -21,6 +21,10 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
+from posenc import plots as P
+from posenc.arena.report import _html_table, _md_table
 from posenc.explain.claims.base import Claim, Rule
 from posenc.stretch.scalings import SCALINGS
 
@@ -270,8 +274,6 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
 
 def terminal(g: Grid, tolerance: float) -> str:
     """The findings and the tables as plain text, for the end of a run."""
-    from posenc.arena.report import _md_table
-
     lines = [f"posenc stretch: {g.model} (context {g.context})", ""]
     for title, h, r in tables(g, tolerance):
         lines += [title, _md_table(h, r), ""]
@@ -285,10 +287,6 @@ def terminal(g: Grid, tolerance: float) -> str:
 
 
 def plots(g: Grid, out: str) -> list[tuple[str, str]]:
-    import numpy as np
-
-    from posenc import plots as P
-
     made = []
     fig = P.figure((7.2, 4.0))
     ax = fig.add_subplot()
@@ -335,8 +333,6 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
 
 def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
     """Write OUT/results.md, OUT/index.html and the PNGs; returns the index path."""
-    from posenc.arena.report import _html_table, _md_table
-
     os.makedirs(out, exist_ok=True)
     md, body = ["# posenc stretch results", ""], ["<h1>posenc stretch</h1>"]
     for g in grids(rows):

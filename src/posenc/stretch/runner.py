@@ -20,10 +20,18 @@ import socket
 import sys
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
+from tqdm import tqdm
 
+from posenc import __version__
+from posenc.arena.cluster import RayExecutor
+from posenc.arena.runner import fmt_time, stale
+from posenc.arena.store import Row
+from posenc.arena.workers import ProcessExecutor, run_jobs
+from posenc.hf import patch
 from posenc.stretch import data, measure, models
 from posenc.stretch.scalings import Scaling
 
@@ -133,8 +141,6 @@ def loaded(job: Job):
 
 
 def patched(job: Job):
-    from posenc.hf import patch
-
     model, tokenizer = loaded(job)
     if job.params is None:
         patch(model)
@@ -206,8 +212,6 @@ class Inline:
     slots = 1
 
     def submit(self, fn, job):
-        from concurrent.futures import Future
-
         fut: Future = Future()
         try:
             fut.set_result(fn(job))
@@ -224,14 +228,10 @@ class Inline:
 
 def executor(cfg: StretchConfig):
     if cfg.ray:
-        from posenc.arena.cluster import RayExecutor
-
         return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
                            gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
     if cfg.workers == 1:
         return Inline()
-    from posenc.arena.workers import ProcessExecutor
-
     return ProcessExecutor(cfg.workers, {})
 
 
@@ -251,13 +251,6 @@ def missing(store, job: Job) -> tuple[int, ...]:
 
 def run(cfg: StretchConfig, store) -> int:
     """Run every job whose rows are missing; returns the number of rows written."""
-    from tqdm import tqdm
-
-    from posenc import __version__
-    from posenc.arena.runner import fmt_time, stale
-    from posenc.arena.store import Row
-    from posenc.arena.workers import run_jobs
-
     jobs = []
     for job in make_jobs(cfg):
         todo = missing(store, job)

@@ -21,6 +21,9 @@ take theirs from each call's length (dynamic NTK's `factor`, emozilla's alpha, d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from difflib import get_close_matches
+
+from posenc.arena.config import parse_value
 
 SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "dynamic_yarn", "llama3", "longrope",
             "proportional")  # fmt: skip
@@ -102,8 +105,6 @@ def split_labels(text: str, flag: str = "--scalings") -> list[str]:
 
 def parse(label: str) -> Scaling:
     """A label -> Scaling; ValueError naming the label, the allowed names or the keyword."""
-    from posenc.arena.config import parse_value
-
     name, kwargs = label.strip(), {}
     if name.endswith(")") and "(" in name:
         name, _, inside = name[:-1].partition("(")
@@ -114,8 +115,6 @@ def parse(label: str) -> Scaling:
             kwargs[key.strip()] = parse_value(value.strip())
     name = name.strip()
     if name not in SCALINGS:
-        from difflib import get_close_matches
-
         close = get_close_matches(name, SCALINGS, n=3, cutoff=0.5)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ValueError(
