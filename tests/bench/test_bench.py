@@ -24,6 +24,7 @@ ROW_SECTIONS = {
     "precision": {"precision"},
     "bias": {"bias attn", "bias fwd+bwd"},
     "train": {"train"},
+    "hf": {"hf"},
 }
 
 
@@ -201,3 +202,22 @@ def test_quick_runs_under_two_minutes():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "targets:" in proc.stdout and "posenc in-place" in proc.stdout
+
+
+def test_hf_targets_flip_at_1_02():
+    """The patched transformers model's time over the unpatched one's, judged against 1.02."""
+    got = target_rows(measurements(Sizes(), None, None, None, None, None, False,
+                                   patched={"fwd": 1.019, "decode": 1.021}))  # fmt: skip
+    status = {t["target"]: t["status"] for t in got if "patched by posenc" in t["target"]}
+    assert list(status.values()) == ["PASS", "FAIL"]
+    got = target_rows(measurements(Sizes(), None, None, None, None, None, False))
+    assert {t["status"] for t in got if "patched by posenc" in t["target"]} == {"N/A"}
+
+
+def test_hf_section_times_both_models_in_turn(tmp_path):
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--sections", "hf", "--json", str(out)]) == 0
+    rows = [r for r in json.loads(out.read_text())["rows"] if r["section"] == "hf"]
+    assert {r["impl"] for r in rows} == {"posenc", "transformers"}
+    assert len({r["case"] for r in rows}) == 2  # forward, decode
+    assert all(r["ms"] > 0 for r in rows)

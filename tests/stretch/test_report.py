@@ -100,3 +100,17 @@ def test_report_files_and_json(tmp_path):
     assert (tmp_path / "m_passkey.png").exists()
     js = report.json_rows(rs)
     assert {r["scaling"] for r in js} == {"none", "yarn(factor=2)"}
+
+
+def test_the_readme_tables_are_the_recorded_run():
+    """README.md's stretch section is report.readme_tables of docs/stretch/stretch.sqlite."""
+    from pathlib import Path
+
+    from posenc.arena.store import Store
+
+    root = Path(__file__).resolve().parents[2]
+    with Store(str(root / "docs/stretch/stretch.sqlite"), create=False) as store:
+        want = report.readme_tables(store.all_rows())
+    text = (root / "README.md").read_text()
+    got = text.split("<!-- stretch:begin -->\n")[1].split("<!-- stretch:end -->")[0]
+    assert got == want

@@ -35,6 +35,7 @@ class Sizes:
     hf_T: int = 1024  # section hf: a forward at hf_T tokens, a decode of hf_new after it
     hf_new: int = 32
     hf_repeats: int = 5
+    hf_real: bool = True  # the embedded SmolLM2-135M (False: a tiny random Llama)
 
 
 def sizes_for(args) -> Sizes:
@@ -48,6 +49,7 @@ def sizes_for(args) -> Sizes:
         return Sizes(
             repeats=3, warmup=1, bias_T=(1024,), bias_encodings=("alibi", "t5"), bias_flex=False,
             train_steps=6, train_encodings=("rope",), train_score_encodings=("alibi",),
+            hf_real=False,
         )  # fmt: skip
     return Sizes()
 

@@ -2,7 +2,7 @@
 transformers runs it, side by side: a forward pass and a greedy decode with the KV cache.
 
 The model is the embedded SmolLM2-135M (`posenc stretch`'s default; a tiny random Llama with
---smoke or where it is not installed). Both take turns on one set of weights: each call puts
+--smoke and --quick, or where it is not installed). Both take turns on one set of weights: each call puts
 its own rotary embedding module in place first.
 """
 
@@ -40,7 +40,7 @@ def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
     except ImportError:
         rep.notes.append("transformers not installed: section hf skipped")
         return None
-    model, name = hf_model(smoke=s.B == 1)
+    model, name = hf_model(smoke=s.B == 1 or not s.hf_real)
     model = model.to(device)
     base = model.base_model
     own = base.rotary_emb

@@ -381,3 +381,15 @@ def json_rows(rows: list[dict]) -> list[dict]:
                     "document": doc or None, "seed": r["seed"], "length": r["eval_len"],
                     "metric": r["metric"], "value": r["value"]})  # fmt: skip
     return out
+
+
+def readme_tables(rows: list[dict], tolerance: float = 0.05) -> str:
+    """The README's stretch tables (findings, perplexity, retrieval, recommendation), generated
+    from the recorded database; tests/stretch/test_report.py keeps the README in step."""
+    out = []
+    for g in grids(rows):
+        found = [[f.claim, f.result, f.verdict] for f in findings(g)]
+        out += [_md_table(["published finding", "this model", "verdict"], found), ""]
+        for title, h, r in tables(g, tolerance):
+            out += [f"{title}:", "", _md_table(h, r), ""]
+    return "\n".join(out).strip() + "\n"

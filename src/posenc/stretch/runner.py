@@ -259,6 +259,13 @@ def run(cfg: StretchConfig, store) -> int:
     if not jobs:
         print(f"stretch: every row is already in {store.path}", file=sys.stderr)
         return 0
+    n_ppl = sum(j.task.startswith("ppl/") for j in jobs)
+    prompts = sum(len(j.depths) for j in jobs if not j.task.startswith("ppl/"))
+    longest = max(n for j in jobs for n in j.lengths)
+    print(f"stretch: {cfg.model.name}, context {cfg.context}: {len(jobs)} jobs left "
+          f"({n_ppl} perplexity, {len(jobs) - n_ppl} retrieval with {prompts} prompts; each "
+          f"a forward pass of up to {longest} tokens); --quick runs a small grid",
+          file=sys.stderr)  # fmt: skip
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     versions = {"posenc_version": __version__, "torch_version": torch.__version__}
     bar = tqdm(total=len(jobs), desc="stretch jobs", file=sys.stderr, leave=False,
