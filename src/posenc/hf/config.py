@@ -190,7 +190,7 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
 
 
-def _head_dim(cfg: dict) -> int:
+def head_dim_of(cfg: dict) -> int:
     for key in ("qk_rope_head_dim", "head_dim"):
         if cfg.get(key):
             return check_int(key, cfg[key], low=1)
@@ -244,7 +244,7 @@ def from_config(config, layer_type: str | None = None, *, layer: int | None = No
     cfg = config_dict(config)
     params = rope_parameters_of(cfg)
     selected = _select(cfg, params, layer_type, layer)
-    head_dim = _head_dim(cfg)
+    head_dim = head_dim_of(cfg)
     if selected is None and cfg.get("attn_temperature_tuning"):  # Llama 4's NoPE layers
         temperature = {k: cfg[k] for k in ("floor_scale", "attn_scale") if k in cfg}
         encoding = build("nope_temperature", head_dim=head_dim, **temperature)
