@@ -10,7 +10,8 @@ its `text_config`. What is read, as transformers reads it:
     rope_parameters (v5: rope_theta inside; flat, or nested per layer type), else the legacy
         rope_scaling (`type` for `rope_type`) + top-level rope_theta (GPT-NeoX: rotary_emb_base;
         Gemma 3: rope_local_base_freq for its sliding layers). A missing rope_theta is 10000.
-    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct) -> R
+    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct; GPT-J,
+        CodeGen: rotary_dim / head dim) -> R
     head_dim (DeepSeek's MLA: qk_rope_head_dim), else hidden_size // num_attention_heads -> Dh
     max_position_embeddings / original_max_position_embeddings: into the scaling dict where
         transformers reads them (dynamic's original length; yarn's and longrope's factor
@@ -47,11 +48,17 @@ from posenc.encodings import ENCODINGS, build
 from posenc.encodings.rotary import RoPE
 from posenc.functional.rope_scaling import KNOWN_KEYS, ROPE_SCALING
 
-ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base")
+ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim")
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
 MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them
-INTERLEAVED_MODELS = ("llama4", "llama4_text", "deepseek_v3")  # `rope_interleave` overrides
+INTERLEAVED_MODELS = (
+    "llama4",
+    "llama4_text",
+    "deepseek_v3",
+    "gptj",
+    "codegen",
+)  # `rope_interleave` overrides
 ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only
@@ -90,7 +97,7 @@ def rope_parameters_of(cfg: dict) -> dict:
         local = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
         return {"sliding_attention": local, "full_attention": full}
     theta = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
-    if cfg.get("rope_scaling") is None and theta is None:
+    if cfg.get("rope_scaling") is None and theta is None and not cfg.get("rotary_dim"):
         raise ValueError(
             "config describes no rotary encoding: it has none of the keys "
             f"{', '.join(ROPE_KEYS)} (nor text_config with one)"
@@ -98,10 +105,20 @@ def rope_parameters_of(cfg: dict) -> dict:
     params = copy.deepcopy(cfg.get("rope_scaling") or {})
     params.setdefault("rope_type", params.pop("type", "default"))
     params.setdefault("rope_theta", _theta(cfg))
-    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    prf = _partial(cfg)
     if prf is not None:
         params.setdefault("partial_rotary_factor", prf)
     return params
+
+
+def _partial(cfg: dict) -> float | None:
+    """partial_rotary_factor, else GPT-NeoX's rotary_pct, else GPT-J's rotary_dim / head dim
+    (read where the config has no other rope key, as GPT-J's and CodeGen's)."""
+    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    legacy = not any(cfg.get(k) for k in ("rope_parameters", "rope_theta", "rotary_emb_base"))
+    if prf is None and legacy and cfg.get("rotary_dim"):
+        prf = check_int("rotary_dim", cfg["rotary_dim"], low=2) / head_dim_of(cfg)
+    return prf
 
 
 def layer_types_of(params: dict) -> list[str] | None:
@@ -177,7 +194,7 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS and k != "type"}
     scaling["rope_type"] = rope_type
     scaling.setdefault("rope_theta", _theta(cfg))
-    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    prf = _partial(cfg)
     if prf is not None:
         scaling.setdefault("partial_rotary_factor", prf)
     max_len = cfg.get("max_position_embeddings")

@@ -188,9 +188,12 @@ def _mrope_free(params: dict) -> tuple[dict, list[int] | None, bool]:
     return rest, section, bool(params.get("mrope_interleaved"))
 
 
-def rope_of(cfg: dict, layer_type: str | None) -> Rope:
+def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
     """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
-    pair axes over a posenc rope that keeps the scaling and partial rotary)."""
+    pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
+    the config's (a layer type with its own head dim: Gemma 4's global layers)."""
+    if head_dim is not None:
+        cfg = {**cfg, "head_dim": head_dim, "qk_rope_head_dim": None}
     params = cfg.get("rope_parameters") or {}
     if layer_types_of(params) is None:
         layer_type = None  # one rope for every layer type
@@ -232,8 +235,10 @@ def _fresh(module: nn.Module) -> nn.Module:
     clone = copy.deepcopy(module)
     if isinstance(getattr(clone, "original_inv_freq", None), torch.Tensor):
         clone.inv_freq = clone.original_inv_freq.clone()
-        if hasattr(clone, "original_max_seq_len"):
-            clone.max_seq_len_cached = clone.original_max_seq_len
+    for key in [k for k in vars(clone).get("_buffers", {}) if k.endswith("_original_inv_freq")]:
+        setattr(clone, key.replace("_original_inv_freq", "_inv_freq"), getattr(clone, key).clone())
+    if hasattr(clone, "original_max_seq_len"):
+        clone.max_seq_len_cached = clone.original_max_seq_len
     return clone
 
 
@@ -277,12 +282,13 @@ def _describe(theirs) -> str:
     return ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
 
 
-def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> str:
-    """The form of `module`'s output, confirmed against `ropes` {layer_type: Rope} at every
-    probe; ValueError saying what does not match."""
+def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
+    """(the form of `module`'s output, {layer_type: head dim} where a layer type's output width
+    shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
+    every probe; ValueError saying what does not match."""
     hidden = cfg.get("hidden_size") or 8
     takes_type = "layer_type" in _params(module.forward)
-    form, where = None, f"patch: {name} ({type(module).__name__})"
+    form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
     for layer_type, rope in ropes.items():
         for row in _probe_positions(cfg):
             pos = _mrope_ids(row) if rope.axes is not None else row
@@ -302,6 +308,14 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> str:
             width = theirs[0].shape[-1]
             forms = [form] if form else FORMS
             scores = {f: _compare(theirs, rope, pos, width, f) for f in forms}
+            if all(v is None for v in scores.values()) and layer_type not in head_dims:
+                for head_dim in _other_head_dims(rope, width):  # the width tells the head dim
+                    other = rope_of(cfg, layer_type, head_dim)
+                    tried = {f: _compare(theirs, other, pos, width, f) for f in forms}
+                    if any(v is not None for v in tried.values()):
+                        rope, scores, head_dims[layer_type] = other, tried, head_dim
+                        ropes[layer_type] = other
+                        break
             fitting = {f: s for f, s in scores.items() if s is not None}
             if form is None:
                 fitting = {f: s for f, s in fitting.items() if s <= 0}
@@ -310,7 +324,17 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> str:
                 form = next(iter(fitting))
             elif not fitting or fitting[form] > 0:
                 raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
-    return form
+            head_dims.setdefault(layer_type, None)
+    return form, {t: d for t, d in head_dims.items() if d is not None}
+
+
+def _other_head_dims(rope: Rope, width: int) -> list[int]:
+    """Head dims whose rotary dim R could give an output `width` wide (R or R/2 wide)."""
+    if rope.encoding.family == "none":
+        return []
+    prf = rope.rotary_dim() / rope.head_dim
+    dims = [r for w in (width, 2 * width) for r in (w, round(w / prf)) if r % 2 == 0]
+    return [d for d in dict.fromkeys(dims) if d != rope.head_dim]
 
 
 def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
@@ -363,11 +387,17 @@ def _with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
 
 
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
-    """The layer types a module's forward takes (from rope_parameters nested per layer type, or
-    the config's layer_types), None for a module with one rope."""
+    """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
+    nested per layer type, else the config's layer_types), None for a module with one rope."""
     if "layer_type" not in _params(module.forward):
         return None
-    types = layer_types_of(cfg.get("rope_parameters") or {})
+    own = getattr(module, "layer_types", None)
+    if isinstance(own, list | tuple) and own and all(isinstance(t, str) for t in own):
+        params = cfg.get("rope_parameters") or {}
+        nested = layer_types_of(params) or []
+        return [t for t in dict.fromkeys(own) if t not in nested or params[t] is not None]
+    params = cfg.get("rope_parameters") or {}
+    types = [t for t in layer_types_of(params) or [] if params[t] is not None]  # None: NoPE
     return types or list(dict.fromkeys(cfg.get("layer_types") or [])) or [None]
 
 
@@ -526,13 +556,13 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
             own = {t: rope_of(cfg, t) for t in (types or [None])}
         except (ValueError, TypeError) as error:
             raise ValueError(f"{where}: its config: {error}; not patched") from None
-        form = identify(module, name, cfg, own)
+        form, head_dims = identify(module, name, cfg, own)
         ropes = own
         if scaling is not None:
             nested = layer_types_of(cfg.get("rope_parameters") or {})
             new_cfg = _with_scaling(cfg, scaling, nested)
             try:
-                ropes = {t: rope_of(new_cfg, t) for t in own}
+                ropes = {t: rope_of(new_cfg, t, head_dims.get(t)) for t in own}
             except (ValueError, TypeError) as error:
                 raise ValueError(f"scaling: {error}") from None
             cfg_obj = getattr(module, "config", None) or model.config
@@ -559,7 +589,7 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
 def identify_as(module, name, cfg, ropes, form) -> None:
     """ValueError unless `module` (transformers' rotary module rebuilt with a scaling) gives
     posenc's output for `ropes` in `form`."""
-    got = identify(module, f"{name} rebuilt with the scaling", cfg, ropes)
+    got, _ = identify(module, f"{name} rebuilt with the scaling", cfg, dict(ropes))
     if got != form:
         raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
                          f"the model's own {form!r}; not patched")  # fmt: skip
