@@ -89,8 +89,22 @@ def _theta(cfg: dict) -> float:
 
 def rope_parameters_of(cfg: dict) -> dict:
     """The v5 rope_parameters of a config dict (a copy): as given, or built from legacy keys."""
-    if cfg.get("rope_parameters"):
-        return copy.deepcopy(cfg["rope_parameters"])
+    params = cfg.get("rope_parameters")
+    for key in ("rope_parameters", "rope_scaling"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise TypeError(
+                f"config key {key!r} must be a dict (flat, or one per layer type), got "
+                f"{type(cfg[key]).__name__}"
+            )
+    if _nested(params):
+        for key, value in params.items():
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(
+                    f"config key 'rope_parameters' is nested per layer type, but its key {key!r} "
+                    f"holds a {type(value).__name__}: each layer type needs a dict (or None)"
+                )
+    if params:
+        return copy.deepcopy(params)
     if cfg.get("rope_local_base_freq") is not None:  # Gemma 3's legacy form
         full = {"rope_type": "default", **copy.deepcopy(cfg.get("rope_scaling") or {})}
         full.setdefault("rope_theta", _theta(cfg))
@@ -119,6 +133,11 @@ def _partial(cfg: dict) -> float | None:
     if prf is None and legacy and cfg.get("rotary_dim"):
         prf = check_int("rotary_dim", cfg["rotary_dim"], low=2) / head_dim_of(cfg)
     return prf
+
+
+def _nested(params: dict | None) -> bool:
+    """Whether rope_parameters are nested per layer type (some value a dict or None)."""
+    return bool(params) and any(isinstance(v, dict) for v in params.values())
 
 
 def layer_types_of(params: dict) -> list[str] | None:
@@ -177,7 +196,7 @@ def _select(cfg: dict, params: dict, layer_type, layer) -> dict | None:
 
 def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     """(RoPE's scaling dict, the mrope keys) of one layer's flat rope_parameters."""
-    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS))
+    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS) - {"alpha"})
     if unknown:
         raise ValueError(
             f"rope_parameters key {unknown[0]!r} cannot be represented by posenc (keys it "
@@ -191,8 +210,11 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
             f"rope_parameters key 'rope_type': unknown rope_type {rope_type!r}; "
             f"allowed: {', '.join(ROPE_SCALING)}"
         )
-    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS and k != "type"}
+    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS + ("type", "alpha")}
     scaling["rope_type"] = rope_type
+    if rope_type == "dynamic" and params.get("alpha"):  # Hunyuan: NTK with a fixed alpha
+        scaling.update(rope_type="ntk", factor=params["alpha"])
+        return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
     scaling.setdefault("rope_theta", _theta(cfg))
     prf = _partial(cfg)
     if prf is not None:
@@ -284,7 +306,8 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
     """The transformers v5 rope_parameters dict of a rotary encoding.
 
     Built by from_config: the dict it was built from. Built by hand (posenc "rope"): rope_type,
-    rope_theta, its scaling keys and partial_rotary_factor when R < Dh. The layout is not part of
+    rope_theta, its scaling keys and partial_rotary_factor = R / Dh (also 1.0: a model's
+    default may be another). The layout is not part of
     rope_parameters (a model's code fixes it). ValueError for NoPE and non-rotary encodings, and
     for rope_type "ntk" (static NTK has no transformers rope_type).
     """
@@ -299,16 +322,50 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
         )
     if encoding.rope_type == "ntk":
         raise ValueError("rope_type 'ntk' (static NTK) has no transformers rope_type")
+    if encoding.rope_type == "dynamic" and "original_max_position_embeddings" in encoding.scaling:
+        raise ValueError(
+            "rope_type 'dynamic' with original_max_position_embeddings: transformers' dynamic NTK "
+            "reads the original length from the config's max_position_embeddings, not from "
+            "rope_parameters; use to_config(encoding), which writes it there"
+        )
     params = {"rope_type": encoding.rope_type, "rope_theta": encoding.base}
     skip = ("type", "rope_type", "rope_theta", "max_position_embeddings")
     params.update({k: copy.deepcopy(v) for k, v in encoding.scaling.items() if k not in skip})
-    if encoding.head_dim is not None and encoding.rotary_dim() != encoding.head_dim:
-        params.setdefault("partial_rotary_factor", encoding.rotary_dim() / encoding.head_dim)
+    if encoding.head_dim is not None and encoding.rope_type != "proportional":
+        # what it rotates, whatever factor the scaling holds; 1.0 too (GPT-NeoX defaults 0.25)
+        params["partial_rotary_factor"] = encoding.rotary_dim() / encoding.head_dim
     return params
 
 
 def to_config(encoding: PositionalEncoding) -> dict:
     """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
-    from_config recorded but posenc does not apply (Llama 4's attention temperature)."""
-    out = {} if encoding.family == "none" else {"rope_parameters": to_rope_parameters(encoding)}
+    from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
+    NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
+    out = {}
+    if encoding.family != "none":
+        scaling = getattr(encoding, "scaling", None) or {}
+        if getattr(encoding, "rope_type", None) == "dynamic" and (
+            scaling.get("original_max_position_embeddings")
+            or scaling.get("max_position_embeddings")
+        ):
+            original = scaling.get("original_max_position_embeddings")
+            original = original or scaling["max_position_embeddings"]
+            params = (
+                copy.deepcopy(encoding.hf_rope_parameters)
+                if getattr(encoding, "hf_rope_parameters", None) is not None
+                else to_rope_parameters(_without_original(encoding))
+            )
+            params.pop("original_max_position_embeddings", None)
+            out = {"rope_parameters": params, "max_position_embeddings": original}
+        else:
+            out = {"rope_parameters": to_rope_parameters(encoding)}
     return {**out, **copy.deepcopy(getattr(encoding, "hf_extras", {}))}
+
+
+def _without_original(encoding: RoPE) -> RoPE:
+    """The encoding with original_max_position_embeddings left out of its scaling (a copy)."""
+    clone = copy.copy(encoding)
+    clone.scaling = {
+        k: v for k, v in encoding.scaling.items() if k != "original_max_position_embeddings"
+    }
+    return clone
