@@ -4,12 +4,10 @@ Default run: one model type per thing patch must identify (each output form, par
 per layer type, NoPE layers, MLA decoupled rope heads, GPT-J's table, proportional heads),
 each at parity: logits within 1e-4 after patch(), and with YaRN and dynamic NTK equal to the
 model transformers rebuilds with them. The full sweep (`-m slow`) holds the issue's target:
-parity on >= 90% of the types that build, none wrong; docs/hf/coverage.md is its table.
+parity on >= 90% of the types that build, none wrong; `python -m posenc.hf.coverage
+--write docs/hf/coverage.md` writes its table.
 Never silently wrong: a rotary module whose numbers differ from its config is refused.
 """
-
-import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,7 +29,6 @@ REPRESENTATIVE = {
     "smollm3": "half",  # NoPE layers
     "gemma4_text": "half",  # per-layer-type head dims, proportional rope
 }
-TABLE = Path(__file__).resolve().parents[2] / "docs" / "hf" / "coverage.md"
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +58,6 @@ def test_full_sweep_target():
     s = coverage.summary(rows)
     assert s["wrong"] == 0, [r for r in rows if r["status"] == "wrong"]
     assert s["parity"] >= 0.9 * s["built"], s
-
-
-def test_table_lists_every_type_and_the_target(known):
-    text = TABLE.read_text()
-    listed = re.findall(r"^\| ([\w.-]+) \| (parity|refused|failed|wrong|n/a) \|", text, re.M)
-    assert {t for t, _ in listed} == set(known)
-    assert "wrong" not in {s for _, s in listed}
-    built = [s for _, s in listed if s != "n/a"]
-    assert built.count("parity") >= 0.9 * len(built)
-    head = re.search(r"Parity on (\d+) of (\d+) model types", text)
-    assert (int(head[1]), int(head[2])) == (built.count("parity"), len(built))
 
 
 def _tiny_llama():
@@ -106,7 +92,7 @@ def test_a_module_of_another_interface_is_refused():
 
     Odd.__name__ = "OddRotaryEmbedding"
     model.model.rotary_emb = Odd()
-    with pytest.raises(ValueError, match="calling it as forward\\(x, position_ids\\) fails"):
+    with pytest.raises(ValueError, match="its output .* has the shape of no form"):
         patch(model)
 
 

@@ -233,6 +233,11 @@ def _mrope_ids(row: torch.Tensor) -> torch.Tensor:
 def _fresh(module: nn.Module) -> nn.Module:
     """A copy of the module with a dynamic rope's grown state reset to its original one."""
     clone = copy.deepcopy(module)
+    grown = getattr(clone, "max_seq_len_cached", None) != getattr(
+        clone, "original_max_seq_len", None
+    )
+    if not grown:
+        return clone
     if isinstance(getattr(clone, "original_inv_freq", None), torch.Tensor):
         clone.inv_freq = clone.original_inv_freq.clone()
     for key in [k for k in vars(clone).get("_buffers", {}) if k.endswith("_original_inv_freq")]:
