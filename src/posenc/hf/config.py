@@ -10,7 +10,8 @@ its `text_config`. What is read, as transformers reads it:
     rope_parameters (v5: rope_theta inside; flat, or nested per layer type), else the legacy
         rope_scaling (`type` for `rope_type`) + top-level rope_theta (GPT-NeoX: rotary_emb_base;
         Gemma 3: rope_local_base_freq for its sliding layers). A missing rope_theta is 10000.
-    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct) -> R
+    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct; GPT-J,
+        CodeGen: rotary_dim / head dim) -> R
     head_dim (DeepSeek's MLA: qk_rope_head_dim), else hidden_size // num_attention_heads -> Dh
     max_position_embeddings / original_max_position_embeddings: into the scaling dict where
         transformers reads them (dynamic's original length; yarn's and longrope's factor
@@ -47,11 +48,17 @@ from posenc.encodings import ENCODINGS, build
 from posenc.encodings.rotary import RoPE
 from posenc.functional.rope_scaling import KNOWN_KEYS, ROPE_SCALING
 
-ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base")
+ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim")
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
 MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them
-INTERLEAVED_MODELS = ("llama4", "llama4_text", "deepseek_v3")  # `rope_interleave` overrides
+INTERLEAVED_MODELS = (
+    "llama4",
+    "llama4_text",
+    "deepseek_v3",
+    "gptj",
+    "codegen",
+)  # `rope_interleave` overrides
 ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only
@@ -82,15 +89,29 @@ def _theta(cfg: dict) -> float:
 
 def rope_parameters_of(cfg: dict) -> dict:
     """The v5 rope_parameters of a config dict (a copy): as given, or built from legacy keys."""
-    if cfg.get("rope_parameters"):
-        return copy.deepcopy(cfg["rope_parameters"])
+    params = cfg.get("rope_parameters")
+    for key in ("rope_parameters", "rope_scaling"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise TypeError(
+                f"config key {key!r} must be a dict (flat, or one per layer type), got "
+                f"{type(cfg[key]).__name__}"
+            )
+    if _nested(params):
+        for key, value in params.items():
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(
+                    f"config key 'rope_parameters' is nested per layer type, but its key {key!r} "
+                    f"holds a {type(value).__name__}: each layer type needs a dict (or None)"
+                )
+    if params:
+        return copy.deepcopy(params)
     if cfg.get("rope_local_base_freq") is not None:  # Gemma 3's legacy form
         full = {"rope_type": "default", **copy.deepcopy(cfg.get("rope_scaling") or {})}
         full.setdefault("rope_theta", _theta(cfg))
         local = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
         return {"sliding_attention": local, "full_attention": full}
     theta = cfg.get("rope_theta", cfg.get("rotary_emb_base"))
-    if cfg.get("rope_scaling") is None and theta is None:
+    if cfg.get("rope_scaling") is None and theta is None and not cfg.get("rotary_dim"):
         raise ValueError(
             "config describes no rotary encoding: it has none of the keys "
             f"{', '.join(ROPE_KEYS)} (nor text_config with one)"
@@ -98,10 +119,25 @@ def rope_parameters_of(cfg: dict) -> dict:
     params = copy.deepcopy(cfg.get("rope_scaling") or {})
     params.setdefault("rope_type", params.pop("type", "default"))
     params.setdefault("rope_theta", _theta(cfg))
-    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    prf = _partial(cfg)
     if prf is not None:
         params.setdefault("partial_rotary_factor", prf)
     return params
+
+
+def _partial(cfg: dict) -> float | None:
+    """partial_rotary_factor, else GPT-NeoX's rotary_pct, else GPT-J's rotary_dim / head dim
+    (read where the config has no other rope key, as GPT-J's and CodeGen's)."""
+    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    legacy = not any(cfg.get(k) for k in ("rope_parameters", "rope_theta", "rotary_emb_base"))
+    if prf is None and legacy and cfg.get("rotary_dim"):
+        prf = check_int("rotary_dim", cfg["rotary_dim"], low=2) / head_dim_of(cfg)
+    return prf
+
+
+def _nested(params: dict | None) -> bool:
+    """Whether rope_parameters are nested per layer type (some value a dict or None)."""
+    return bool(params) and any(isinstance(v, dict) for v in params.values())
 
 
 def layer_types_of(params: dict) -> list[str] | None:
@@ -160,7 +196,7 @@ def _select(cfg: dict, params: dict, layer_type, layer) -> dict | None:
 
 def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     """(RoPE's scaling dict, the mrope keys) of one layer's flat rope_parameters."""
-    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS))
+    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS) - {"alpha"})
     if unknown:
         raise ValueError(
             f"rope_parameters key {unknown[0]!r} cannot be represented by posenc (keys it "
@@ -174,10 +210,13 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
             f"rope_parameters key 'rope_type': unknown rope_type {rope_type!r}; "
             f"allowed: {', '.join(ROPE_SCALING)}"
         )
-    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS and k != "type"}
+    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS + ("type", "alpha")}
     scaling["rope_type"] = rope_type
+    if rope_type == "dynamic" and params.get("alpha"):  # Hunyuan: NTK with a fixed alpha
+        scaling.update(rope_type="ntk", factor=params["alpha"])
+        return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
     scaling.setdefault("rope_theta", _theta(cfg))
-    prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    prf = _partial(cfg)
     if prf is not None:
         scaling.setdefault("partial_rotary_factor", prf)
     max_len = cfg.get("max_position_embeddings")
@@ -190,7 +229,7 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
 
 
-def _head_dim(cfg: dict) -> int:
+def head_dim_of(cfg: dict) -> int:
     for key in ("qk_rope_head_dim", "head_dim"):
         if cfg.get(key):
             return check_int(key, cfg[key], low=1)
@@ -244,7 +283,7 @@ def from_config(config, layer_type: str | None = None, *, layer: int | None = No
     cfg = config_dict(config)
     params = rope_parameters_of(cfg)
     selected = _select(cfg, params, layer_type, layer)
-    head_dim = _head_dim(cfg)
+    head_dim = head_dim_of(cfg)
     if selected is None and cfg.get("attn_temperature_tuning"):  # Llama 4's NoPE layers
         temperature = {k: cfg[k] for k in ("floor_scale", "attn_scale") if k in cfg}
         encoding = build("nope_temperature", head_dim=head_dim, **temperature)
@@ -267,7 +306,8 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
     """The transformers v5 rope_parameters dict of a rotary encoding.
 
     Built by from_config: the dict it was built from. Built by hand (posenc "rope"): rope_type,
-    rope_theta, its scaling keys and partial_rotary_factor when R < Dh. The layout is not part of
+    rope_theta, its scaling keys and partial_rotary_factor = R / Dh (also 1.0: a model's
+    default may be another). The layout is not part of
     rope_parameters (a model's code fixes it). ValueError for NoPE and non-rotary encodings, and
     for rope_type "ntk" (static NTK has no transformers rope_type).
     """
@@ -282,16 +322,50 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
         )
     if encoding.rope_type == "ntk":
         raise ValueError("rope_type 'ntk' (static NTK) has no transformers rope_type")
+    if encoding.rope_type == "dynamic" and "original_max_position_embeddings" in encoding.scaling:
+        raise ValueError(
+            "rope_type 'dynamic' with original_max_position_embeddings: transformers' dynamic NTK "
+            "reads the original length from the config's max_position_embeddings, not from "
+            "rope_parameters; use to_config(encoding), which writes it there"
+        )
     params = {"rope_type": encoding.rope_type, "rope_theta": encoding.base}
     skip = ("type", "rope_type", "rope_theta", "max_position_embeddings")
     params.update({k: copy.deepcopy(v) for k, v in encoding.scaling.items() if k not in skip})
-    if encoding.head_dim is not None and encoding.rotary_dim() != encoding.head_dim:
-        params.setdefault("partial_rotary_factor", encoding.rotary_dim() / encoding.head_dim)
+    if encoding.head_dim is not None and encoding.rope_type != "proportional":
+        # what it rotates, whatever factor the scaling holds; 1.0 too (GPT-NeoX defaults 0.25)
+        params["partial_rotary_factor"] = encoding.rotary_dim() / encoding.head_dim
     return params
 
 
 def to_config(encoding: PositionalEncoding) -> dict:
     """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
-    from_config recorded but posenc does not apply (Llama 4's attention temperature)."""
-    out = {} if encoding.family == "none" else {"rope_parameters": to_rope_parameters(encoding)}
+    from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
+    NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
+    out = {}
+    if encoding.family != "none":
+        scaling = getattr(encoding, "scaling", None) or {}
+        if getattr(encoding, "rope_type", None) == "dynamic" and (
+            scaling.get("original_max_position_embeddings")
+            or scaling.get("max_position_embeddings")
+        ):
+            original = scaling.get("original_max_position_embeddings")
+            original = original or scaling["max_position_embeddings"]
+            params = (
+                copy.deepcopy(encoding.hf_rope_parameters)
+                if getattr(encoding, "hf_rope_parameters", None) is not None
+                else to_rope_parameters(_without_original(encoding))
+            )
+            params.pop("original_max_position_embeddings", None)
+            out = {"rope_parameters": params, "max_position_embeddings": original}
+        else:
+            out = {"rope_parameters": to_rope_parameters(encoding)}
     return {**out, **copy.deepcopy(getattr(encoding, "hf_extras", {}))}
+
+
+def _without_original(encoding: RoPE) -> RoPE:
+    """The encoding with original_max_position_embeddings left out of its scaling (a copy)."""
+    clone = copy.copy(encoding)
+    clone.scaling = {
+        k: v for k, v in encoding.scaling.items() if k != "original_max_position_embeddings"
+    }
+    return clone

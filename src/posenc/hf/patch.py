@@ -1,21 +1,38 @@
-"""patch(model): a loaded transformers causal LM takes its positions from posenc, in place.
+"""patch(model): a loaded transformers model takes its rotary positions from posenc, in place.
 
-transformers (v5) decoders compute cos and sin once per forward in one module, `rotary_emb` on
-the base model: forward(x [B, T, D], position_ids [B, T][, layer_type]) -> cos, sin [B, T, R]
-in x's dtype, half layout (cat(angles, angles)), the attention factor folded in. Every
-attention layer applies them with its own apply_rotary_pos_emb. patch swaps that module for a
-PosencRotaryEmbedding computing the same cos and sin from posenc encodings; the model's
-attention, masks, KV cache and generate() are kept as they are, and so are model.config and the
-weights (a saved and reloaded model is the unpatched one).
+transformers (v5) decoders compute their rotary tables once per forward in a module, usually
+`rotary_emb` on the base model: forward(x [B, T, D], position_ids [B, T] (mrope: [3, B, T])
+[, layer_type]) -> what the attention layers apply. patch swaps every such module (class name
+ending in "RotaryEmbedding", outside vision / audio towers) for a PosencRotaryEmbedding that
+returns the same thing computed by posenc; attention, masks, KV cache, generate(), model.config
+and the weights are kept (a saved and reloaded model is the unpatched one).
+
+What the module returns is read from the module, not from a list of model types: its output
+FORM is one of
+    "half"         cos, sin [B, T, R] = cat(c, c)            (Llama and most)
+    "interleaved"  cos, sin [B, T, R] = repeat_interleave(c)  (Cohere, GLM-4.5 ...)
+    "pairs"        cos, sin [B, T, R/2]                        (GPT-OSS, Nemotron ...)
+    "pairs_sc"     sin, cos [B, T, R/2]                        (GPT-J, CodeGen)
+    "complex"      polar(a, angle) [B, T, R/2] complex         (Llama 4, DeepSeek-V2)
+with the attention factor folded in. The encoding is posenc.hf.from_config of the module's
+config (per layer type where forward takes one; mrope sections on [3, B, T] positions), and
+patch CONFIRMS it: the module's own output and posenc's must agree at short positions, across
+the original context length and at a long position (PROBES), to the float32 rounding bound of
+the angles (|da| <= 4 p w 2^-24 + 4e-6, times the attention factor). Where no form matches,
+ValueError says what differs, and the model is left as it was. Never patched silently wrong.
 
 posenc's angles are float64 products reduced to one turn (posenc.functional.position_angles),
-transformers' are float32 products: both agree to ~1e-6 rad at short lengths, posenc stays
-accurate at long ones where transformers' drift (up to p * w * 2^-24 rad).
+transformers' float32 products: they agree to ~1e-6 rad at short lengths; posenc stays accurate
+at long ones where transformers' drift (up to p * w * 2^-24 rad).
 
 transformers is optional: it is imported inside patch(); without it, ImportError with the hint.
 """
 
 from __future__ import annotations
+
+import copy
+import inspect
+import warnings
 
 import torch
 from torch import nn
@@ -23,10 +40,14 @@ from torch import nn
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
-from posenc.hf.config import from_config, layer_types_of
+from posenc.functional.mrope import check_mrope_section
+from posenc.hf.config import MROPE_KEYS, config_dict, from_config, head_dim_of, layer_types_of
 
-# model_type -> how its attention applies cos, sin [B, T, R]: "full" rotates the whole head
-# (rotate_half over Dh: R must be Dh), "partial" the first R = cos.shape[-1] channels (R <= Dh).
+FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
+SKIP_PARTS = ("vision", "visual", "audio", "speech", "image", "vqmodel", "encoder.")
+INSTALL_HINT = "pip install posenc[hf]"
+KEPT_ATTRIBUTES = ("config", "layer_types", "mrope_section", "rope_type")  # read by some models
+# Deprecated (patch no longer reads a whitelist; docs/hf/coverage.md lists what is confirmed)
 SUPPORTED = {
     "llama": "full",
     "mistral": "full",
@@ -36,7 +57,6 @@ SUPPORTED = {
     "phi3": "partial",
     "gpt_neox": "partial",
 }
-INSTALL_HINT = "pip install posenc[hf]"
 
 
 def _transformers():
@@ -47,60 +67,311 @@ def _transformers():
     return transformers
 
 
+class Rope:
+    """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE)
+    encoding, and for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
+
+    def __init__(
+        self, encoding: PositionalEncoding, axes: list[int] | None = None, head_dim=None
+    ) -> None:
+        self.encoding, self.axes = encoding, axes
+        self.head_dim = getattr(encoding, "head_dim", None) or head_dim
+
+    def rotary_dim(self) -> int:
+        return self.encoding.rotary_dim(self.head_dim)
+
+    def frequencies(self, pos: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return self.encoding.frequencies(pos, self.head_dim)
+
+    def cos_sin(self, position_ids: torch.Tensor, width: int):
+        """position_ids [B, T] (mrope: [3, B, T] or [B, T]) -> cos, sin [B, T, R/2] float32
+        with the attention factor, and the inverse frequencies [R/2]; NoPE: cos 1, sin 0 over
+        `width` pairs."""
+        pos = position_ids
+        if self.axes is not None:
+            pos = pos.expand(3, *pos.shape[-2:]) if pos.dim() == 2 else pos
+            if pos.dim() != 3 or pos.shape[0] != 3:
+                raise ValueError(
+                    f"position_ids: mrope takes [3, B, T] or [B, T], got {tuple(pos.shape)}"
+                )
+        flat = pos[0] if self.axes is not None else pos
+        if self.encoding.family == "none":
+            ones = torch.ones(*flat.shape, width, device=pos.device)
+            return ones, torch.zeros_like(ones), torch.zeros(width)
+        inv_freq, factor = self.frequencies(pos)
+        if self.axes is None:
+            cos, sin = PF.rope_cos_sin(pos, inv_freq, factor)  # [B, T, R/2]
+            return cos, sin, inv_freq
+        angles = PF.mrope_angles(pos.permute(1, 2, 0), inv_freq, self.axes)  # [B, T, R/2]
+        return angles.cos() * factor, angles.sin() * factor, inv_freq
+
+
+def render(cos: torch.Tensor, sin: torch.Tensor, form: str, dtype: torch.dtype):
+    """cos, sin [B, T, R/2] -> the module output of `form` (see the module docstring)."""
+    if form == "complex":
+        return torch.complex(cos, sin)  # cos, sin carry the attention factor
+    if form == "half":
+        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    elif form == "interleaved":
+        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    if form == "pairs_sc":
+        return sin.to(dtype), cos.to(dtype)
+    return cos.to(dtype), sin.to(dtype)
+
+
 def cos_sin(
     encoding: PositionalEncoding, position_ids: torch.Tensor, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """position_ids [B, T] -> cos, sin [B, T, R] float32 in transformers' half layout
     (cat(c, c)), the attention factor folded in; NoPE: cos 1, sin 0 over all Dh channels."""
-    if encoding.family == "none":
-        ones = torch.ones(*position_ids.shape, head_dim, device=position_ids.device)
-        return ones, torch.zeros_like(ones)
-    inv_freq, factor = encoding.frequencies(position_ids, head_dim)
-    cos, sin = PF.rope_cos_sin(position_ids, inv_freq, factor)  # [B, T, R/2]
-    return torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    cos, sin, _ = Rope(encoding, head_dim=head_dim).cos_sin(position_ids, head_dim // 2)
+    return render(cos, sin, "half", torch.float32)
 
 
 class PosencRotaryEmbedding(nn.Module):
-    """Stands in for a transformers model's `rotary_emb`, computing cos, sin with posenc.
+    """Stands in for a transformers model's rotary module, computing its output with posenc.
 
-    encodings: {layer_type: encoding} for a model with rope per layer type (Gemma 3), else
-    {None: encoding}. forward(x [B, T, D], position_ids [B, T], layer_type=None) -> cos, sin
-    [B, T, R] in x's dtype. The encodings are kept in a plain dict, not as submodules, so that
-    model.to(dtype) leaves their float32 frequencies as they are.
+    encodings: {layer_type: encoding (or Rope)} for a module with rope per layer type (Gemma 3),
+    else {None: encoding}. form: what the replaced module returned (FORMS). forward(x [B, T, D],
+    position_ids [B, T] (mrope [3, B, T]), layer_type=None) -> that output in x's dtype. The
+    encodings are kept in a plain dict, not as submodules, so that model.to(dtype) leaves their
+    float32 frequencies as they are.
     """
 
-    def __init__(self, encodings: dict, head_dim: int) -> None:
+    def __init__(self, encodings: dict, head_dim: int, form: str = "half") -> None:
         super().__init__()
-        self.encodings = dict(encodings)
-        self.head_dim = head_dim
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        wrap = lambda e: e if isinstance(e, Rope) else Rope(e, head_dim=head_dim)  # noqa: E731
+        self.encodings = {t: wrap(e) for t, e in encodings.items()}
+        self.head_dim, self.form = head_dim, form
 
     @torch.no_grad()
-    def forward(
-        self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None):
         if layer_type not in self.encodings:
             raise ValueError(
                 f"layer_type={layer_type!r}: this model's rope is set for {list(self.encodings)}"
             )
-        cos, sin = cos_sin(self.encodings[layer_type], position_ids, self.head_dim)
-        return cos.to(x.dtype), sin.to(x.dtype)
+        cos, sin, _ = self.encodings[layer_type].cos_sin(position_ids, self.head_dim // 2)
+        return render(cos, sin, self.form, x.dtype)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{t}: {e!r}" for t, e in self.encodings.items())
+        rows = [f"{t}: {r.encoding!r}" for t, r in self.encodings.items()]
+        return f"form={self.form}, " + ", ".join(rows)
 
 
-def _head_dim(config) -> int:
-    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+# ---------------------------------------------------------------------------------------------
+# what a model's rotary module is: its config's rope, per layer type, confirmed by probing
+
+
+def rotary_modules(model) -> list[tuple[str, nn.Module]]:
+    """(qualified name, module) of every text rotary module of the model (class name ending in
+    "RotaryEmbedding", not inside a vision / audio tower, not already patched)."""
+    found = []
+    for name, module in model.named_modules():
+        cls = type(module).__name__
+        lowered = f"{name}.{cls}".lower()
+        text = cls.endswith("RotaryEmbedding") and not any(p in lowered for p in SKIP_PARTS)
+        if text or isinstance(module, PosencRotaryEmbedding):
+            found.append((name, module))
+    return found
+
+
+def _params(forward) -> list[str]:
+    return list(inspect.signature(forward).parameters)
+
+
+def _mrope_free(params: dict) -> tuple[dict, list[int] | None, bool]:
+    """(rope_parameters without the mrope keys, mrope_section or None, interleaved)."""
+    section = params.get("mrope_section")
+    rest = {k: v for k, v in params.items() if k not in MROPE_KEYS}
+    return rest, section, bool(params.get("mrope_interleaved"))
+
+
+def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
+    """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
+    pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
+    the config's (a layer type with its own head dim: Gemma 4's global layers)."""
+    if head_dim is not None:
+        cfg = {**cfg, "head_dim": head_dim, "qk_rope_head_dim": None}
+    params = cfg.get("rope_parameters") or {}
+    if layer_types_of(params) is None:
+        layer_type = None  # one rope for every layer type
+    flat = params[layer_type] if layer_type is not None else params
+    head_dim = head_dim_of(cfg)
+    if isinstance(flat, dict) and flat.get("mrope_section") is not None:
+        rest, section, interleaved = _mrope_free(flat)
+        plain = {**cfg, "rope_parameters": ({**params, layer_type: rest} if layer_type else rest)}
+        encoding = from_config(plain, layer_type)
+        section = check_mrope_section(section, encoding.rotary_dim() // 2)
+        encoding.hf_rope_parameters = copy.deepcopy(flat)
+        return Rope(encoding, PF.mrope_axes(section, interleaved), head_dim)
+    return Rope(from_config(cfg, layer_type), head_dim=head_dim)
+
+
+def _probe_positions(cfg: dict) -> list[torch.Tensor]:
+    """Position rows [1, T] the module is compared at: short, across the original context length
+    L (dynamic, longrope switch there) and long (4L + ..., where float32 drift shows)."""
+    params = cfg.get("rope_parameters") or {}
+    lengths = [cfg.get("max_position_embeddings")] + [
+        p.get("original_max_position_embeddings") for p in [params, *params.values()]
+        if isinstance(p, dict)
+    ]  # fmt: skip
+    length = max(int(n) for n in lengths if n) if any(lengths) else 4096
+    length = min(length, 1 << 18)
+    short = torch.arange(8)
+    edge = torch.arange(max(length - 4, 0), length + 4)
+    long = torch.tensor([0, 1, 5, length // 2, 2 * length + 1, 4 * length + 3])
+    return [row[None] for row in (short, edge, long)]
+
+
+def _mrope_ids(row: torch.Tensor) -> torch.Tensor:
+    """[1, T] -> [3, 1, T] (t, h, w) that differ per axis, as an image block's would."""
+    return torch.stack((row, row // 2 + 1, row % 5 + row // 3))
+
+
+def _fresh(module: nn.Module) -> nn.Module:
+    """A copy of the module with a dynamic rope's grown state reset to its original one."""
+    clone = copy.deepcopy(module)
+    grown = getattr(clone, "max_seq_len_cached", None) != getattr(
+        clone, "original_max_seq_len", None
+    )
+    if not grown:
+        return clone
+    if isinstance(getattr(clone, "original_inv_freq", None), torch.Tensor):
+        clone.inv_freq = clone.original_inv_freq.clone()
+    for key in [k for k in vars(clone).get("_buffers", {}) if k.endswith("_original_inv_freq")]:
+        setattr(clone, key.replace("_original_inv_freq", "_inv_freq"), getattr(clone, key).clone())
+    if hasattr(clone, "original_max_seq_len"):
+        clone.max_seq_len_cached = clone.original_max_seq_len
+    return clone
+
+
+def _outputs(out) -> list[torch.Tensor] | None:
+    items = list(out) if isinstance(out, tuple | list) else [out]
+    return items if all(isinstance(t, torch.Tensor) for t in items) else None
+
+
+def _tolerance(pos: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
+    """[B, T, R/2]: the float32 rounding bound of transformers' angles, times the factor."""
+    p = pos.abs().amax(0) if pos.dim() == 3 else pos.abs()  # [B, T]
+    return abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
+
+
+def _spread(t: torch.Tensor, form: str) -> torch.Tensor:
+    if form == "half":
+        return torch.cat((t, t), -1)
+    return t.repeat_interleave(2, -1) if form == "interleaved" else t
+
+
+def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
+    """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
+    the shapes of `form` do not match theirs."""
+    cos, sin, inv_freq = rope.cos_sin(pos, width)
+    factor = 1.0 if rope.encoding.family == "none" else rope.frequencies(pos)[1]
+    ours = render(cos.double(), sin.double(), form, torch.float64)
+    ours = [ours] if form == "complex" else list(ours)
+    if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
+        return None
+    if form == "complex" and not theirs[0].is_complex():
+        return None
+    tol = _spread(_tolerance(pos, inv_freq, factor), form)
+    worst = -1.0
+    for a, b in zip(ours, theirs):
+        b = b.to(torch.complex128 if b.is_complex() else torch.float64)
+        worst = max(worst, ((a - b).abs() - tol).max().item())
+    return worst
+
+
+def _describe(theirs) -> str:
+    return ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
+
+
+def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
+    """(the form of `module`'s output, {layer_type: head dim} where a layer type's output width
+    shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
+    every probe; ValueError saying what does not match."""
+    hidden = cfg.get("hidden_size") or 8
+    takes_type = "layer_type" in _params(module.forward)
+    form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
+    for layer_type, rope in ropes.items():
+        for row in _probe_positions(cfg):
+            pos = _mrope_ids(row) if rope.axes is not None else row
+            x = torch.zeros(1, row.shape[-1], hidden)
+            args = (x, pos, layer_type) if takes_type else (x, pos)
+            try:
+                with torch.no_grad():
+                    theirs = _outputs(_fresh(module)(*args))
+            except Exception as error:  # the module's own limits (a table of max positions)
+                if row[0, -1] < 8:
+                    raise ValueError(f"{where}: calling it as forward(x, position_ids"
+                                     f"{', layer_type' if takes_type else ''}) fails: "
+                                     f"{type(error).__name__}: {error}") from None  # fmt: skip
+                continue
+            if theirs is None:
+                raise ValueError(f"{where}: its output is not a tensor or a tuple of tensors")
+            width = theirs[0].shape[-1]
+            forms = [form] if form else FORMS
+            scores = {f: _compare(theirs, rope, pos, width, f) for f in forms}
+            if all(v is None for v in scores.values()) and layer_type not in head_dims:
+                for head_dim in _other_head_dims(rope, width):  # the width tells the head dim
+                    other = rope_of(cfg, layer_type, head_dim)
+                    tried = {f: _compare(theirs, other, pos, width, f) for f in forms}
+                    if any(v is not None for v in tried.values()):
+                        rope, scores, head_dims[layer_type] = other, tried, head_dim
+                        ropes[layer_type] = other
+                        break
+            fitting = {f: s for f, s in scores.items() if s is not None}
+            if form is None:
+                fitting = {f: s for f, s in fitting.items() if s <= 0}
+                if not fitting:
+                    raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
+                form = next(iter(fitting))
+            elif not fitting or fitting[form] > 0:
+                raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
+            head_dims.setdefault(layer_type, None)
+    return form, {t: d for t, d in head_dims.items() if d is not None}
+
+
+def _other_head_dims(rope: Rope, width: int) -> list[int]:
+    """Head dims whose rotary dim R could give an output `width` wide (R or R/2 wide)."""
+    if rope.encoding.family == "none":
+        return []
+    prf = rope.rotary_dim() / rope.head_dim
+    dims = [r for w in (width, 2 * width) for r in (w, round(w / prf)) if r % 2 == 0]
+    return [d for d in dict.fromkeys(dims) if d != rope.head_dim]
+
+
+def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
+    enc = rope.encoding
+    what = "NoPE" if enc.family == "none" else (
+        f"{getattr(enc, 'rope_type', type(enc).__name__)} rope (R={rope.rotary_dim()}, "
+        f"theta={getattr(enc, 'base', '?')}{', mrope' if rope.axes else ''})"
+    )  # fmt: skip
+    lt = f" layer_type {layer_type!r}:" if layer_type is not None else ""
+    fitting = {f: s for f, s in scores.items() if s is not None}
+    if not fitting:
+        return (f"{where}:{lt} its output ({_describe(theirs)}) has the shape of no form posenc "
+                f"renders for its config's {what}; not patched")  # fmt: skip
+    best = min(fitting, key=fitting.get)
+    return (f"{where}:{lt} its output differs from posenc's {what} by up to "
+            f"{fitting[best]:.2g} beyond float32 rounding (closest form {best!r}) at positions "
+            f"{row[0, 0].item()}..{row[0, -1].item()}; not patched")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# scaling= and encoding=
 
 
 def _merged(old: dict, new: dict) -> dict:
-    """A scaling dict over a layer's own rope_parameters: rope_theta and partial_rotary_factor
-    not given in it are the model's."""
+    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
+    the mrope keys not given in it are the model's."""
     if not isinstance(new, dict):
         raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
     if "rope_type" not in new and "type" not in new:
         raise ValueError(f"scaling needs the key 'rope_type' (got keys: {sorted(new)})")
-    kept = {k: old[k] for k in ("rope_theta", "partial_rotary_factor") if k in (old or {})}
+    keep = ("rope_theta", "partial_rotary_factor", *MROPE_KEYS)
+    kept = {k: old[k] for k in keep if k in (old or {})}
     return {**kept, **new}
 
 
@@ -120,27 +391,46 @@ def _with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
     return {**cfg, "rope_parameters": new}
 
 
-def _encodings(config, encoding, scaling) -> dict:
-    """{layer_type or None: encoding} for the model: its config's, rescaled, or given."""
-    if encoding is not None and scaling is not None:
-        raise ValueError("pass encoding= or scaling=, not both")
-    cfg = config.to_dict()
-    types = layer_types_of(cfg.get("rope_parameters") or {})
-    if scaling is not None:
-        cfg = _with_scaling(cfg, scaling, types)
-    own = {t: from_config(cfg, t) for t in types} if types else {None: from_config(cfg)}
-    if encoding is None:
-        return own
-    if not isinstance(encoding, dict):
-        return {t: encoding for t in own}
-    if types is None or not set(encoding) <= set(types):
-        allowed = types or "none: this model has one rope; pass one encoding"
-        raise ValueError(f"encoding: a dict is keyed by layer type; allowed: {allowed}")
-    return {**own, **encoding}
+def _module_types(module: nn.Module, cfg: dict) -> list | None:
+    """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
+    nested per layer type, else the config's layer_types), None for a module with one rope."""
+    if "layer_type" not in _params(module.forward):
+        return None
+    own = getattr(module, "layer_types", None)
+    if isinstance(own, list | tuple) and own and all(isinstance(t, str) for t in own):
+        params = cfg.get("rope_parameters") or {}
+        nested = layer_types_of(params) or []
+        return [t for t in dict.fromkeys(own) if t not in nested or params[t] is not None]
+    params = cfg.get("rope_parameters") or {}
+    types = [t for t in layer_types_of(params) or [] if params[t] is not None]  # None: NoPE
+    return types or list(dict.fromkeys(cfg.get("layer_types") or [])) or [None]
 
 
-def _check(encoding, kind: str, head_dim: int, model_type: str) -> None:
-    """ValueError unless transformers' attention can apply `encoding` as cos, sin."""
+def _config_of(module: nn.Module, model) -> dict:
+    own = getattr(module, "config", None)
+    return config_dict(own if own is not None and callable(getattr(own, "to_dict", None))
+                       else model.config)  # fmt: skip
+
+
+def _user_encodings(encoding, own: dict, layout: str | None, head_dim: int) -> dict:
+    """{layer_type: Rope} of encoding= over the module's own ropes `own`."""
+    types = [t for t in own if t is not None]
+    if isinstance(encoding, dict):
+        if not types or not set(encoding) <= set(types):
+            allowed = types or "none: this model has one rope; pass one encoding"
+            raise ValueError(f"encoding: a dict is keyed by layer type; allowed: {allowed}")
+        given = encoding
+    else:
+        given = {t: encoding for t in own}
+    out = dict(own)
+    for t, enc in given.items():
+        _check(enc, own[t], layout, head_dim)
+        out[t] = Rope(enc, head_dim=head_dim)
+    return out
+
+
+def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
+    """ValueError unless the module's form can carry `encoding` as the model applies it."""
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a posenc encoding, got {type(encoding).__name__}")
     if encoding.family == "none" and not encoding.overrides("rotate"):
@@ -148,57 +438,163 @@ def _check(encoding, kind: str, head_dim: int, model_type: str) -> None:
     if not isinstance(encoding, RoPE) or encoding.position_dims != 1:
         raise ValueError(
             f"encoding: {type(encoding).__name__} cannot be applied as transformers' cos, sin; "
-            "allowed: posenc 'rope' (any rope_type, half layout) or 'nope'"
+            "allowed: posenc 'rope' (any rope_type, the model's layout) or 'nope'"
         )
-    if encoding.layout != "half":
+    if own.axes is not None:
+        raise ValueError("encoding: this model's rope is mrope; pass scaling= to rescale it")
+    if layout is None:
+        raise ValueError("encoding: this model's rotary output does not tell its layout; "
+                         "pass scaling= instead")  # fmt: skip
+    if encoding.layout != layout:
+        pairs = "(i, i + R/2)" if layout == "half" else "(2i, 2i + 1)"
         raise ValueError(
-            f"encoding: layout={encoding.layout!r}; {model_type}'s attention rotates pairs "
-            "(i, i + R/2): allowed layout 'half' (build the rope with layout='half')"
+            f"encoding: layout={encoding.layout!r}; this model's attention rotates pairs "
+            f"{pairs}: allowed layout {layout!r} (build the rope with layout={layout!r})"
         )
     if encoding.head_dim is not None and encoding.head_dim != head_dim:
         raise ValueError(f"encoding: head_dim={encoding.head_dim}, the model's is {head_dim}")
-    rotary = encoding.rotary_dim(head_dim)
-    if kind == "full" and rotary != head_dim:
-        partial = [m for m, k in SUPPORTED.items() if k == "partial"]
+    rotary, theirs = encoding.rotary_dim(head_dim), own.rotary_dim()
+    if rotary != theirs:
         raise ValueError(
-            f"encoding: rotary_dim={rotary}, but {model_type}'s attention rotates the whole head "
-            f"(rotary_dim must be head_dim={head_dim}); partial rotary: {', '.join(partial)}"
+            f"encoding: rotary_dim={rotary}, but this model's attention rotates {theirs} "
+            f"channels (rotary_dim must be {theirs}); partial rotary: phi3, gpt_neox and other "
+            "models built with it"
         )
 
 
+def _layout(form: str, own: Rope) -> str | None:
+    """The pairs the model's attention rotates: "half" or "interleaved" (None: unknown)."""
+    if form in ("interleaved", "complex"):
+        return "interleaved"
+    if form == "half" and own.encoding.family != "none":
+        return own.encoding.layout  # DeepSeek-V3's rope_interleave: from_config says so
+    return None
+
+
+def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
+    """transformers' own rotary module built with the new rope_parameters (None when
+    transformers cannot build it, e.g. posenc's static 'ntk')."""
+    try:
+        new_cfg = copy.deepcopy(cfg_obj)
+        new_cfg.rope_parameters = copy.deepcopy(new_params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return type(module)(new_cfg)
+    except Exception:
+        return None
+
+
+def _attention_rescale(model, old_cfg, new_params) -> dict:
+    """{module: {attribute: value}}: float attributes of modules other than the rotary ones
+    that transformers derives from rope_parameters (DeepSeek's softmax scale times mscale^2),
+    as the module class computes them with the new parameters."""
+    changes = {}
+    for module in model.modules():
+        if getattr(module, "config", None) is not old_cfg or not hasattr(module, "layer_idx"):
+            continue
+        if type(module).__name__.endswith("RotaryEmbedding"):
+            continue
+        try:
+            source = inspect.getsource(type(module).__init__)
+        except (OSError, TypeError):
+            continue
+        if "rope_parameters" not in source and "rope_scaling" not in source:
+            continue
+        new_cfg = copy.deepcopy(old_cfg)
+        new_cfg.rope_parameters = copy.deepcopy(new_params)
+        try:
+            with torch.device("meta"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                twin = type(module)(new_cfg, module.layer_idx)
+        except Exception as error:
+            raise ValueError(
+                f"patch: scaling: {type(module).__name__} reads rope_parameters and cannot be "
+                f"rebuilt to see what it derives from them ({type(error).__name__}); not patched"
+            ) from None
+        diff = {k: v for k, v in vars(twin).items() if isinstance(v, float)
+                and vars(module).get(k) != v}  # fmt: skip
+        if diff:
+            changes[module] = diff
+    return changes
+
+
 def patch(model, encoding=None, *, scaling: dict | None = None):
-    """Make a loaded transformers causal LM take its positions from posenc, in place; returns it.
+    """Make a loaded transformers model take its rotary positions from posenc, in place; returns
+    it.
 
     No arguments: the encoding its own config describes (posenc.hf.from_config): the same
     logits. scaling: a rope_parameters dict (e.g. {"rope_type": "yarn", "factor": 4.0,
-    "original_max_position_embeddings": 2048}; rope_theta and partial_rotary_factor default to
-    the model's; for a model with rope per layer type, {layer_type: dict}): the logits of the
-    model rebuilt by transformers with that config. encoding: a posenc rope (any rope_type, half
-    layout) or nope encoding, or for Gemma 3 a dict {layer_type: encoding}.
+    "original_max_position_embeddings": 2048}; rope_theta, partial_rotary_factor and mrope keys
+    default to the model's; for a model with rope per layer type, {layer_type: dict}): the
+    logits of the model rebuilt by transformers with that config. encoding: a posenc rope (any
+    rope_type, the model's layout and rotary dim) or nope encoding, or per layer type a dict
+    {layer_type: encoding}.
 
-    Supported model_types: SUPPORTED (llama, mistral, qwen2, qwen3, gemma3_text, phi3, gpt_neox).
-    The interleaved layout is refused (ValueError): these models rotate pairs (i, i + R/2), and
-    an interleaved rope would need their q/k projection rows permuted, i.e. the weights changed.
-    A partial rotary dim R < Dh works only where the model's attention rotates R channels
-    (phi3, gpt_neox). Positions are the ones the model is given (left padding through generate's
-    position_ids, packed sequences through explicit position_ids); dynamic and longrope follow
-    the largest position of each call (transformers': the largest seen so far, the same in a
-    generation).
+    Every rotary module is confirmed first (see the module docstring): ValueError with one line
+    saying what does not match, the model untouched. With scaling=, the new rope must also equal
+    transformers' own rotary module rebuilt with it where transformers can build one, and the
+    float attributes attention layers derive from rope_parameters (DeepSeek's mscale) follow.
+    Positions are the ones the model is given; dynamic and longrope follow the largest position
+    of each call (transformers': the largest seen so far, the same in one generation from a
+    fresh model).
     """
     transformers = _transformers()
     if not isinstance(model, transformers.PreTrainedModel):
         raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
-    model_type = getattr(model.config, "model_type", None)
-    if model_type not in SUPPORTED:
+    if encoding is not None and scaling is not None:
+        raise ValueError("pass encoding= or scaling=, not both")
+    modules = rotary_modules(model)
+    if not modules:
         raise ValueError(
-            f"patch: model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED)}"
+            f"patch: model_type {getattr(model.config, 'model_type', None)!r} is not supported: "
+            f"{type(model).__name__} has no rotary embedding module (a module whose class name "
+            "ends in 'RotaryEmbedding', as transformers' RoPE models have)"
         )
-    base = model.base_model
-    if not isinstance(getattr(base, "rotary_emb", None), nn.Module):
-        raise ValueError(f"patch: {type(base).__name__} has no rotary_emb module to replace")
-    head_dim = _head_dim(model.config)
-    encodings = _encodings(model.config, encoding, scaling)
-    for enc in encodings.values():
-        _check(enc, SUPPORTED[model_type], head_dim, model_type)
-    base.rotary_emb = PosencRotaryEmbedding(encodings, head_dim)
+    plan, rescale = [], {}
+    for name, module in modules:
+        if isinstance(module, PosencRotaryEmbedding):
+            raise ValueError(f"patch: {name} is already patched; patch a fresh model")
+        cfg = _config_of(module, model)
+        types = _module_types(module, cfg)
+        where = f"patch: {name} ({type(module).__name__})"
+        try:
+            own = {t: rope_of(cfg, t) for t in (types or [None])}
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{where}: its config: {error}; not patched") from None
+        form, head_dims = identify(module, name, cfg, own)
+        ropes = own
+        if scaling is not None:
+            nested = layer_types_of(cfg.get("rope_parameters") or {})
+            new_cfg = _with_scaling(cfg, scaling, nested)
+            try:
+                ropes = {t: rope_of(new_cfg, t, head_dims.get(t)) for t in own}
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"scaling: {error}") from None
+            cfg_obj = getattr(module, "config", None) or model.config
+            ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
+            if ref is not None:
+                identify_as(ref, name, new_cfg, ropes, form)
+            rescale.update(_attention_rescale(model, cfg_obj, new_cfg["rope_parameters"]))
+        elif encoding is not None:
+            layout = _layout(form, next(iter(own.values())))
+            ropes = _user_encodings(encoding, own, layout, head_dim_of(cfg))
+        plan.append((name, module, ropes, form, cfg))
+    for name, module, ropes, form, cfg in plan:
+        new = PosencRotaryEmbedding(ropes, head_dim_of(cfg), form)
+        for key in KEPT_ATTRIBUTES:
+            if key in vars(module) or hasattr(type(module), key):
+                setattr(new, key, getattr(module, key))
+        model.set_submodule(name, new)
+    for module, diff in rescale.items():
+        for key, value in diff.items():
+            setattr(module, key, value)
     return model
+
+
+def identify_as(module, name, cfg, ropes, form) -> None:
+    """ValueError unless `module` (transformers' rotary module rebuilt with a scaling) gives
+    posenc's output for `ropes` in `form`."""
+    got, _ = identify(module, f"{name} rebuilt with the scaling", cfg, dict(ropes))
+    if got != form:
+        raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
+                         f"the model's own {form!r}; not patched")  # fmt: skip

@@ -1,0 +1,113 @@
+"""posenc.hf.patch on every RoPE model type of the installed transformers (posenc.hf.coverage).
+
+Default run: one model type per thing patch must identify (each output form, partial rotary,
+per layer type, NoPE layers, MLA decoupled rope heads, GPT-J's table, proportional heads),
+each at parity: logits within 1e-4 after patch(), and with YaRN and dynamic NTK equal to the
+model transformers rebuilds with them. The full sweep (`-m slow`) holds the issue's target:
+parity on >= 90% of the types that build, none wrong; `python -m posenc.hf.coverage
+--write docs/hf/coverage.md` writes its table.
+Never silently wrong: a rotary module whose numbers differ from its config is refused.
+"""
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posenc.hf import coverage, patch  # noqa: E402
+from posenc.hf.patch import PosencRotaryEmbedding  # noqa: E402
+
+REPRESENTATIVE = {
+    "llama": "half",
+    "cohere": "interleaved",  # repeat_interleave cos / sin
+    "gpt_oss": "pairs",  # cos, sin [B, T, R/2]
+    "gptj": "pairs_sc",  # sin, cos from a table of max positions; rotary_dim
+    "deepseek_v2": "complex",  # freqs_cis
+    "deepseek_v3": "half",  # MLA rope heads (qk_rope_head_dim), rope_interleave
+    "glm": "half",  # partial rotary
+    "gemma3_text": "half",  # rope per layer type
+    "smollm3": "half",  # NoPE layers
+    "gemma4_text": "half",  # per-layer-type head dims, proportional rope
+}
+
+
+@pytest.fixture(scope="module")
+def known():
+    return coverage.model_types()
+
+
+@pytest.mark.parametrize("model_type", list(REPRESENTATIVE))
+def test_representative_types_at_parity(model_type, known):
+    row = coverage.check(model_type, known[model_type])
+    assert row["status"] == "parity", row
+    for key in ("plain", "yarn", "dynamic"):
+        assert row[key] == "-" or row[key] <= coverage.TOL, row
+
+
+@pytest.mark.parametrize("model_type", list(REPRESENTATIVE))
+def test_form_identified(model_type, known):
+    model, _ = coverage.tiny(model_type, known[model_type])
+    patch(model)
+    forms = {m.form for _, m in model.named_modules() if isinstance(m, PosencRotaryEmbedding)}
+    assert forms == {REPRESENTATIVE[model_type]}
+
+
+@pytest.mark.slow
+def test_full_sweep_target():
+    rows = coverage.sweep()
+    s = coverage.summary(rows)
+    assert s["wrong"] == 0, [r for r in rows if r["status"] == "wrong"]
+    assert s["parity"] >= 0.9 * s["built"], s
+
+
+def _tiny_llama():
+    model, _ = coverage.tiny("llama", "LlamaForCausalLM")
+    return model
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda r: r.inv_freq.mul_(1.001), "differs from posenc's default rope"),
+        (lambda r: setattr(r, "attention_scaling", 1.1), "differs from posenc's default rope"),
+        (lambda r: r.inv_freq[-1:].mul_(0.5), "differs from posenc's default rope"),
+    ],
+)
+def test_a_module_that_differs_from_its_config_is_refused_untouched(tamper, message):
+    model = _tiny_llama()
+    tamper(model.model.rotary_emb)
+    own = model.model.rotary_emb
+    with pytest.raises(ValueError, match=message) as info:
+        patch(model)
+    assert "\n" not in str(info.value) and "not patched" in str(info.value)
+    assert model.model.rotary_emb is own
+
+
+def test_a_module_of_another_interface_is_refused():
+    model = _tiny_llama()
+
+    class Odd(torch.nn.Module):  # a rotary module with another signature
+        def forward(self, x, seq_len):
+            return x
+
+    Odd.__name__ = "OddRotaryEmbedding"
+    model.model.rotary_emb = Odd()
+    with pytest.raises(ValueError, match="its output .* has the shape of no form"):
+        patch(model)
+
+
+def test_patched_twice_is_refused():
+    model = patch(_tiny_llama())
+    with pytest.raises(ValueError, match="already patched"):
+        patch(model)
+
+
+def test_dynamic_grown_state_does_not_block_patch():
+    """A dynamic NTK model already run past its length is confirmed on its fresh state."""
+    model, kwargs = coverage.tiny("llama", "LlamaForCausalLM")
+    config = coverage._config("llama", kwargs, coverage.DYNAMIC)
+    model = coverage._build("llama", "LlamaForCausalLM", config)
+    with torch.no_grad():
+        model(torch.randint(3, 100, (1, 8)), position_ids=torch.arange(200, 208)[None])
+    assert model.model.rotary_emb.max_seq_len_cached > 64
+    patch(model)
