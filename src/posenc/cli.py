@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 def parsers() -> dict:
     """Every command's argument parser, by the words that start it ("arena report" too):
     what the tests walk to check every flag of every command alike."""
-    from posenc.arena.cli import parser as arena, report_parser
+    from posenc.arena.cli import parser as arena
+    from posenc.arena.cli import report_parser
     from posenc.bench.cli import parser as bench
     from posenc.explain.cli import parser as explain
 
