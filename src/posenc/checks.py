@@ -191,6 +191,28 @@ def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
     return idx - first
 
 
+def check_doc_ids(doc_ids, B: int, T: int) -> None:
+    """doc_ids: a [T] or [B, T] integer tensor of contiguous documents (each id one run:
+    [0, 0, 1, 1], not [0, 1, 0]); ValueError / TypeError naming doc_ids otherwise."""
+    if not isinstance(doc_ids, torch.Tensor):
+        raise TypeError(f"doc_ids must be a torch.Tensor, got {type(doc_ids).__name__}")
+    if doc_ids.shape not in ((T,), (B, T), (1, T)):
+        raise ValueError(f"doc_ids must be [T] or [B, T] = [{B}, {T}], got {tuple(doc_ids.shape)}")
+    if doc_ids.is_floating_point() or doc_ids.is_complex():
+        raise TypeError(f"doc_ids must be an integer tensor of document ids, got {doc_ids.dtype}")
+    ids = doc_ids.reshape(-1, T)
+    runs = (ids[:, 1:] != ids[:, :-1]).sum(-1) + 1  # [b] runs of equal ids
+    srt = ids.sort(dim=-1).values
+    distinct = (srt[:, 1:] != srt[:, :-1]).sum(-1) + 1  # [b] distinct ids
+    bad = (runs != distinct).nonzero()
+    if T and bad.numel():
+        row = int(bad[0, 0])
+        raise ValueError(
+            f"doc_ids must be contiguous runs (each document's tokens side by side), got "
+            f"{ids[row].tolist()[:32]} in row {row}: give every document its own id"
+        )
+
+
 def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
     """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1)."""
     want = (T,) if P == 1 else (T, P)

@@ -39,6 +39,7 @@ class KVCache:
         self.positions: torch.Tensor | None = None  # [B, max_tokens(, P)], on the first write
         self.length = 0  # tokens stored
         self.default = True  # every stored position was the default arange
+        self.drawn: torch.Tensor | None = None  # [max_tokens]: randomized positions, one draw
 
     @property
     def max_tokens(self) -> int:
@@ -60,6 +61,21 @@ class KVCache:
         self.positions[:, start:stop] = positions
         self.default = self.default and default
         return self.positions[:, :stop]
+
+    def sampled(self, sample, positions: torch.Tensor) -> torch.Tensor:
+        """Randomized positions (Ruoss et al.) for a cached model: `sample` (the encoding's
+        sample_positions) is drawn ONCE, over arange(max_tokens), on the first call, and
+        positions [T] / [B, T] index that draw. So decode steps continue the prompt's sample
+        in order (never resampled, never backwards), and the finished sequence has exactly the
+        positions a full forward of its length draws from the same random state."""
+        if self.drawn is None:
+            self.drawn = sample(torch.arange(self.max_tokens, device=positions.device))
+        if positions.numel() and int(positions.max()) >= self.max_tokens:
+            raise ValueError(
+                f"positions go up to {int(positions.max())}: randomized positions with a KV "
+                f"cache index one draw over its max_tokens={self.max_tokens}"
+            )
+        return self.drawn[positions.long()]
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Write k, v [B, Hkv, T, Dh] after the stored ones; return all [B, Hkv, L + T, Dh]."""
