@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -405,3 +406,55 @@ def test_empty_input_and_cache_inexact_generate():
     phase = tiny("phase")
     with pytest.warns(UserWarning, match="cache_exact=False"):
         phase.generate(torch.randint(0, V, (1, 3)), 2)
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-30, 1e-8, 1e-3])
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_a_tiny_temperature_samples_near_greedy(temperature, top_k):
+    """Any temperature > 0 samples; a tiny one gives the greedy tokens (the largest logit's
+    probability rounds to 1), never torch's inf / nan error."""
+    from posenc.kv_cache import pick_token
+
+    torch.manual_seed(0)
+    logits = torch.randn(64, V) * 30
+    logits[:, 0] = logits.amax(dim=-1) + 1.0  # a clear argmax
+    for _ in range(3):
+        got = pick_token(logits, temperature, top_k)
+        assert torch.equal(got[:, 0], torch.zeros(64, dtype=torch.long))
+    model = tiny("rope")
+    prompt = torch.randint(0, V, (2, 4))
+    greedy = model.generate(prompt, 4)
+    if temperature < 1e-20:
+        assert torch.equal(model.generate(prompt, 4, temperature=temperature, top_k=top_k), greedy)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        (dict(encoding="randomized", encoding_kwargs={"encoding": "INNER"}),
+         "config['encoding_kwargs']['encoding']"),
+        (dict(encoding=["rope", ("randomized", {"encoding": "INNER"})], depth=2),
+         "config['encoding'][1][1]['encoding']"),
+    ],
+)  # fmt: skip
+def test_save_refuses_a_config_a_checkpoint_cannot_rebuild(kwargs, where, tmp_path):
+    """An encoding instance inside the config would write a checkpoint from_checkpoint cannot
+    read: refused at save, naming the key, and nothing written."""
+    inner = posenc.build("rope", head_dim=8)
+
+    def swap(v):
+        if v == "INNER":
+            return inner
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return type(v)(swap(x) for x in v)
+        return v
+
+    kwargs = swap(kwargs)
+    if isinstance(kwargs["encoding"], list):  # the schedule: randomized in every layer
+        kwargs["encoding"][0] = ("randomized", {"encoding": "rope"})
+    model = TransformerLM(vocab_size=V, dim=32, heads=4, **{"depth": 1, **kwargs})
+    with pytest.raises(ValueError, match=rf"^save: {re.escape(where)} is a RoPE"):
+        model.save(tmp_path / "m.pt")
+    assert not (tmp_path / "m.pt").exists()

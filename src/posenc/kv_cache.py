@@ -89,7 +89,9 @@ def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None) -> t
     """logits [B, V] -> token ids [B, 1]: argmax at temperature 0, else a sample."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # the max subtracted first: a tiny temperature sends the others to -inf (near-greedy),
+    # never inf - inf = nan
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -torch.inf)

@@ -247,7 +247,11 @@ class TransformerLM(nn.Module):
     # ------------------------------------------------------------------------------ checkpoints
 
     def save(self, path) -> None:
-        """torch.save({"config": constructor kwargs, "model": state_dict}, path)."""
+        """torch.save({"config": constructor kwargs, "model": state_dict}, path). The config
+        must be plain data (names, numbers, lists, dicts) that from_checkpoint can read back:
+        an encoding instance inside it (encoding_kwargs={"encoding": RoPE(...)}) is refused
+        here, naming the key, instead of writing a checkpoint that cannot be loaded."""
+        plain_config(self.config)
         torch.save({"config": dict(self.config), "model": self.state_dict()}, path)
 
     @classmethod
@@ -260,6 +264,25 @@ class TransformerLM(nn.Module):
         except (TypeError, KeyError, RuntimeError) as err:
             raise ValueError(f"{path}: config and weights do not fit ({err})"[:300]) from None
         return model
+
+
+def plain_config(value, where: str = "config") -> None:
+    """ValueError naming the key unless `value` is plain data (what torch.load's
+    weights_only reads back): None, bool, int, float, str, and lists / tuples / dicts of it."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            plain_config(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            plain_config(item, f"{where}[{key!r}]")
+        return
+    raise ValueError(
+        f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
+        "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
+    )
 
 
 def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
