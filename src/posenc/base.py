@@ -230,7 +230,12 @@ class PositionalEncoding(nn.Module):
 def one_directional(encoding: PositionalEncoding) -> str:
     """Why a one-directional encoding cannot run with causal=False, and what to build."""
     cls = type(getattr(encoding, "inner", encoding))  # a wrapper: the wrapped encoding
-    if "bidirectional" in inspect.signature(cls).parameters:
+    if "bidirectional" in inspect.signature(cls).parameters and hasattr(encoding, "inner"):
+        fix = (
+            f"build the wrapped {cls.__name__} with bidirectional=True, or give the wrapper "
+            "its name (TransformerLM(causal=False) then builds the encoder form)"
+        )
+    elif "bidirectional" in inspect.signature(cls).parameters:
         fix = "build it with bidirectional=True for an encoder (TransformerLM(causal=False) does)"
     else:
         fix = "it has no bidirectional form; use causal=True or another encoding"

@@ -76,7 +76,7 @@ def test_every_label_form_validates_and_builds_as_a_worker_builds_it(label):
     if label.startswith("randomized:") and "(" in label:
         inner = model.encoding.inner
         key, value = label[label.index("(") + 1 : -1].split("=")
-        want = {"false": False, "concat": "concat"}.get(value, None)
+        want = {"false": False, "concat": "concat"}.get(value)
         got = getattr(inner, key, None)
         assert got == (want if want is not None else type(got)(value)), (key, got)
 

@@ -210,3 +210,25 @@ def test_a_schedule_randomizes_every_layer_or_none():
     model.encodings[1].inner.bias = spy
     model(torch.randint(0, 11, (1, 9)))
     assert not torch.equal(seen[0], torch.arange(9))  # layer 1 sees sampled positions
+
+
+@pytest.mark.parametrize("name", WRAPPED)
+def test_an_encoder_over_randomized_gets_the_wrapped_encoders_form(name):
+    """TransformerLM(causal=False) with randomized over NAME builds NAME's encoder form
+    (bidirectional=True where NAME has one), as it does for NAME alone; where NAME has none,
+    the error says so and suggests no keyword that does not apply."""
+    import inspect
+
+    kwargs = {"encoding": name, "sample_len": 64}
+    cls = posenc.resolve(name)
+    takes = "bidirectional" in inspect.signature(cls).parameters
+    if cls.bidirectional or takes:
+        model = posenc.TransformerLM(
+            11, 32, 1, 4, encoding="randomized", encoding_kwargs=kwargs, causal=False, max_len=64
+        )
+        assert model.encoding.bidirectional and model.encoding.inner.bidirectional
+        return
+    with pytest.raises(ValueError, match="no bidirectional form") as err:
+        posenc.TransformerLM(11, 32, 1, 4, encoding="randomized", encoding_kwargs=kwargs,
+                             causal=False, max_len=64)  # fmt: skip
+    assert "bidirectional=True" not in str(err.value)
