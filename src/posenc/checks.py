@@ -118,7 +118,9 @@ def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
 
 
 @torch.compiler.disable  # under torch.compile: run eagerly (a graph break), same errors
-def _check_position_values(positions: torch.Tensor, name: str, integer: bool, max_len) -> None:
+def _check_position_values(
+    positions: torch.Tensor, name: str, integer: bool, max_len, signed: bool = False
+) -> None:
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
     if positions.is_floating_point() and not torch.isfinite(positions).all():
@@ -129,7 +131,7 @@ def _check_position_values(positions: torch.Tensor, name: str, integer: bool, ma
             "got non-integer float values"
         )
     low = positions.min().item()
-    if low < 0:
+    if low < 0 and not signed:
         raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
     if max_len is not None:
         high = positions.max().item()
@@ -147,10 +149,12 @@ def check_positions(
     integer: bool = False,
     max_len: int | None = None,
     position_dims: int = 1,
+    signed: bool = False,
 ) -> torch.Tensor:
     """Validate positions and return them unchanged.
 
-    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values,
+    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values
+    (unless `signed`: coordinates such as rope_nd's pixel grid in [-1, 1]),
     non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
     `position_dims` long.
     """
@@ -161,7 +165,7 @@ def check_positions(
             f"(one component per axis), got shape {tuple(positions.shape)}"
         )
     if positions.numel():
-        _check_position_values(positions, name, integer, max_len)
+        _check_position_values(positions, name, integer, max_len, signed)
     return positions
 
 
