@@ -70,9 +70,12 @@ def parsers() -> dict:
     from posenc.arena.cli import report_parser
     from posenc.bench.cli import parser as bench
     from posenc.explain.cli import parser as explain
+    from posenc.stretch.cli import parser as stretch
+    from posenc.stretch.cli import report_parser as stretch_report
 
     return {"list": list_parser(), "show": show_parser(), "explain": explain(),
-            "arena": arena(), "arena report": report_parser(), "bench": bench()}  # fmt: skip
+            "arena": arena(), "arena report": report_parser(), "bench": bench(),
+            "stretch": stretch(), "stretch report": stretch_report()}  # fmt: skip
 
 
 def list_parser():
