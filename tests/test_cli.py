@@ -89,3 +89,68 @@ def test_a_closed_pipe_is_no_traceback():
     cmd = f"{sys.executable} -m posenc show sinusoidal --dim 64 --positions 0:5000 | head -1"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith("Sinusoidal") and proc.stderr == ""
+
+
+def value_flags():
+    """(command words, flag) for every flag of every command that takes a value."""
+    from posenc.cli import parsers
+
+    out = []
+    for words, parser in parsers().items():
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                out.append((words, action.option_strings[-1]))
+    return out
+
+
+@pytest.mark.parametrize(("words", "flag"), value_flags())
+@pytest.mark.parametrize("value", ["", " ", ",", " , ,"])
+def test_every_flag_refuses_an_empty_value(words, flag, value, capsys):
+    """An empty value (`--tasks "$UNSET"`) is refused in one line, exit 2, for every flag of
+    every command: never read as "not given" (which ran the 71-minute default grid)."""
+    from posenc.cli import main
+
+    argv = [*words.split(), flag, value]
+    if words == "show":
+        argv.insert(1, "nope")
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and "empty value" in err, err
+
+
+def test_value_flags_cover_every_command():
+    from posenc.cli import COMMANDS
+
+    words = {w for w, _ in value_flags()}
+    assert {w.split()[0] for w in words} == set(COMMANDS)  # every command has its parser
+    assert {"arena report", "stretch report"} <= words
+    assert ("arena", "--tasks") in value_flags() and ("arena", "--encodings") in value_flags()
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, c in posenc.ENCODINGS.items() if c.family == "absolute")
+)
+def test_show_header_counts_the_columns_it_prints(name, capsys):
+    """Concatenating encodings (onehot, index, phase, ...) print embed_dim(D) columns: the
+    header names that many."""
+    import re
+
+    from posenc.cli import main
+
+    assert main(["show", name, "--dim", "4", "--positions", "0:5"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    printed = len(rows[0].split()) - 1  # the first field is the position
+    assert re.search(rf"columns: the {printed} dims", header), header
+
+
+@pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
+def test_show_refuses_a_table_too_large_in_one_line(name, capsys):
+    """A span whose table (or bias matrix, or learned table) cannot fit: one line naming
+    --positions and the limit, exit 2, before anything is allocated."""
+    from posenc.cli import main
+
+    assert main(["show", name, "--dim", "64", "--positions", "0:2000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--positions" in err and "limit" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ NAMES = sorted(posenc.ENCODINGS)
 V = 11
 
 
-def tiny(name: str, seed: int = 0, **kwargs) -> TransformerLM:
+def tiny(name: str = "rope", seed: int = 0, **kwargs) -> TransformerLM:
     torch.manual_seed(seed)
     config = dict(vocab_size=V, dim=32, depth=2, heads=4, kv_heads=2, encoding=name, max_len=64)
     model = TransformerLM(**{**config, **kwargs})
@@ -48,8 +49,7 @@ def test_generate_with_cache_equals_full_forward(name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("causal", [True, False])
 def test_packed_batch_equals_each_document_alone(name, causal):
-    if not exact_with_cache(name):
-        pytest.skip(f"{name} depends on the whole sequence (cache_exact=False), not per document")
+    """Every encoding, whole-sequence ones (phase: t / (T-1) of each document) too."""
     if not causal and not posenc.resolve(name).bidirectional:
         with pytest.raises(ValueError, match="no bidirectional form"):
             tiny(name, causal=causal)
@@ -76,8 +76,6 @@ def test_outputs_do_not_depend_on_the_padding_around_a_sequence(name, backend):
     """Pads before a sequence are a document of their own (doc_ids): the sequence restarts at
     position 0 and no key of it sees a pad; pads after it never reach it (causal). Its logits
     equal those of the sequence alone, for every encoding and attention backend."""
-    if not exact_with_cache(name):
-        pytest.skip(f"{name} depends on the whole sequence (cache_exact=False)")
     model = tiny(name)
     model.attn_backend = backend
     seq = torch.randint(1, V, (6,))
@@ -93,9 +91,78 @@ def test_outputs_do_not_depend_on_the_padding_around_a_sequence(name, backend):
             doc_ids = torch.cat([torch.zeros(left), torch.ones(6), torch.full((right,), 2)])
             got = model(padded, doc_ids=doc_ids[None].long())[0, left : left + 6]
             torch.testing.assert_close(got, alone, atol=1e-5, rtol=1e-4)
-            if left == 0:  # right padding alone needs no mask in a causal model
+            if left == 0 and exact_with_cache(name):  # right padding needs no mask (causal),
+                # but a whole-sequence encoding (phase) sees the pads' length without doc_ids
                 got = model(padded)[0, :6]
                 torch.testing.assert_close(got, alone, atol=1e-5, rtol=1e-4)
+
+
+def length_dependent_models():
+    """(id, model factory) for every encoding whose output at a position depends on the
+    sequence length T: found, not named, by comparing a causal prefix with the whole."""
+    from posenc.functional.rope_scaling import ROPE_SCALING
+
+    cases = [(n, dict(encoding=n)) for n in NAMES]
+    for rope_type in ROPE_SCALING:  # RoPE's scalings: dynamic and longrope follow T
+        params = {"rope_type": rope_type, "factor": 4.0, "original_max_position_embeddings": 4}
+        if rope_type == "longrope":
+            params |= {"short_factor": [1.0] * 4, "long_factor": [1.0, 2.0, 3.0, 4.0]}
+        if rope_type == "llama3":
+            params |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+        if rope_type == "proportional":
+            params = {"rope_type": rope_type, "partial_rotary_factor": 0.5}
+        cases.append((f"rope-{rope_type}", dict(encoding="rope",
+                                                encoding_kwargs={"scaling": params})))  # fmt: skip
+    out = []
+    x = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(0))
+    for case_id, kwargs in cases:
+        model = tiny(**kwargs).double()  # float64: a dependence stands out of float32 biases
+        with torch.no_grad():
+            if not torch.allclose(model(x[:, :3]), model(x)[:, :3], atol=1e-7, rtol=0):
+                out.append(pytest.param(kwargs, id=case_id))
+    return out
+
+
+LENGTH_DEPENDENT = length_dependent_models()
+
+
+def test_length_dependent_encodings_are_found():
+    found = {p.id for p in LENGTH_DEPENDENT}
+    assert {"phase", "rope-dynamic", "rope-longrope"} <= found, found
+
+
+@pytest.mark.parametrize("kwargs", LENGTH_DEPENDENT)
+def test_packed_documents_of_length_dependent_encodings(kwargs):
+    """A packed document of an encoding that depends on T equals the same document alone
+    (its own T, not the packed row's), or doc_ids is refused in one line where the encoding
+    follows the batch's longest sequence (RoPE's dynamic / longrope, as transformers')."""
+    model = tiny(**kwargs)
+    lens = [3, 9, 5]
+    docs = [torch.randint(0, V, (n,)) for n in lens]
+    packed = torch.cat(docs)[None]
+    doc_ids = torch.cat([torch.full((n,), i) for i, n in enumerate(lens)])[None]
+    with torch.no_grad():
+        if not model.encoding.per_document:
+            with pytest.raises(ValueError, match="^doc_ids: .*per document") as err:
+                model(packed, doc_ids=doc_ids)
+            assert "\n" not in str(err.value)
+            return
+        logits = model(packed, doc_ids=doc_ids)[0]
+        for doc, start in zip(docs, (0, 3, 12)):
+            alone = model(doc[None])[0]
+            torch.testing.assert_close(logits[start : start + len(doc)], alone,
+                                       atol=1e-5, rtol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "doc_ids", [[0, 1, 0, 1], [0, 0, 1, 0], [[0, 0, 1, 1], [2, 1, 2, 2]], [3, 3, 5, 3]]
+)
+def test_doc_ids_must_be_contiguous_runs(doc_ids):
+    model = tiny("rope")
+    with pytest.raises(ValueError, match="^doc_ids must be contiguous runs"):
+        model(torch.zeros(2, 4, dtype=torch.long), doc_ids=torch.tensor(doc_ids))
+    with pytest.raises(TypeError, match="^doc_ids must be an integer tensor"):
+        model(torch.zeros(2, 4, dtype=torch.long), doc_ids=torch.tensor(doc_ids).float())
 
 
 def copy_batch(gen: torch.Generator, batch: int = 16, n: int = 3, vocab: int = 8):
@@ -339,3 +406,55 @@ def test_empty_input_and_cache_inexact_generate():
     phase = tiny("phase")
     with pytest.warns(UserWarning, match="cache_exact=False"):
         phase.generate(torch.randint(0, V, (1, 3)), 2)
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-30, 1e-8, 1e-3])
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_a_tiny_temperature_samples_near_greedy(temperature, top_k):
+    """Any temperature > 0 samples; a tiny one gives the greedy tokens (the largest logit's
+    probability rounds to 1), never torch's inf / nan error."""
+    from posenc.kv_cache import pick_token
+
+    torch.manual_seed(0)
+    logits = torch.randn(64, V) * 30
+    logits[:, 0] = logits.amax(dim=-1) + 1.0  # a clear argmax
+    for _ in range(3):
+        got = pick_token(logits, temperature, top_k)
+        assert torch.equal(got[:, 0], torch.zeros(64, dtype=torch.long))
+    model = tiny("rope")
+    prompt = torch.randint(0, V, (2, 4))
+    greedy = model.generate(prompt, 4)
+    if temperature < 1e-20:
+        assert torch.equal(model.generate(prompt, 4, temperature=temperature, top_k=top_k), greedy)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        (dict(encoding="randomized", encoding_kwargs={"encoding": "INNER"}),
+         "config['encoding_kwargs']['encoding']"),
+        (dict(encoding=["rope", ("randomized", {"encoding": "INNER"})], depth=2),
+         "config['encoding'][1][1]['encoding']"),
+    ],
+)  # fmt: skip
+def test_save_refuses_a_config_a_checkpoint_cannot_rebuild(kwargs, where, tmp_path):
+    """An encoding instance inside the config would write a checkpoint from_checkpoint cannot
+    read: refused at save, naming the key, and nothing written."""
+    inner = posenc.build("rope", head_dim=8)
+
+    def swap(v):
+        if v == "INNER":
+            return inner
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return type(v)(swap(x) for x in v)
+        return v
+
+    kwargs = swap(kwargs)
+    if isinstance(kwargs["encoding"], list):  # the schedule: randomized in every layer
+        kwargs["encoding"][0] = ("randomized", {"encoding": "rope"})
+    model = TransformerLM(vocab_size=V, dim=32, heads=4, **{"depth": 1, **kwargs})
+    with pytest.raises(ValueError, match=rf"^save: {re.escape(where)} is a RoPE"):
+        model.save(tmp_path / "m.pt")
+    assert not (tmp_path / "m.pt").exists()

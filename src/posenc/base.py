@@ -84,7 +84,7 @@ SCORE_HOOKS = ("values", "transform_logits", "normalize")
 # Facts an instance reports (class attributes, or set per instance by a wrapper).
 FACTS = (
     "family", "position_dims", "integer_positions", "trainable", "cache_exact", "bidirectional",
-    "max_len",
+    "max_len", "per_document",
 )  # fmt: skip
 STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 
@@ -101,6 +101,9 @@ class PositionalEncoding(nn.Module):
         trainable:     True if the encoding has parameters that training changes.
         cache_exact:   False where a token's encoding depends on the whole sequence (`phase`),
                        so cached decoding cannot reproduce a full forward.
+        per_document: False where a token's encoding depends on the longest sequence of the
+                       whole batch (RoPE's dynamic / longrope scaling, as transformers'), so
+                       packed documents (doc_ids) cannot each get their own: refused.
         bidirectional: False where the form is one-directional and only right under a causal
                        mask (ALiBi's and T5's decoder forms, xPos, CoPE): attention(...,
                        causal=False) refuses it; ALiBi and T5 build with bidirectional=True.
@@ -114,6 +117,7 @@ class PositionalEncoding(nn.Module):
     trainable: bool = False
     cache_exact: bool = True
     bidirectional: bool = True
+    per_document: bool = True
 
     # Largest supported position + 1 (learned tables); None means unbounded.
     max_len: int | None = None
@@ -226,7 +230,12 @@ class PositionalEncoding(nn.Module):
 def one_directional(encoding: PositionalEncoding) -> str:
     """Why a one-directional encoding cannot run with causal=False, and what to build."""
     cls = type(getattr(encoding, "inner", encoding))  # a wrapper: the wrapped encoding
-    if "bidirectional" in inspect.signature(cls).parameters:
+    if "bidirectional" in inspect.signature(cls).parameters and hasattr(encoding, "inner"):
+        fix = (
+            f"build the wrapped {cls.__name__} with bidirectional=True, or give the wrapper "
+            "its name (TransformerLM(causal=False) then builds the encoder form)"
+        )
+    elif "bidirectional" in inspect.signature(cls).parameters:
         fix = "build it with bidirectional=True for an encoder (TransformerLM(causal=False) does)"
     else:
         fix = "it has no bidirectional form; use causal=True or another encoding"

@@ -118,7 +118,9 @@ def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
 
 
 @torch.compiler.disable  # under torch.compile: run eagerly (a graph break), same errors
-def _check_position_values(positions: torch.Tensor, name: str, integer: bool, max_len) -> None:
+def _check_position_values(
+    positions: torch.Tensor, name: str, integer: bool, max_len, signed: bool = False
+) -> None:
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
     if positions.is_floating_point() and not torch.isfinite(positions).all():
@@ -129,7 +131,7 @@ def _check_position_values(positions: torch.Tensor, name: str, integer: bool, ma
             "got non-integer float values"
         )
     low = positions.min().item()
-    if low < 0:
+    if low < 0 and not signed:
         raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
     if max_len is not None:
         high = positions.max().item()
@@ -147,10 +149,12 @@ def check_positions(
     integer: bool = False,
     max_len: int | None = None,
     position_dims: int = 1,
+    signed: bool = False,
 ) -> torch.Tensor:
     """Validate positions and return them unchanged.
 
-    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values,
+    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values
+    (unless `signed`: coordinates such as rope_nd's pixel grid in [-1, 1]),
     non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
     `position_dims` long.
     """
@@ -161,7 +165,7 @@ def check_positions(
             f"(one component per axis), got shape {tuple(positions.shape)}"
         )
     if positions.numel():
-        _check_position_values(positions, name, integer, max_len)
+        _check_position_values(positions, name, integer, max_len, signed)
     return positions
 
 
@@ -189,6 +193,28 @@ def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
     starts[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
     first = torch.where(starts, idx, 0).cummax(dim=-1).values  # index where each doc starts
     return idx - first
+
+
+def check_doc_ids(doc_ids, B: int, T: int) -> None:
+    """doc_ids: a [T] or [B, T] integer tensor of contiguous documents (each id one run:
+    [0, 0, 1, 1], not [0, 1, 0]); ValueError / TypeError naming doc_ids otherwise."""
+    if not isinstance(doc_ids, torch.Tensor):
+        raise TypeError(f"doc_ids must be a torch.Tensor, got {type(doc_ids).__name__}")
+    if doc_ids.shape not in ((T,), (B, T), (1, T)):
+        raise ValueError(f"doc_ids must be [T] or [B, T] = [{B}, {T}], got {tuple(doc_ids.shape)}")
+    if doc_ids.is_floating_point() or doc_ids.is_complex():
+        raise TypeError(f"doc_ids must be an integer tensor of document ids, got {doc_ids.dtype}")
+    ids = doc_ids.reshape(-1, T)
+    runs = (ids[:, 1:] != ids[:, :-1]).sum(-1) + 1  # [b] runs of equal ids
+    srt = ids.sort(dim=-1).values
+    distinct = (srt[:, 1:] != srt[:, :-1]).sum(-1) + 1  # [b] distinct ids
+    bad = (runs != distinct).nonzero()
+    if T and bad.numel():
+        row = int(bad[0, 0])
+        raise ValueError(
+            f"doc_ids must be contiguous runs (each document's tokens side by side), got "
+            f"{ids[row].tolist()[:32]} in row {row}: give every document its own id"
+        )
 
 
 def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
@@ -246,8 +272,42 @@ def check_out_dir(path, flag: str = "--out"):
     return path
 
 
+def check_out_file(path, flag: str):
+    """ValueError naming the flag unless `path` can be written (a file in an existing,
+    writable directory), before any work; the file itself is not created here."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag} {path}: no such directory {folder}")
+    try:
+        if os.path.exists(path):
+            open(path, "r+b").close()  # writable, and left as it is
+        else:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+    except OSError as err:
+        raise ValueError(f"{flag} {path} cannot be written ({err.strerror or err})") from None
+    return path
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line on stderr and exit status 2 (no usage dump)."""
+    """argparse whose usage errors are one line on stderr and exit status 2 (no usage dump).
+
+    Every value given on the command line must say something: an empty one, or one of commas
+    and blanks only (`--tasks ''` from an empty shell variable), is refused here for every flag
+    of every command, instead of reading as "not given" and running the defaults.
+    """
+
+    def _get_values(self, action, arg_strings):
+        if action.option_strings and action.nargs != 0:
+            for text in arg_strings:
+                if not text.strip(", \t\n"):
+                    flag = "/".join(action.option_strings)
+                    self.error(f"argument {flag}: empty value {text!r}; give a value or leave "
+                               "the flag out")  # fmt: skip
+        return super()._get_values(action, arg_strings)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

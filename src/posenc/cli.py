@@ -63,15 +63,35 @@ def main(argv: list[str] | None = None) -> int:
 # ------------------------------------------------------------------------------ list / show
 
 
-def main_list(argv: list[str]) -> int:
-    import posenc
+def parsers() -> dict:
+    """Every command's argument parser, by the words that start it ("arena report" too):
+    what the tests walk to check every flag of every command alike."""
+    from posenc.arena.cli import parser as arena
+    from posenc.arena.cli import report_parser
+    from posenc.bench.cli import parser as bench
+    from posenc.explain.cli import parser as explain
+    from posenc.stretch.cli import parser as stretch
+    from posenc.stretch.cli import report_parser as stretch_report
+
+    return {"list": list_parser(), "show": show_parser(), "explain": explain(),
+            "arena": arena(), "arena report": report_parser(), "bench": bench(),
+            "stretch": stretch(), "stretch report": stretch_report()}  # fmt: skip
+
+
+def list_parser():
     from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
     parser.add_argument(
         "--family", help="only this family (absolute, rotary, bias, relative, content, none)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main_list(argv: list[str]) -> int:
+    import posenc
+
+    args = list_parser().parse_args(argv)
     families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
     if args.family is not None and args.family not in families:
         raise ValueError(f"--family must be one of {', '.join(families)}, got {args.family!r}")
@@ -101,10 +121,7 @@ def parse_span(text: str) -> tuple[int, int]:
     return a, b
 
 
-def main_show(argv: list[str]) -> int:
-    import torch
-
-    import posenc
+def show_parser():
     from posenc.checks import OneLineParser
 
     parser = OneLineParser(prog="posenc show", description=COMMANDS["show"][1])
@@ -113,13 +130,24 @@ def main_show(argv: list[str]) -> int:
     parser.add_argument("--positions", default="0:8", help="A:B, end exclusive (default 0:8)")
     parser.add_argument("--heads", type=int, default=1, help="attention heads (default 1)")
     parser.add_argument("--head", type=int, default=0, help="which head's bias to print")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main_show(argv: list[str]) -> int:
+    import torch
+
+    import posenc
+
+    args = show_parser().parse_args(argv)
     a, b = parse_span(args.positions)
     cls = posenc.resolve(args.name)
+    check_show_size(cls, a, b, args)
     torch.manual_seed(0)
     enc = posenc.build(
         args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1)
     ).eval()
+    if enc.family == "absolute":
+        check_show_size(cls, a, b, args, enc.embed_dim(args.dim))
     pos = torch.arange(a, b)
     torch.set_printoptions(precision=4, sci_mode=False, linewidth=160)
     with torch.no_grad():
@@ -134,6 +162,25 @@ def main_show(argv: list[str]) -> int:
     return 0
 
 
+SHOW_LIMIT = 10**7  # numbers `posenc show` builds at most (a terminal's worth is far fewer)
+
+
+def check_show_size(cls, a: int, b: int, args, width: int | None = None) -> None:
+    """ValueError naming the flags unless what `posenc show` builds stays under SHOW_LIMIT
+    numbers: before building, a learned table of b rows (the max_len it is built with) and a
+    bias matrix H x T x T; once built (`width`), an absolute table T x embed_dim(D)."""
+    for name in ("dim", "heads"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    T, D, H = b - a, args.dim, args.heads
+    size = max(b * D, T * (width or 0), H * T * T if cls.family != "absolute" else 0)
+    if size > SHOW_LIMIT:
+        raise ValueError(
+            f"--positions {a}:{b} with --dim {D} --heads {H}: the table would hold ~{size:.2g} "
+            f"numbers, over posenc show's limit of {SHOW_LIMIT:.0e}; give a shorter --positions"
+        )
+
+
 def show_table(enc, pos, args):
     """The matrix `posenc show` prints, and a line saying what it is."""
     import torch
@@ -143,7 +190,12 @@ def show_table(enc, pos, args):
         pos = torch.stack([pos] * enc.position_dims, dim=-1)
     if enc.family == "absolute":
         x = torch.zeros(1, T, D, dtype=torch.float64)  # float64: cos(0.01) = 0.99995 -> 1.0000
-        return enc.embed(x, pos)[0], f"rows: positions, columns: the {D} dims"
+        table = enc.embed(x, pos)[0]  # [T, embed_dim(D)]: concatenating encodings are wider
+        W = table.shape[-1]
+        what = f"rows: positions, columns: the {W} dims"
+        if W != D:
+            what += f" ({D} token dims, zero here, then {W - D} concatenated)"
+        return table, what
     if enc.family == "rotary":
         angles = enc.angles(pos)  # [T, R/2]
         return angles, "rotation angle (radians) of each rotary pair; rows: positions"

@@ -39,6 +39,7 @@ class KVCache:
         self.positions: torch.Tensor | None = None  # [B, max_tokens(, P)], on the first write
         self.length = 0  # tokens stored
         self.default = True  # every stored position was the default arange
+        self.drawn: torch.Tensor | None = None  # [max_tokens]: randomized positions, one draw
 
     @property
     def max_tokens(self) -> int:
@@ -61,6 +62,21 @@ class KVCache:
         self.default = self.default and default
         return self.positions[:, :stop]
 
+    def sampled(self, sample, positions: torch.Tensor) -> torch.Tensor:
+        """Randomized positions (Ruoss et al.) for a cached model: `sample` (the encoding's
+        sample_positions) is drawn ONCE, over arange(max_tokens), on the first call, and
+        positions [T] / [B, T] index that draw. So decode steps continue the prompt's sample
+        in order (never resampled, never backwards), and the finished sequence has exactly the
+        positions a full forward of its length draws from the same random state."""
+        if self.drawn is None:
+            self.drawn = sample(torch.arange(self.max_tokens, device=positions.device))
+        if positions.numel() and int(positions.max()) >= self.max_tokens:
+            raise ValueError(
+                f"positions go up to {int(positions.max())}: randomized positions with a KV "
+                f"cache index one draw over its max_tokens={self.max_tokens}"
+            )
+        return self.drawn[positions.long()]
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Write k, v [B, Hkv, T, Dh] after the stored ones; return all [B, Hkv, L + T, Dh]."""
         start, stop = self.length, self.length + k.shape[2]
@@ -73,7 +89,9 @@ def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None) -> t
     """logits [B, V] -> token ids [B, 1]: argmax at temperature 0, else a sample."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # the max subtracted first: a tiny temperature sends the others to -inf (near-greedy),
+    # never inf - inf = nan
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -torch.inf)

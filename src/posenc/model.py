@@ -15,7 +15,10 @@ Where the encoding acts:
   per-layer list (None = global): RNoPE-SWA / Command A is rope with a window in three layers
   of four and nope, global, in the fourth.
 - `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
-  (and in eval where `sample_at_eval`), before the first layer: every layer sees the same.
+  (and in eval where `sample_at_eval`), before the first layer: every layer sees the same. In
+  a per-layer schedule every layer or none must be `randomized` (with one sample_len). With a
+  KV cache it is drawn once over the cache's max_tokens and every step indexes that draw, so
+  cached decoding equals the full forward of the finished sequence under the same draw.
 
 Positions are explicit: the default is arange(T) (continuing after the cache when decoding).
 Packed sequences and left padding: pass `doc_ids` [B, T] (contiguous documents, the pads one
@@ -35,6 +38,7 @@ from torch import nn
 from posenc.attention.window import layer_windows
 from posenc.base import PositionalEncoding
 from posenc.checks import (
+    check_doc_ids,
     check_int,
     check_model_positions,
     check_tokens,
@@ -186,9 +190,13 @@ class TransformerLM(nn.Module):
         if doc_ids is not None:
             if cache is not None:
                 raise ValueError("doc_ids (packed sequences) cannot be combined with a cache")
-            if doc_ids.shape not in ((T,), (B, T), (1, T)):
+            check_doc_ids(doc_ids, B, T)
+            whole = [e for e in self.encodings if not e.per_document]
+            if whole:
                 raise ValueError(
-                    f"doc_ids must be [T] or [B, T] = [{B}, {T}], got {tuple(doc_ids.shape)}"
+                    f"doc_ids: {type(whole[0]).__name__} ({whole[0].extra_repr()}) scales with "
+                    "the longest sequence of the batch, not per document; run the documents "
+                    "as separate sequences"
                 )
             mask = (doc_ids[..., :, None] == doc_ids[..., None, :]).unsqueeze(-3)  # [B,1,T,T]
             if positions is None:
@@ -202,7 +210,11 @@ class TransformerLM(nn.Module):
             positions = positions.to(tokens.device)
         enc = self.encoding
         if (self.training or enc.sample_at_eval) and enc.overrides("sample_positions"):
-            positions, default = enc.sample_positions(positions), False
+            if cache is None:
+                positions = enc.sample_positions(positions)
+            else:  # one draw for the whole cache: decode steps continue it, in order
+                positions = cache.sampled(enc.sample_positions, positions)
+            default = False
         return positions, default, mask
 
     def context(self, positions, default: bool, mask, cache) -> Context:
@@ -235,7 +247,11 @@ class TransformerLM(nn.Module):
     # ------------------------------------------------------------------------------ checkpoints
 
     def save(self, path) -> None:
-        """torch.save({"config": constructor kwargs, "model": state_dict}, path)."""
+        """torch.save({"config": constructor kwargs, "model": state_dict}, path). The config
+        must be plain data (names, numbers, lists, dicts) that from_checkpoint can read back:
+        an encoding instance inside it (encoding_kwargs={"encoding": RoPE(...)}) is refused
+        here, naming the key, instead of writing a checkpoint that cannot be loaded."""
+        plain_config(self.config)
         torch.save({"config": dict(self.config), "model": self.state_dict()}, path)
 
     @classmethod
@@ -248,6 +264,25 @@ class TransformerLM(nn.Module):
         except (TypeError, KeyError, RuntimeError) as err:
             raise ValueError(f"{path}: config and weights do not fit ({err})"[:300]) from None
         return model
+
+
+def plain_config(value, where: str = "config") -> None:
+    """ValueError naming the key unless `value` is plain data (what torch.load's
+    weights_only reads back): None, bool, int, float, str, and lists / tuples / dicts of it."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            plain_config(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            plain_config(item, f"{where}[{key!r}]")
+        return
+    raise ValueError(
+        f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
+        "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
+    )
 
 
 def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
@@ -274,14 +309,22 @@ def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
 
 
 def check_schedule(encodings) -> None:
-    """A per-layer schedule: no absolute encoding (those act once, at the input), and one
-    kind of positions (position_dims) for every layer."""
+    """A per-layer schedule: no absolute encoding (those act once, at the input), one kind
+    of positions (position_dims) for every layer, and randomized positions in all or none."""
     for i, enc in enumerate(encodings):
         if enc.family == "absolute":
             raise ValueError(
                 f"encoding[{i}] ({type(enc).__name__}) is absolute: it acts once, at the input; "
                 "a per-layer schedule takes rotary, bias, relative or none encodings"
             )
+    sampling = {(enc.sample_len, enc.sample_at_eval) if enc.overrides("sample_positions")
+                else None for enc in encodings}  # fmt: skip
+    if len(sampling) > 1:
+        raise ValueError(
+            "encoding: randomized positions are drawn once per forward for every layer, so a "
+            "per-layer schedule has randomized in every layer (one sample_len, sample_at_eval) "
+            f"or in none; got {[type(e).__name__ for e in encodings]}"
+        )
     dims = {enc.position_dims for enc in encodings}
     if len(dims) > 1:
         raise ValueError(f"encoding: every layer must take the same positions, got "

@@ -47,3 +47,54 @@ def test_backbones_take_what_they_can_run():
     assert on_backbones(labels, ("lstm", "hf-llama")) == [
         "lstm:nope", "lstm:learned(max_len=64)", "hf-llama:nope", "hf-llama:rope",
     ]  # fmt: skip
+
+
+LABEL_FORMS = [
+    "alibi", "learned(max_len=1024)", "randomized:rope", "randomized:rope(base=500)",
+    "randomized:alibi(bidirectional=false)", "randomized:learned(max_len=1024)",
+    "randomized:sinusoidal(fusion=concat)", "rope+ntk", "alibi+drope", "rnope-swa",
+    "hf-llama:rope", "lstm:sinusoidal",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("label", LABEL_FORMS)
+def test_every_label_form_validates_and_builds_as_a_worker_builds_it(label):
+    """What validate_encodings passes, a worker can build: the keywords of randomized:NAME(kw)
+    go to NAME (its encoding_kwargs), not to the wrapper."""
+    pytest.importorskip("transformers") if label.startswith("hf-llama") else None
+    from posenc.arena.backbones import build_model
+    from posenc.arena.config import ArenaConfig, split_label, task_config
+    from posenc.arena.tasks import build_task
+
+    validate_encodings([label])
+    task = build_task("copy")
+    tc = task_config(ArenaConfig(tasks=["copy"], encodings=[label]), "copy")
+    from posenc.arena.cells import model_kwargs
+
+    kwargs = model_kwargs(task, split_label(label)[0], tc)
+    model = build_model(kwargs)
+    if label.startswith("randomized:") and "(" in label:
+        inner = model.encoding.inner
+        key, value = label[label.index("(") + 1 : -1].split("=")
+        want = {"false": False, "concat": "concat"}.get(value)
+        got = getattr(inner, key, None)
+        assert got == (want if want is not None else type(got)(value)), (key, got)
+
+
+@pytest.mark.parametrize(
+    "label, match",
+    [
+        ("randomized:rope(foo=1)", "rope takes no keyword foo"),
+        ("randomized:rope(base=-1)", "base"),
+        ("randomized:learned(max_len=0)", "max_len"),
+        ("randomized:sinusoidal(fusion=sideways)", "fusion"),
+        ("randomized:xpos", None),  # builds: one-directional xPos is fine in a decoder
+    ],
+)
+def test_bad_randomized_labels_fail_at_validation(label, match):
+    if match is None:
+        validate_encodings([label])
+        return
+    with pytest.raises(ValueError, match=match) as err:
+        validate_encodings([label])
+    assert repr(label) in str(err.value)

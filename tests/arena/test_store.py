@@ -64,3 +64,60 @@ def test_leases_share_groups_between_runs_and_expire(tmp_path):
         s.release(key, "run-b")
         assert s.claim(key, "run-c", ttl=-1)  # free again; claimed with a lease already expired
         assert s.claim(key, "run-d", ttl=60)  # an expired lease is taken over
+
+
+def foreign_databases(tmp_path):
+    """Other applications' SQLite files: a plain one, one in WAL mode, one that also holds a
+    table named like the arena's with the arena's very columns."""
+    from posenc.arena.store import SCHEMA
+
+    out = []
+    for name, statements in (
+        ("plain", ["CREATE TABLE users (id INTEGER, name TEXT)"]),
+        ("wal", ["PRAGMA journal_mode=WAL", "CREATE TABLE t (x)"]),
+        ("lookalike", [SCHEMA, "CREATE TABLE orders (id INTEGER)"]),
+    ):
+        path = tmp_path / f"{name}.sqlite"
+        conn = sqlite3.connect(path)
+        for sql in statements:
+            conn.execute(sql)
+        conn.execute("CREATE TABLE IF NOT EXISTS users (id INTEGER)")
+        conn.execute("INSERT INTO users (id) VALUES (7)")
+        conn.commit()
+        conn.close()
+        out.append(path)
+    return out
+
+
+def digest(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["arena", "--tasks", "copy", "--encodings", "nope", "--steps", "1", "--db"],
+        ["arena", "report", "--db"],
+        ["explain", "--claims", "--arena"],
+    ],
+    ids=["arena", "arena-report", "explain-arena"],
+)
+def test_another_applications_database_is_refused_and_untouched(argv, tmp_path, capsys,
+                                                                 monkeypatch):  # fmt: skip
+    """--db / --arena on another application's SQLite file: one line, exit 2, and the file
+    (and every file beside it) byte-for-byte as it was: no arena table added."""
+    from posenc.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for path in foreign_databases(tmp_path):
+        before = {p.name: digest(p) for p in tmp_path.iterdir() if p.is_file()}
+        assert main([*argv, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not an arena" in err, err
+        after = {p.name: digest(p) for p in tmp_path.iterdir() if p.is_file()}
+        assert after == before
+        with pytest.raises(ValueError, match="not an arena database"):
+            Store(str(path))
+        assert {p.name: digest(p) for p in tmp_path.iterdir() if p.is_file()} == before

@@ -221,3 +221,24 @@ def test_hf_section_times_both_models_in_turn(tmp_path):
     assert {r["impl"] for r in rows} == {"posenc", "transformers"}
     assert len({r["case"] for r in rows}) == 2  # forward, decode
     assert all(r["ms"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("where", ["no-such-dir/out.json", "a-dir", "a-file/out.json"])
+def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path, capsys,
+                                                                   monkeypatch):  # fmt: skip
+    """--json to a path that cannot be written: one line naming --json, exit 2, before any
+    section runs (a measuring section here would fail the test)."""
+    import posenc.bench.cli as bench_cli
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before checking --json")
+
+    for name in ("bench_copy", "bench_rope", "bench_table", "bench_precision", "bench_bias",
+                 "bench_train"):  # fmt: skip
+        monkeypatch.setattr(bench_cli, name, measured)
+    (tmp_path / "a-dir").mkdir()
+    (tmp_path / "a-file").write_text("")
+    path = str(tmp_path / where)
+    assert cli_main(["bench", "--smoke", "--json", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--json" in err, err

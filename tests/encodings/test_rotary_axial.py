@@ -23,17 +23,20 @@ def grid(sizes, values):
 
 @pytest.mark.parametrize("freqs", ["lang", "pixel"])
 @pytest.mark.parametrize("sizes", [(7,), (3, 5), (2, 3, 4)])
-def test_matches_rotary_embedding_torch_axial(sizes, freqs):
+@pytest.mark.parametrize("offset", [1.0, 0.0, -3.0])
+def test_matches_rotary_embedding_torch_axial(sizes, freqs, offset):
+    """Negative coordinates too (pixel: linspace(-1, 1) as documented, offset 0 or -3), as
+    rotary-embedding-torch takes them."""
     from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 
     P, R = len(sizes), 12  # R < Dh: the last channels pass through
     ref = RotaryEmbedding(dim=R // P, freqs_for=freqs, max_freq=7, cache_if_possible=False)
-    offsets = (1.0,) * P  # pixel coordinates linspace(-1, 1) + 1: positions >= 0 here
+    offsets = (offset,) * P  # pixel coordinates linspace(-1, 1) + offset
     table = ref.get_axial_freqs(*sizes, offsets=offsets).reshape(-1, R)  # [N, R]
     if freqs == "pixel":
-        pos = grid(sizes, lambda n: torch.linspace(-1, 1, n) + 1.0)
+        pos = grid(sizes, lambda n: torch.linspace(-1, 1, n) + offset)
     else:
-        pos = grid(sizes, lambda n: torch.arange(n) + 1.0)
+        pos = grid(sizes, lambda n: torch.arange(n) + offset)
     pos = pos[:, 0] if P == 1 else pos
     torch.manual_seed(0)
     q = torch.randn(B, H, len(table), DH)

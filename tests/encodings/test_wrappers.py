@@ -153,3 +153,82 @@ def test_bad_input():
     if "rope_2d" in posenc.ENCODINGS:
         with pytest.raises(ValueError, match="position_dims"):
             Randomized(encoding="rope_2d", head_dim=8)
+
+
+WRAPPED = sorted(n for n, c in posenc.encodings.wrappers.WRAPPABLE.items() if c.position_dims == 1)
+
+
+@pytest.mark.parametrize("name", WRAPPED)
+def test_cached_decoding_with_sample_at_eval_equals_the_full_forward(name):
+    """sample_at_eval=True with a KV cache: one draw over the cache's length, each step the
+    next positions of it. Positions only increase, and (cache_exact encodings) generate's
+    logits equal one full forward of the finished sequence from the same random state."""
+    kwargs = {"encoding": name, "sample_len": 64, "sample_at_eval": True}
+    torch.manual_seed(0)
+    model = posenc.TransformerLM(
+        11, 32, 2, 4, encoding="randomized", encoding_kwargs=kwargs, max_len=64
+    )
+    model.eval()
+    prompt = torch.randint(0, 11, (2, 5))
+    torch.manual_seed(1)
+    tokens, logits = model.generate(prompt, max_new_tokens=6, return_logits=True)
+    cache = model.new_cache(2, 11)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        model(prompt, cache=cache)
+        for t in range(5, 11):
+            model(tokens[:, t : t + 1], cache=cache)
+    drawn = cache.positions[0]
+    assert bool((drawn[1:] > drawn[:-1]).all()), drawn  # increasing: never resampled
+    if not model.encoding.cache_exact:
+        return
+    torch.manual_seed(1)
+    with torch.no_grad():
+        full = model(tokens)  # draws the same subset: randperm(sample_len)[:11]
+    torch.testing.assert_close(logits, full[:, 4:10], atol=1e-4, rtol=1e-4)
+    assert torch.equal(tokens[:, 5:], full[:, 4:10].argmax(-1))
+
+
+def test_a_schedule_randomizes_every_layer_or_none():
+    """Positions are drawn once per forward for all layers: randomized in some layers only
+    (it would be a silent no-op after layer 0, or randomize every layer from layer 0) is
+    refused; in every layer it works, each layer seeing the one draw."""
+    rnd = ("randomized", {"encoding": "rope", "sample_len": 64})
+    for layers in ([("rope", {}), rnd], [rnd, ("alibi", {})],
+                   [rnd, ("randomized", {"encoding": "alibi", "sample_len": 32})]):  # fmt: skip
+        with pytest.raises(ValueError, match="every layer"):
+            posenc.TransformerLM(11, 32, 2, 4, encoding=layers)
+    both = [rnd, ("randomized", {"encoding": "alibi", "sample_len": 64})]
+    model = posenc.TransformerLM(11, 32, 2, 4, encoding=both).train()
+    seen = []
+    bias = model.encodings[1].inner.bias
+
+    def spy(q, k, q_pos, k_pos):
+        seen.append(q_pos)
+        return bias(q, k, q_pos, k_pos)
+
+    model.encodings[1].inner.bias = spy
+    model(torch.randint(0, 11, (1, 9)))
+    assert not torch.equal(seen[0], torch.arange(9))  # layer 1 sees sampled positions
+
+
+@pytest.mark.parametrize("name", WRAPPED)
+def test_an_encoder_over_randomized_gets_the_wrapped_encoders_form(name):
+    """TransformerLM(causal=False) with randomized over NAME builds NAME's encoder form
+    (bidirectional=True where NAME has one), as it does for NAME alone; where NAME has none,
+    the error says so and suggests no keyword that does not apply."""
+    import inspect
+
+    kwargs = {"encoding": name, "sample_len": 64}
+    cls = posenc.resolve(name)
+    takes = "bidirectional" in inspect.signature(cls).parameters
+    if cls.bidirectional or takes:
+        model = posenc.TransformerLM(
+            11, 32, 1, 4, encoding="randomized", encoding_kwargs=kwargs, causal=False, max_len=64
+        )
+        assert model.encoding.bidirectional and model.encoding.inner.bidirectional
+        return
+    with pytest.raises(ValueError, match="no bidirectional form") as err:
+        posenc.TransformerLM(11, 32, 1, 4, encoding="randomized", encoding_kwargs=kwargs,
+                             causal=False, max_len=64)  # fmt: skip
+    assert "bidirectional=True" not in str(err.value)

@@ -29,6 +29,7 @@ from posenc.arena.config import (
     validate_encodings,
     validate_tasks,
 )
+from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
 from posenc.checks import OneLineParser, check_out_dir
 
@@ -175,8 +176,7 @@ def config_from_args(args) -> ArenaConfig:
             )
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
     check_out_dir(cfg.out)  # before any training, not after
-    if os.path.isdir(cfg.db):
-        raise ValueError(f"--db {cfg.db} is a directory; give a file name")
+    check_db(cfg.db)  # another application's database: refused now, and left untouched
     check_out_dir(os.path.dirname(os.path.abspath(cfg.db)), "--db")
     return cfg
 

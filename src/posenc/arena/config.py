@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.tasks import TASK_NAMES
 from posenc.checks import closest_names
-from posenc.encodings import build, resolve
+from posenc.encodings import build_for, resolve
 
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
 # zero-shot rope scalings: labels "rope+ntk", ... (posenc.arena.cells.rope_scaling)
@@ -230,8 +230,9 @@ def encoding_of(base: str) -> tuple[str, dict]:
             if not eq or not key.strip().isidentifier():
                 raise ValueError(f"label keyword {item!r}: write key=value, e.g. max_len=64")
             kwargs[key.strip()] = parse_value(value)
-    if base.startswith("randomized:"):
-        return "randomized", {"encoding": base.partition(":")[2], **kwargs}
+    if base.startswith("randomized:"):  # the keywords are NAME's: randomized:rope(base=500)
+        inner = {"encoding": base.partition(":")[2]}
+        return "randomized", inner | ({"encoding_kwargs": kwargs} if kwargs else {})
     return base, kwargs
 
 
@@ -256,18 +257,19 @@ def validate_encodings(labels: list[str]) -> None:
         inner_name = kwargs.get("encoding") if name == "randomized" else None
         if inner_name is not None and resolve(inner_name) is resolve("randomized"):
             raise ValueError(f"{label!r}: randomized cannot wrap itself")
+        own = kwargs.get("encoding_kwargs", {}) if inner_name else kwargs
         params = inspect.signature(resolve(inner_name or name)).parameters
-        unknown = [k for k in kwargs if k != "encoding" and k not in params]
-        if unknown and name != "randomized":
+        unknown = [k for k in own if k not in params]
+        if unknown:
             raise ValueError(
-                f"{label!r}: {name} takes no keyword {', '.join(unknown)}; it takes "
-                f"{', '.join(params)}"
+                f"{label!r}: {inner_name or name} takes no keyword {', '.join(unknown)}; it "
+                f"takes {', '.join(params)}"
             )
-        if kwargs and name != "randomized":
-            try:  # a bad value fails here, not hours later in a worker
-                build(name, **{**dict(dim=64, heads=4, head_dim=16, train_len=8), **kwargs})
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"{label!r}: {err}") from None
+        try:  # every label built as a worker builds it: a bad value fails here, not hours later
+            build_for(name, causal=True, **dict(dim=64, heads=4, head_dim=16, train_len=8),
+                      **kwargs)  # fmt: skip
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{label!r}: {err}") from None
         if variant == "drope":
             if resolve(name).family == "absolute":
                 raise ValueError(f"{label!r}: DroPE drops an encoding that acts in attention; "

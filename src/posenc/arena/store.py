@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -77,27 +78,60 @@ class Row:
     reason: str | None = None
 
 
+ARENA_TABLES = {"results", "leases", "failures"}
+
+
+def check_db(path: str, *, create: bool = True) -> None:
+    """ValueError (one line, naming --db) unless `path` is an arena database, a new or empty
+    file (create), or missing (create). An existing file is only read, through a read-only,
+    immutable connection: another application's database is refused and left byte-for-byte
+    as it was."""
+    if not os.path.exists(path):
+        if create:
+            return
+        raise ValueError(f"--db: no such database: {path}")
+    if os.path.isdir(path):
+        raise ValueError(f"--db {path} is a directory; give a file name")
+    # immutable: not even a -wal / -shm file beside it (a WAL database opened read-only makes
+    # them); the main file alone may lag a WAL, but tables are never dropped, so what it holds
+    # is enough to refuse
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            found = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            tables = {r[0] for r in found}
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as err:
+        raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
+    other = sorted(tables - ARENA_TABLES)
+    if other:
+        raise ValueError(f"--db: {path} is not an arena database (it holds other tables: "
+                         f"{', '.join(other[:5])}); give a new file or an arena's")  # fmt: skip
+    if "results" in tables and cols != COLUMNS:
+        raise ValueError(f"--db: {path} has a 'results' table of another shape")
+
+
 class Store:
-    """Results in SQLite. Raises ValueError (one line) for a file that is not an arena DB."""
+    """Results in SQLite. Raises ValueError (one line) for a file that is not an arena DB
+    (check_db), and leaves that file untouched."""
 
     def __init__(self, path: str, *, create: bool = True):
         self.path = path
-        if not create and not os.path.exists(path):
-            raise ValueError(f"--db: no such database: {path}")
+        check_db(path, create=create)
         try:
             self.conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
-            if "results" in tables:
-                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
-                if cols != COLUMNS:
-                    raise ValueError(f"--db: {path} has a 'results' table of another shape")
-            elif create:
-                self.conn.execute(SCHEMA)
-            else:
+            if "results" not in tables and not create:
                 raise ValueError(f"--db: {path} holds no arena results")
             if create:
-                self.conn.execute(LEASES)
-                self.conn.execute(FAILURES)
+                for table in (SCHEMA, LEASES, FAILURES):
+                    self.conn.execute(table)
         except sqlite3.DatabaseError as err:
             raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
 

@@ -25,7 +25,7 @@ from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
-from posenc.checks import OneLineParser, check_choice, check_int
+from posenc.checks import OneLineParser, check_choice, check_int, check_out_file
 
 SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
 
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [x for x in sections if x not in SECTIONS]
     if bad:
         raise ValueError(f"--sections: unknown {bad}; allowed: {', '.join(SECTIONS)}")
+    if args.json:  # before measuring, not after
+        check_out_file(args.json, "--json")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)

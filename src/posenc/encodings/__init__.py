@@ -29,8 +29,15 @@ def resolve(name: str) -> type[PositionalEncoding]:
 def build_for(name: str, *, causal: bool, **kwargs) -> PositionalEncoding:
     """build() for a decoder (causal) or an encoder: an encoder gets the bidirectional form
     where the encoding has one (ALiBi, T5), and a ValueError where it has none (xPos, CoPE)."""
-    if not causal and "bidirectional" in inspect.signature(resolve(name)).parameters:
-        kwargs.setdefault("bidirectional", True)
+    if not causal:
+        inner = kwargs.get("encoding") if resolve(name) is wrappers.Randomized else None
+        if isinstance(inner, str):  # the wrapped encoding gets its encoder form
+            takes = "bidirectional" in inspect.signature(resolve(inner)).parameters
+            if takes:
+                kwargs["encoding_kwargs"] = {"bidirectional": True,
+                                             **(kwargs.get("encoding_kwargs") or {})}  # fmt: skip
+        elif "bidirectional" in inspect.signature(resolve(name)).parameters:
+            kwargs.setdefault("bidirectional", True)
     enc = build(name, **kwargs)
     if not causal and not enc.bidirectional:
         raise ValueError(one_directional(enc))

@@ -212,7 +212,9 @@ class Index(ConcatEncoding):
 
 
 class Phase(ConcatEncoding):
-    """[x, t/(T-1)]: seed 000's phase in [0, 1], T = max position + 1 of each row.
+    """[x, t/(T-1)]: seed 000's phase in [0, 1], T the length of each token's document: the
+    row, or (packed documents, whose positions restart) its run of increasing positions, so a
+    packed document gets the phases it gets alone.
 
     cache_exact is False: a token's phase depends on the length of the sequence it is seen
     in, which is exactly the flaw seed 000 points out (the gap between neighbours changes
@@ -225,7 +227,7 @@ class Phase(ConcatEncoding):
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         pos = positions.to(torch.promote_types(positions.dtype, torch.float32))
-        last = pos.amax(dim=-1, keepdim=True).clamp(min=1)  # T - 1 per row (1 if T == 1)
+        last = PF.document_last(pos).clamp(min=1)  # T - 1 per document (1 if T == 1)
         return (pos / last)[..., None]
 
 

@@ -65,6 +65,7 @@ class RoPE(RotaryEncoding):
         if rotary_dim is None and partial and self.head_dim is not None:
             self._rotary_dim = check_rotary_dim(int(self.head_dim * prf), self.head_dim)
         self.per_call = self.rope_type in ("dynamic", "dynamic_yarn", "longrope")
+        self.per_document = not self.per_call  # seq_len is the batch's longest: not per doc
         known = self._rotary_dim or self.head_dim
         # a rotary dim is needed to check the scaling keys now; 64 stands in when none is known
         inv_freq, self.attention_factor = PF.rope_inv_freq(

@@ -25,13 +25,17 @@ class RoPEND(MultiAxisRotary):
 
     Axis a turns rotary pairs a * n .. (a + 1) * n - 1, n = R / (2 axes), by p_a * f_j with
     `freqs` "lang": f_j = base^(-2j / (R / axes)) (RoPE's, for integer positions) or "pixel":
-    f_j = linspace(1, max_freq / 2, n)_j * pi (for coordinates scaled to about [0, 2]).
+    f_j = linspace(1, max_freq / 2, n)_j * pi (for coordinates such as linspace(-1, 1),
+    rotary-embedding-torch's pixel grid). Any real coordinate is taken, negative ones too (the
+    rotation is defined for all, and rotary-embedding-torch takes them); a model's default
+    positions stay 0..T-1.
     R must be a multiple of 2 * axes. Layout "half" pairs channel i with i + R/2;
     "interleaved" pairs 2i, 2i + 1 (rotary-embedding-torch's).
     """
 
     paper = "Heo et al. 2024"
     summary = "axial RoPE over any number of axes: each axis turns its own share of the pairs"
+    signed = True
 
     def __init__(
         self,

@@ -4,7 +4,10 @@ During training a sequence of n tokens gets as positions a sorted random subset 
 [0, sample_len) instead of 0..n-1, so the model sees large positions (and large gaps) while
 training on short sequences. At evaluation positions pass through unchanged, unless
 `sample_at_eval=True` (Ruoss et al.'s protocol: test sequences get sorted random subsets of the
-same range too; whole-sequence evaluation only, not cached decoding, which would resample).
+same range too). Cached decoding with it draws one subset for the cache's whole length (the
+finished sequence's, in generate) and each step takes the next positions of that draw
+(posenc.kv_cache.KVCache.sampled): positions keep increasing, and the logits equal a full
+forward of the finished sequence that draws from the same random state, so cache_exact holds.
 
 The hook: `sample_positions(positions) -> positions`. TransformerLM calls it ONCE per forward,
 before any layer, and hands the result to the input embedding and to every layer, so all layers

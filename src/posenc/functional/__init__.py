@@ -15,6 +15,7 @@ Shapes follow the legend in posenc.base.
 """
 
 from posenc.functional.absolute import (
+    document_last,
     position_angles,
     sinusoidal_inv_freq,
     sinusoidal_table,
@@ -52,6 +53,7 @@ __all__ = [
     "check_t5_buckets",
     "dape_logits",
     "deberta_bucket",
+    "document_last",
     "forget_bias",
     "mrope_angles",
     "mrope_axes",

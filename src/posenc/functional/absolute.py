@@ -11,6 +11,7 @@ import math
 import torch
 
 from posenc.checks import check_float, check_int, check_tensor
+from posenc.functional.content import run_ends
 
 TWO_PI = 2 * math.pi
 BLOCK = 2**18  # angles per block of a table: its float64 intermediates (2 MiB) stay in cache
@@ -107,3 +108,10 @@ def sinusoidal_table_3d(positions: torch.Tensor, dim: int, base: float = 10000.0
     cut to `dim`. Equals positional-encodings' PositionalEncoding3D.
     """
     return _axial_table(positions, dim, 3, base)
+
+
+def document_last(positions: torch.Tensor) -> torch.Tensor:
+    """positions [T] or [B, T] -> the same shape: each token's last position in its document,
+    a run of increasing positions (run_ends: packed documents restart). arange(T): all T - 1."""
+    pos = positions if positions.dim() == 2 else positions[None]  # [B or 1, T]
+    return pos.gather(-1, run_ends(pos) - 1).view_as(positions)
