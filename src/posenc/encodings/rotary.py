@@ -65,12 +65,15 @@ class RoPE(RotaryEncoding):
         if rotary_dim is None and partial and self.head_dim is not None:
             self._rotary_dim = check_rotary_dim(int(self.head_dim * prf), self.head_dim)
         self.per_call = self.rope_type in ("dynamic", "dynamic_yarn", "longrope")
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
         known = self._rotary_dim or self.head_dim
         # a rotary dim is needed to check the scaling keys now; 64 stands in when none is known
         inv_freq, self.attention_factor = PF.rope_inv_freq(
             self.rotary_dim() if known else 64, self.base, self.scaling
         )
-        self.register_buffer("inv_freq", inv_freq if known else None, persistent=False)
+        self.set_buffer("inv_freq", inv_freq if known else None)  # [R/2]
 
     def frequencies(
         self, positions: torch.Tensor, head_dim: int | None = None

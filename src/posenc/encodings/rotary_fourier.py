@@ -65,7 +65,8 @@ class FoPE(RotaryEncoding):
         length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
         self.train_len = check_int("train_len", length, low=1)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
-        self.inv_freq = fope_inv_freq(r, self.base, length)
+        with torch.device("cpu"):  # moved to the positions' device per call (not meta)
+            self.inv_freq = fope_inv_freq(r, self.base, length)
         K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
@@ -119,8 +120,7 @@ def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
     if gain > 0:
         nn.init.xavier_normal_(coef, gain=gain)
     step = -(-K // M)
-    d = torch.arange(M)
-    d = d[d * step < K]
+    d = torch.arange(min(M, -(-K // step)))  # the d with d * step < K (no mask: meta works)
     coef[..., d * step, d] += 1.0
     return coef
 

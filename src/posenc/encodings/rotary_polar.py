@@ -67,7 +67,8 @@ class PoPE(PositionalEncoding):
             with torch.no_grad():
                 self.phase.uniform_(-2 * math.pi, 0.0)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
-        self.inv_freq = pope_inv_freq(self.head_dim, base)
+        with torch.device("cpu"):  # moved to the positions' device per call (not meta)
+            self.inv_freq = pope_inv_freq(self.head_dim, base)
 
     def delta(self) -> torch.Tensor:
         """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
