@@ -176,7 +176,7 @@ class Sandwich(PositionBias):
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         table = None
-        if not (qp.is_floating_point() or kp.is_floating_point()):
+        if not (qp.is_floating_point() or kp.is_floating_point() or qp.is_meta):
             table = self._table((qp - kp).abs().max().item(), q.device)
         return self._value(qp, kp, h, (table,)).to(q.dtype)
 

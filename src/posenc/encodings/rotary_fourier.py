@@ -94,7 +94,7 @@ class FoPE(RotaryEncoding):
             )
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name)
+            pos = check_positions(pos, name=name)
             cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
             out.append(apply_rope_cos_sin(x, *cs, self.layout))
         return out[0], out[1]
@@ -102,7 +102,7 @@ class FoPE(RotaryEncoding):
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
         every pair's series is built from), unreduced."""
-        check_positions(positions)
+        positions = check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:

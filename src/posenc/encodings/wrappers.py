@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
-from posenc.checks import check_bool, check_int, lookup, renamed
+from posenc.checks import check_bool, check_int, check_positions, lookup, renamed
 from posenc.encodings import (
     absolute,
     absolute_window,
@@ -127,6 +127,9 @@ class Randomized(PositionalEncoding):
             return positions
         if positions.is_floating_point():
             raise ValueError("positions must be integers to be randomized, got a float tensor")
+        positions = check_positions(positions)  # int64: a uint8 index would read as a mask
+        if positions.is_meta:  # no values to sample from (a model on the meta device)
+            return positions
         n = int(positions.max()) + 1 if positions.numel() else 0
         if n > self.sample_len:
             raise ValueError(
