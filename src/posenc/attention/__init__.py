@@ -17,7 +17,11 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              about the speed of attention without a bias, O(T) extra memory, with gradients
              (posenc.attention.fast_bias). Refuses (ValueError) any other call.
 
-`auto` picks:
+Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),
+run(call)) over one validated Call (posenc.attention.call; positions of any integer dtype as
+int64). An explicit backend that cannot run a call raises BackendRefused, a ValueError with
+its reason. `auto` runs the first of AUTO_ORDER (distance, sdpa, flex, chunked) that picks
+the call and can run it, which gives:
     0. `distance` wherever it runs (fast_bias.plan says why not; POSENC_DISTANCE_BIAS=0 turns
        it off), else `choose_backend`:
     1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
@@ -34,8 +38,9 @@ Causal means key position <= query position, by position VALUES (so decoding wit
 packed sequences whose positions restart work); for 2-D / 3-D positions it is by index, the
 queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
 
-Modules: inputs (validation and default positions), eager (the reference math: masks and
-one block of queries), backends (sdpa, chunked, flex), fast_bias (distance).
+Modules: call (the Call and the Backend protocol), inputs (validation and default positions),
+eager (the reference math: masks and one block of queries), backends (eager, sdpa, chunked,
+flex), fast_bias (distance).
 """
 
 from __future__ import annotations
