@@ -195,8 +195,7 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """a and b are the same elements (the same view of one storage)."""
-    same = a.data_ptr() == b.data_ptr() and a.shape == b.shape
-    return same and a.stride() == b.stride()
+    return (a.data_ptr(), a.shape, a.stride()) == (b.data_ptr(), b.shape, b.stride())
 
 
 def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
@@ -220,10 +219,8 @@ def refuse_overlap(
     (a0, a1), (b0, b1) = _span(out), _span(x)
     if a0 < b1 and b0 < a1 and _share_elements(out, x, min(a0, b0), max(a1, b1)):
         own = f" (and is not {x_name} itself)" if allow_same else ""
-        raise ValueError(
-            f"{out_name} overlaps {x_name} in memory{own}: pass a separate tensor, or "
-            f"inplace=True to rotate in place"
-        )
+        raise ValueError(f"{out_name} overlaps {x_name} in memory{own}: pass a separate "
+                         "tensor, or inplace=True to rotate in place")  # fmt: skip
 
 
 def rotate(
