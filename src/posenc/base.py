@@ -202,6 +202,24 @@ class PositionalEncoding(nn.Module):
         may sum to less than 1), replacing the softmax. None: the softmax."""
         return None
 
+    def reset_buffers(self) -> None:
+        """Recompute the derived (non-persistent) buffers from the constructor's settings, as
+        torch modules' reset_parameters does for parameters. Called after load_state_dict, so a
+        model built on the meta device, moved with to_empty() and loaded is whole. None here."""
+
+    def set_buffer(self, name: str, value: torch.Tensor | None) -> None:
+        """Register (or refill) the non-persistent buffer `name` with `value`, on the device
+        and in the floating dtype of the buffer it replaces (model.to() / half() are kept)."""
+        old = getattr(self, name, None)
+        if isinstance(old, torch.Tensor) and value is not None:
+            dtype = old.dtype if old.is_floating_point() and value.is_floating_point() else None
+            value = value.to(device=old.device, dtype=dtype)
+        self.register_buffer(name, value, persistent=False)
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.reset_buffers()  # non-persistent buffers are not in the state dict: rebuild them
+
     def overrides(self, hook: str) -> bool:
         """Whether this encoding (or the one a wrapper forwards to) implements `hook`."""
         method = getattr(getattr(self, hook), "__func__", None)

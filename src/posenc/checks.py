@@ -121,8 +121,6 @@ def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
 def _check_position_values(
     positions: torch.Tensor, name: str, integer: bool, max_len, signed: bool = False
 ) -> None:
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
     if positions.is_floating_point() and not torch.isfinite(positions).all():
         raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if positions.is_floating_point() and integer and not torch.equal(positions, positions.round()):
@@ -130,16 +128,18 @@ def _check_position_values(
             f"{name} must be integers for this encoding (a table or buckets index them); "
             "got non-integer float values"
         )
+    out = positions < 0 if not signed else torch.zeros_like(positions, dtype=torch.bool)
+    if max_len is not None:
+        out = out | (positions >= max_len)
+    if not out.any():  # one host sync for the whole check; the values only for the message
+        return
     low = positions.min().item()
     if low < 0 and not signed:
         raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
-    if max_len is not None:
-        high = positions.max().item()
-        if high >= max_len:
-            raise ValueError(
-                f"{name} go up to {high}, past this encoding's max_len={max_len}: "
-                f"allowed positions are 0..{max_len - 1}"
-            )
+    raise ValueError(
+        f"{name} go up to {positions.max().item()}, past this encoding's max_len={max_len}: "
+        f"allowed positions are 0..{max_len - 1}"
+    )
 
 
 def check_positions(
@@ -151,12 +151,14 @@ def check_positions(
     position_dims: int = 1,
     signed: bool = False,
 ) -> torch.Tensor:
-    """Validate positions and return them unchanged.
+    """Validate positions; return them with integers of any dtype as int64 (uint8 `i - j`
+    would wrap, int8 cannot index a table), floats unchanged. Every public entry point that
+    takes positions passes them through here: the one normalization point.
 
     Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values
     (unless `signed`: coordinates such as rope_nd's pixel grid in [-1, 1]),
     non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
-    `position_dims` long.
+    `position_dims` long. Positions on the meta device (no values) are checked for shape only.
     """
     check_tensor(name, positions)
     if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
@@ -164,7 +166,11 @@ def check_positions(
             f"{name} must have a trailing axis of size {position_dims} "
             f"(one component per axis), got shape {tuple(positions.shape)}"
         )
-    if positions.numel():
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"{name} must be an integer or float tensor, got {positions.dtype}")
+    if not positions.is_floating_point() and positions.dtype != torch.long:
+        positions = positions.long()  # before the checks too: int8 >= 128 would wrap
+    if positions.numel() and not positions.is_meta:
         _check_position_values(positions, name, integer, max_len, signed)
     return positions
 
@@ -217,8 +223,9 @@ def check_doc_ids(doc_ids, B: int, T: int) -> None:
         )
 
 
-def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> None:
-    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1)."""
+def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> torch.Tensor:
+    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1);
+    the positions as check_positions returns them (integers as int64)."""
     want = (T,) if P == 1 else (T, P)
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
@@ -226,7 +233,7 @@ def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> No
         raise ValueError(
             f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
         )
-    check_positions(positions, name="positions", position_dims=P)
+    return check_positions(positions, name="positions", position_dims=P)
 
 
 def check_tokens(tokens, vocab_size: int) -> None:

@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+LAB_DEPENDENCIES = ("numpy", "matplotlib", "tqdm")  # pyproject's `lab` extra
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -43,10 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         print(f"posenc: error: unknown command {name!r}{hint}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    entry = getattr(module, f"main_{name}", None) or module.main
     try:
+        module = importlib.import_module(COMMANDS[name][0])
+        entry = getattr(module, f"main_{name}", None) or module.main
         return int(entry(rest) or 0)
+    except ModuleNotFoundError as err:  # the lab's dependencies: pip install posenc[lab]
+        if err.name not in LAB_DEPENDENCIES or os.environ.get("POSENC_DEBUG"):
+            raise
+        print(f"posenc {name}: error: needs {err.name}: pip install 'posenc[lab]'",
+              file=sys.stderr)  # fmt: skip
+        return 2
     except (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError) as err:
         if os.environ.get("POSENC_DEBUG"):
             raise

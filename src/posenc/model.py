@@ -206,8 +206,7 @@ class TransformerLM(nn.Module):
             offset = cache.length if cache is not None else 0
             positions = grid_positions(torch.arange(offset, offset + T, device=tokens.device), P)
         else:
-            check_model_positions(positions, B, T, P)
-            positions = positions.to(tokens.device)
+            positions = check_model_positions(positions, B, T, P).to(tokens.device)
         enc = self.encoding
         if (self.training or enc.sample_at_eval) and enc.overrides("sample_positions"):
             if cache is None:

@@ -231,3 +231,23 @@ def test_no_tensor_of_a_full_score_matrix(name, calls):
         posenc.attention(q, k, v, enc).sum().backward()
     assert calls and mode.largest < H * T * T // 8
     assert torch.isfinite(q.grad).all() and all(p.grad is not None for p in enc.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
+def test_an_explicit_backend_that_cannot_run_refuses_with_its_reason(name):
+    """backend="distance" for an encoding without a distance-only bias (rope, nope, dape,
+    stickbreaking, ...) raises a ValueError naming why, instead of running another path; the
+    same holds for every backend of the registry (can_run's reason is the error)."""
+    from posenc.attention import REGISTRY, prepare
+
+    enc = posenc.build(name, dim=H * DH, heads=H, head_dim=DH, max_len=64)
+    q, k, v = torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH)
+    if getattr(enc, "distance_bias", None) is None:  # no distance-only form at all
+        with pytest.raises(ValueError, match="backend='distance' cannot run"):
+            posenc.attention(q, k, v, enc, backend="distance")
+    for backend, runner in REGISTRY.items():
+        why = runner.can_run(prepare(q, k, v, enc, None, None, True, None, None))
+        if why is not None:
+            with pytest.raises(ValueError) as err:
+                posenc.attention(q, k, v, enc, backend=backend)
+            assert str(err.value) == why

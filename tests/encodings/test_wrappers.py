@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
+from posenc.attention import REGISTRY, prepare
+from posenc.encodings import wrappers
 from posenc.encodings.wrappers import Randomized
 
 
@@ -155,7 +157,33 @@ def test_bad_input():
             Randomized(encoding="rope_2d", head_dim=8)
 
 
-WRAPPED = sorted(n for n, c in posenc.encodings.wrappers.WRAPPABLE.items() if c.position_dims == 1)
+WRAPPED = sorted(n for n, c in wrappers.WRAPPABLE.items() if c.position_dims == 1)
+
+
+@pytest.mark.parametrize("name", WRAPPED)
+def test_randomized_runs_on_every_backend_its_encoding_runs_on(name):
+    """What the inner provides (distance_bias included), the wrapper provides: every backend
+    says the same of both (can_run), and those that run give the same numbers (eval mode)."""
+    torch.manual_seed(0)
+    kw = dict(dim=32, heads=4, head_dim=8, max_len=64)
+    inner = posenc.build(name, **kw).eval()
+    wrapped = Randomized(encoding=inner).eval()
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    for positions in (None, torch.arange(3, 9)):
+        calls = [prepare(q, k, v, e, positions, positions, True, None, None)
+                 for e in (inner, wrapped)]  # fmt: skip
+        for backend, runner in REGISTRY.items():
+            why = [runner.can_run(call) for call in calls]
+            assert (why[0] is None) == (why[1] is None), (backend, why)
+            assert [runner.picks(c) for c in calls[:1]] == [runner.picks(c) for c in calls[1:]]
+            if why[0] is None and backend != "flex":  # flex: compiles per encoding (slow)
+                with torch.no_grad():
+                    outs = [posenc.attention(q, k, v, e, positions, positions, backend=backend)
+                            for e in (inner, wrapped)]  # fmt: skip
+                torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+    if getattr(inner, "distance_only", False):  # randomized(alibi) on the distance backend
+        assert REGISTRY["distance"].can_run(calls[1]) is None
 
 
 @pytest.mark.parametrize("name", WRAPPED)

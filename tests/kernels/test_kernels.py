@@ -192,3 +192,33 @@ def test_double_backward_raises_instead_of_wrong_numbers():
     (g,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         torch.autograd.grad(g.sum(), x)
+
+
+def test_out_that_overlaps_the_input_is_refused():
+    """out= sharing memory with x (but not x itself) would read rotated values part-way:
+    refused as torch's out= ops refuse it; out is x is in place; disjoint views of one
+    buffer are fine."""
+    torch.manual_seed(0)
+    inv = rope_inv_freq(8)[0]
+    pos = torch.arange(6)
+    buf = torch.randn(1, 2, 7, 8)
+    x = buf[:, :, :6]
+    want = reference(x.clone(), pos, inv)
+    for engine in FAST:
+        for out in (buf[:, :, 1:], buf[:, :, :6].transpose(-1, -2).contiguous().view_as(x)):
+            if out.untyped_storage().data_ptr() != buf.untyped_storage().data_ptr():
+                continue  # a copy: no overlap
+            with pytest.raises(ValueError, match="out overlaps x"):
+                functional.apply_rope_fast(x, pos, inv, out=out, engine=engine)
+        same = x.clone()
+        got = functional.apply_rope_fast(same, pos, inv, out=same, engine=engine)
+        assert got.data_ptr() == same.data_ptr()
+        torch.testing.assert_close(same, want, atol=1e-5, rtol=1e-5)
+        two = torch.empty(1, 2, 12, 8)
+        src, dst = two[:, :, :6], two[:, :, 6:]
+        src.copy_(x)
+        functional.apply_rope_fast(src, pos, inv, out=dst, engine=engine)
+        torch.testing.assert_close(dst, want, atol=1e-5, rtol=1e-5)
+        q, k = x.clone(), x.clone()
+        with pytest.raises(ValueError, match="overlaps"):
+            functional.apply_rope_qk_fast(q, k, pos, pos, inv, out=(k, q), engine=engine)

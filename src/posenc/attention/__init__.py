@@ -17,7 +17,11 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              about the speed of attention without a bias, O(T) extra memory, with gradients
              (posenc.attention.fast_bias). Refuses (ValueError) any other call.
 
-`auto` picks:
+Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),
+run(call)) over one validated Call (posenc.attention.call; positions of any integer dtype as
+int64). An explicit backend that cannot run a call raises BackendRefused, a ValueError with
+its reason. `auto` runs the first of AUTO_ORDER (distance, sdpa, flex, chunked) that picks
+the call and can run it, which gives:
     0. `distance` wherever it runs (fast_bias.plan says why not; POSENC_DISTANCE_BIAS=0 turns
        it off), else `choose_backend`:
     1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
@@ -34,8 +38,9 @@ Causal means key position <= query position, by position VALUES (so decoding wit
 packed sequences whose positions restart work); for 2-D / 3-D positions it is by index, the
 queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
 
-Modules: inputs (validation and default positions), eager (the reference math: masks and
-one block of queries), backends (sdpa, chunked, flex), fast_bias (distance).
+Modules: call (the Call and the Backend protocol), inputs (validation and default positions),
+eager (the reference math: masks and one block of queries), backends (eager, sdpa, chunked,
+flex), fast_bias (distance).
 """
 
 from __future__ import annotations
@@ -43,22 +48,34 @@ from __future__ import annotations
 import torch
 
 from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch it there
+    AUTO_MATERIALIZE,
     BLOCK_ELEMENTS,
+    Chunked,
+    Eager,
+    Flex,
+    Sdpa,
     chunked_backend,
+    eager_backend,
     flex_backend,
     needs_grad,
     sdpa_backend,
 )
+from posenc.attention.call import Backend, BackendRefused, Call
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
-from posenc.attention.fast_bias import distance_backend
+from posenc.attention.fast_bias import Distance
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import check_int, renamed
 
 __all__ = [
     "AUTO_MATERIALIZE",
+    "AUTO_ORDER",
     "BACKENDS",
     "BLOCK_ELEMENTS",
+    "REGISTRY",
+    "Backend",
+    "BackendRefused",
+    "Call",
     "allowed_mask",
     "attend_block",
     "attention",
@@ -66,17 +83,26 @@ __all__ = [
     "choose_backend",
     "one_directional",
     "chunked_backend",
-    "distance_backend",
+    "eager_backend",
     "flex_backend",
     "needs_grad",
+    "prepare",
     "prepare_mask",
     "prepare_positions",
     "repeat_kv",
     "sdpa_backend",
 ]
 
-BACKENDS = ("auto", "eager", "sdpa", "flex", "chunked", "distance")
-AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
+# The backends, name -> Backend (can_run / picks / run); `auto` tries AUTO_ORDER in turn.
+REGISTRY: dict[str, Backend] = {
+    "distance": Distance(),
+    "sdpa": Sdpa(),
+    "flex": Flex(),
+    "chunked": Chunked(),
+    "eager": Eager(),
+}
+AUTO_ORDER = ("distance", "sdpa", "flex", "chunked")
+BACKENDS = ("auto", *REGISTRY)
 
 
 @renamed(q_positions="q_pos", k_positions="k_pos")
@@ -99,8 +125,29 @@ def attention(
     default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
     (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
     rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), transform_logits, mask,
-    softmax (or normalize), @ v, + values.
+    softmax (or normalize), @ v, + values. An explicit backend that cannot run the call
+    raises a ValueError (BackendRefused) saying why.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    call = prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size)
+    if call is None:  # nothing to attend: an empty result, or zeros as SDPA gives
+        return q.new_zeros(q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
+    if backend == "auto":
+        backend = next(
+            name for name in AUTO_ORDER
+            if REGISTRY[name].picks(call) and REGISTRY[name].can_run(call) is None
+        )  # fmt: skip
+    else:
+        why = REGISTRY[backend].can_run(call)
+        if why is not None:
+            raise BackendRefused(why)
+    return REGISTRY[backend].run(call)
+
+
+def prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size) -> Call | None:
+    """Validate and normalize attention's inputs once (errors name the argument); rotate q
+    and k. None where there is nothing to attend (Tq or Tk is 0)."""
     B, H, Tq, Dh, Hkv, Tk = check_qkv(q, k, v)
     if encoding is not None and not isinstance(encoding, PositionalEncoding):
         raise TypeError(
@@ -114,8 +161,6 @@ def attention(
         )
     if not causal and encoding is not None and not encoding.bidirectional:
         raise ValueError(one_directional(encoding))
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if block_size is not None:
         check_int("block_size", block_size, low=1)
     P = encoding.position_dims if encoding is not None else 1
@@ -128,41 +173,16 @@ def attention(
     q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
     k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
     mask = prepare_mask(mask, B, H, Tq, Tk)
-    if Tq == 0 or Tk == 0:  # nothing to attend: an empty result, or zeros as SDPA gives
-        return q.new_zeros(B, H, Tq, Dh)
+    if Tq == 0 or Tk == 0:
+        return None
     scale = encoding.softmax_scale(Dh) if encoding is not None else Dh**-0.5
-
     if encoding is not None:
         q, k = encoding.rotate(q, k, q_pos, k_pos)
-    if backend in ("auto", "distance") and encoding is not None and encoding.has_bias:
-        args = (q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
-        out = distance_backend(*args, strict=backend == "distance")
-        if out is not None:
-            return out
-    if backend == "auto":
-        backend = choose_backend(encoding, q, k)
-    if backend == "sdpa":
-        return sdpa_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos)
-    if backend == "flex":
-        return flex_backend(q, k, v, encoding, q_pos, k_pos, causal, mask, scale)
-    k, v = repeat_kv(k, H), repeat_kv(v, H)
-    if backend == "eager":
-        allowed = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P, Tk - Tq)
-        return attend_block(q, k, v, encoding, q_pos, k_pos, allowed, scale)
-    return chunked_backend(
-        q, k, v, encoding, q_pos, k_pos, causal, mask, scale, block_size, default_pos
-    )
+    return Call(q, k, v, encoding, q_pos, k_pos, causal, mask, scale, default_pos, block_size)
 
 
 def choose_backend(enc: PositionalEncoding | None, q: torch.Tensor, k: torch.Tensor) -> str:
-    """The backend `auto` runs where `distance` cannot (rules 1-5 in posenc.attention's doc)."""
-    if enc is None or not (enc.has_bias or enc.score_hooks):
-        return "sdpa"
-    if enc.score_hooks:
-        return "chunked"
-    B, H, Tq, _ = q.shape
-    if B * H * Tq * k.shape[2] <= AUTO_MATERIALIZE:
-        return "sdpa"
-    if q.device.type == "cuda" and not enc.content_dependent:
-        return "flex"
-    return "chunked"
+    """The backend `auto` runs where `distance` cannot (rules 1-5 in posenc.attention's doc):
+    the first of AUTO_ORDER after distance that picks a call of these shapes."""
+    call = Call(q, k, k, enc, None, None, True, None, 1.0, True)
+    return next(name for name in AUTO_ORDER[1:] if REGISTRY[name].picks(call))

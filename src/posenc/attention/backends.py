@@ -1,6 +1,7 @@
-"""The backends of posenc.attention other than eager: sdpa, chunked and flex. Each takes the
-validated, rotated q [B, H, Tq, Dh] and k / v [B, Hkv, Tk, Dh] (chunked: k / v already
-repeated to H heads) and returns [B, H, Tq, Dh] in q's dtype."""
+"""The backends of posenc.attention but distance (posenc.attention.fast_bias): eager, sdpa,
+chunked and flex. Each runs one validated Call (posenc.attention.call: q / k rotated, k / v
+[B, Hkv, Tk, Dh]) and returns [B, H, Tq, Dh] in q's dtype; each class says whether it can run
+a call (`can_run`: None or the reason) and whether `auto` would pick it (`picks`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from posenc.attention.call import BackendRefused, Call
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.checks import position_at
 
+AUTO_MATERIALIZE = 2**22  # largest B·H·Tq·Tk for which `auto` materializes a bias for sdpa
 BLOCK_ELEMENTS = 2**23  # default chunked block: B·H·block_size·Tk <= this (a 32 MiB fp32 score)
 
 
@@ -29,25 +32,14 @@ NEEDS = {  # why a fused kernel cannot run a hook of base.SCORE_HOOKS
 }
 
 
-def refuse_score_hooks(enc, backend: str) -> None:
-    """ValueError naming a backend that works, where `enc` uses a hook of SCORE_HOOKS."""
-    hooks = enc.score_hooks if enc is not None else ()
-    if hooks:
-        raise ValueError(
-            f"backend={backend!r} cannot run {type(enc).__name__}: its {hooks[0]}() hook "
-            f"{NEEDS[hooks[0]]}; use backend='chunked' or 'eager'"
-        )
-
-
-def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
+def sdpa_backend(call: Call) -> torch.Tensor:
     """F.scaled_dot_product_attention; a bias is materialized as a float attn_mask."""
-    refuse_score_hooks(enc, "sdpa")
+    q, k, v, enc, q_pos, k_pos = call.q, call.k, call.v, call.encoding, call.q_pos, call.k_pos
+    mask, causal, scale = call.mask, call.causal, call.scale
     H, Tq, Tk = q.shape[1], q.shape[2], k.shape[2]
-    bias = None
-    if enc is not None and enc.has_bias:
-        bias = enc.bias(q, repeat_kv(k, H), q_pos, k_pos)
-    P = enc.position_dims if enc is not None else 1
-    if causal and default_pos and mask is None and Tq == Tk and bias is None:
+    bias = enc.bias(q, repeat_kv(k, H), q_pos, k_pos) if call.has_bias else None
+    P = call.position_dims
+    if causal and call.default_pos and mask is None and Tq == Tk and bias is None:
         attn_mask, is_causal = None, True  # the fused causal kernel, no mask tensor
     else:
         attn_mask = allowed_mask(q_pos, k_pos, causal, mask, 0, Tq, P, Tk - Tq)
@@ -62,16 +54,28 @@ def sdpa_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos):
     return torch.where(torch.isfinite(q).all(-1, keepdim=True), out, torch.nan)
 
 
-def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size, default_pos):
+def eager_backend(call: Call) -> torch.Tensor:
+    """The reference: every query at once, logits in float32 (posenc.attention.eager)."""
+    H, Tq, Tk = call.heads, call.q.shape[2], call.k.shape[2]
+    k, v = repeat_kv(call.k, H), repeat_kv(call.v, H)
+    P = call.position_dims
+    allowed = allowed_mask(call.q_pos, call.k_pos, call.causal, call.mask, 0, Tq, P, Tk - Tq)
+    return attend_block(call.q, k, v, call.encoding, call.q_pos, call.k_pos, allowed, call.scale)
+
+
+def chunked_backend(call: Call) -> torch.Tensor:
     """Query blocks; the bias and mask are built per block: memory O(B·H·block_size·Tk).
 
     With causal attention and default positions a block reads only the keys up to its last
     query (half the work of a full pass); otherwise every block reads every key.
     """
-    B, H, Tq, _ = q.shape
+    enc, q_pos, k_pos, mask, causal = call.encoding, call.q_pos, call.k_pos, call.mask, call.causal
+    B, H, Tq, _ = call.q.shape
+    q, k, v = call.q, repeat_kv(call.k, H), repeat_kv(call.v, H)
     Tk = k.shape[2]
-    P = enc.position_dims if enc is not None else 1
+    P = call.position_dims
     grad = needs_grad(q, k, v, enc)
+    block_size = call.block_size
     if block_size is None:  # keep each block's [B, H, block, Tk] temporaries small
         block_size = max(16, min(256, BLOCK_ELEMENTS // max(1, B * H * Tk)))
 
@@ -81,12 +85,12 @@ def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size,
         kp = k_pos[..., :end] if P == 1 else k_pos[..., :end, :]
         m = None if mask is None else mask[..., :end] if mask.shape[-1] > 1 else mask
         allowed = allowed_mask(q_pos, kp, causal, m, start, stop, P, Tk - Tq)
-        return attend_block(qb, kb, vb, enc, qp, kp, allowed, scale)
+        return attend_block(qb, kb, vb, enc, qp, kp, allowed, call.scale)
 
     outs = []
     for start in range(0, Tq, block_size):
         stop = min(start + block_size, Tq)
-        end = Tk - Tq + stop if causal and default_pos else Tk  # later keys are all masked
+        end = Tk - Tq + stop if causal and call.default_pos else Tk  # later keys all masked
         args = (q[:, :, start:stop], k[:, :, :end], v[:, :, :end], start, stop)
         # recompute each block in backward: saved activations stay O(block_size·Tk)
         outs.append(checkpoint(block, *args, use_reentrant=False) if grad else block(*args))
@@ -96,31 +100,38 @@ def chunked_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, block_size,
 _FLEX = {}  # the compiled flex_attention, built on first use
 
 
-def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
+def flex_refusal(call: Call) -> str | None:
+    """Why FlexAttention cannot run `call`, or None."""
+    if call.score_hooks:
+        return score_hook_refusal(call, "flex")
+    if call.q.device.type == "cpu" and needs_grad(call.q, call.k, call.v, call.encoding):
+        return ("backend='flex' has no backward pass on CPU in this torch; use "
+                "backend='chunked' (or run under torch.no_grad())")  # fmt: skip
+    if call.has_bias and call.encoding.content_dependent:
+        return (f"backend='flex' cannot run {call.name}: its bias depends on q/k (no "
+                "score_mod); use backend='chunked'")  # fmt: skip
+    return None
+
+
+def flex_backend(call: Call) -> torch.Tensor:
     """FlexAttention with encoding.score_mod and a block mask from causal / mask."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    q, k, v, enc, q_pos, k_pos = call.q, call.k, call.v, call.encoding, call.q_pos, call.k_pos
+    mask, causal = call.mask, call.causal
     B, H, Tq, _ = q.shape
     Tk = k.shape[2]
-    name = type(enc).__name__ if enc is not None else "no encoding"
-    refuse_score_hooks(enc, "flex")
-    if q.device.type == "cpu" and needs_grad(q, k, v, enc):
-        raise NotImplementedError(
-            "backend='flex' has no backward pass on CPU in this torch; use backend='chunked' "
-            "(or run under torch.no_grad())"
-        )
     if q_pos.dim() == 2 and k_pos.dim() == 2 and q_pos.shape[0] == k_pos.shape[0] == 1:
         q_pos, k_pos = q_pos[0], k_pos[0]  # [1, T]: shared by the batch
     score_mod = None
-    if enc is not None and enc.has_bias:
+    if call.has_bias:
         score_mod = enc.score_mod(q_pos, k_pos)
         if score_mod is None:
-            raise ValueError(
-                f"backend='flex' cannot run {name}: its bias depends on q/k (no score_mod); "
-                "use backend='chunked'"
+            raise BackendRefused(
+                f"backend='flex' cannot run {call.name}: its bias depends on q/k (no "
+                "score_mod); use backend='chunked'"
             )
-    P = enc.position_dims if enc is not None else 1
-    if P > 1:  # causal by index, the queries being the last Tq keys
+    if call.position_dims > 1:  # causal by index, the queries being the last Tq keys
         q_pos, k_pos = torch.arange(Tk - Tq, Tk, device=q.device), torch.arange(Tk, device=q.device)
     q_at, k_at = position_at(q_pos), position_at(k_pos)
     full = mask.expand(B, H, Tq, Tk) if mask is not None else None
@@ -137,5 +148,63 @@ def flex_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale):
     if "fn" not in _FLEX:
         _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
     return _FLEX["fn"](
-        q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True
+        q, k, v, score_mod=score_mod, block_mask=block_mask, scale=call.scale, enable_gqa=True
     )
+
+
+def score_hook_refusal(call: Call, backend: str) -> str | None:
+    """Why a fused kernel cannot run `call` (a hook of SCORE_HOOKS), naming what works."""
+    hooks = call.score_hooks
+    if not hooks:
+        return None
+    return (f"backend={backend!r} cannot run {call.name}: its {hooks[0]}() hook "
+            f"{NEEDS[hooks[0]]}; use backend='chunked' or 'eager'")  # fmt: skip
+
+
+class Eager:
+    def can_run(self, call: Call) -> str | None:
+        return None
+
+    def picks(self, call: Call) -> bool:
+        return False  # the reference: never auto's choice
+
+    run = staticmethod(eager_backend)
+
+
+class Sdpa:
+    def can_run(self, call: Call) -> str | None:
+        return score_hook_refusal(call, "sdpa")
+
+    def picks(self, call: Call) -> bool:
+        """No score hook, and no bias or one small enough to materialize (AUTO_MATERIALIZE)."""
+        if call.score_hooks:
+            return False
+        if not call.has_bias:
+            return True
+        B, H, Tq, _ = call.q.shape
+        return B * H * Tq * call.k.shape[2] <= AUTO_MATERIALIZE
+
+    run = staticmethod(sdpa_backend)
+
+
+class Flex:
+    can_run = staticmethod(flex_refusal)
+
+    def picks(self, call: Call) -> bool:
+        """A position-only bias on CUDA: on CPU it has no backward and compiles anew for
+        every shape."""
+        if call.score_hooks or (call.has_bias and call.encoding.content_dependent):
+            return False
+        return call.q.device.type == "cuda"
+
+    run = staticmethod(flex_backend)
+
+
+class Chunked:
+    def can_run(self, call: Call) -> str | None:
+        return None
+
+    def picks(self, call: Call) -> bool:
+        return True
+
+    run = staticmethod(chunked_backend)

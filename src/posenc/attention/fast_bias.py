@@ -95,13 +95,31 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     return out, ""
 
 
-def distance_backend(q, k, v, enc, q_pos, k_pos, causal, mask, scale, default_pos, strict):
-    """[B, H, Tq, Dh] in q's dtype, or None (strict: ValueError) where plan() refuses."""
-    groups, why = plan(enc, q, k, q_pos, k_pos, causal, mask, default_pos)
-    if groups is None:
-        if strict:
-            raise ValueError(f"backend='distance' cannot run this call: {why}; use 'auto'")
-        return None
+class Distance:
+    """The backend: can_run keeps plan()'s groups in the call's memo for run."""
+
+    def can_run(self, call) -> str | None:
+        args = (call.q, call.k, call.q_pos, call.k_pos, call.causal, call.mask, call.default_pos)
+        groups, why = plan(call.encoding, *args)
+        call.memo["distance"] = groups
+        return (
+            None
+            if groups is not None
+            else f"backend='distance' cannot run this call: {why}; use 'auto'"
+        )
+
+    def picks(self, call) -> bool:
+        return True  # wherever it runs
+
+    def run(self, call) -> torch.Tensor:
+        if call.memo.get("distance") is None and (why := self.can_run(call)) is not None:
+            raise ValueError(why)
+        return distance_backend(call.q, call.k, call.v, call.memo["distance"], call.causal,
+                                call.scale)  # fmt: skip
+
+
+def distance_backend(q, k, v, groups, causal: bool, scale: float) -> torch.Tensor:
+    """[B, H, Tq, Dh] in q's dtype for the groups plan() made."""
     H = q.shape[1]
     qf = q.float()
     kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order

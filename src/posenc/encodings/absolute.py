@@ -175,7 +175,7 @@ class Learned(AddedEncoding):
         nn.init.normal_(self.weight, std=0.02)
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        check_positions(positions, integer=True, max_len=self.max_len)
+        positions = check_positions(positions, integer=True, max_len=self.max_len)
         return F.embedding(positions.long(), self.weight)
 
 
@@ -197,7 +197,7 @@ class OneHot(ConcatEncoding):
         self.width = self.max_len
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        check_positions(positions, integer=True, max_len=self.max_len)
+        positions = check_positions(positions, integer=True, max_len=self.max_len)
         return F.one_hot(positions.long(), self.max_len).float()
 
 
@@ -275,7 +275,7 @@ class NoPETemperature(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         """q [B, H, Tq, Dh] scaled per query position (q_pos [Tq] or [B, Tq]); k unchanged."""
-        check_positions(q_pos, name="q_pos")
+        q_pos = check_positions(q_pos, name="q_pos")
         t = self.temperature(q_pos)[..., None]  # [Tq, 1] or [B, Tq, 1]
         t = t.unsqueeze(1) if t.dim() == 3 else t  # [B, 1, Tq, 1]
         compute = torch.promote_types(q.dtype, torch.float32)

@@ -50,7 +50,7 @@ class AbsoluteEncoding(PositionalEncoding):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be [B, T, D], got {shape}")
         P = self.position_dims
-        check_positions(
+        positions = check_positions(
             positions, integer=self.integer_positions, max_len=self.max_len, position_dims=P
         )
         lead = positions.shape[:-1] if P > 1 else positions.shape  # [T] or [B, T]

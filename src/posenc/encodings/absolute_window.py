@@ -36,7 +36,7 @@ class LearnedWindow(Learned):
         self.w = nn.Parameter(torch.ones(self.window - 1, self.dim))  # [J - 1, D]
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        check_positions(positions, integer=True, max_len=self.max_len)
+        positions = check_positions(positions, integer=True, max_len=self.max_len)
         pos = positions.long()  # [T] or [B, T]
         pe = F.embedding(pos, self.weight)  # [(B,) T, D]
         for j in range(1, self.window):

@@ -51,7 +51,10 @@ class ALiBi(PositionBias):
     ):
         super().__init__(heads)
         self.bidirectional = check_bool("bidirectional", bidirectional)
-        self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # [H]
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        self.set_buffer("slopes", alibi_slopes(self.heads))  # [H]
 
     def _value(self, qp, kp, h, params):
         rel = difference(qp, kp)
@@ -150,8 +153,11 @@ class Sandwich(PositionBias):
         super().__init__(heads)
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim
         self.sandwich_dim = sandwich_dim
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
         ratio = 8.0 * torch.arange(1, self.heads + 1, dtype=torch.float64) / self.heads
-        self.register_buffer("inv_ratio", (1.0 / ratio).float(), persistent=False)  # [H]
+        self.set_buffer("inv_ratio", (1.0 / ratio).float())  # [H]
 
     def _table(self, span: int, device) -> torch.Tensor | None:
         """The curve at |i - j| = 0..span, float32 [span + 1]; None where that table is too long."""
@@ -170,7 +176,7 @@ class Sandwich(PositionBias):
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         table = None
-        if not (qp.is_floating_point() or kp.is_floating_point()):
+        if not (qp.is_floating_point() or kp.is_floating_point() or qp.is_meta):
             table = self._table((qp - kp).abs().max().item(), q.device)
         return self._value(qp, kp, h, (table,)).to(q.dtype)
 

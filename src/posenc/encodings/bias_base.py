@@ -48,7 +48,7 @@ class PositionBias(PositionalEncoding):
     def _positions(
         self, pos: torch.Tensor, name: str, length: int | None = None, batch: int | None = None
     ) -> torch.Tensor:
-        check_positions(pos, name=name, integer=self.integer_positions)
+        pos = check_positions(pos, name=name, integer=self.integer_positions)
         if pos.dim() not in (1, 2):
             raise ValueError(f"{name} must be [T] or [B, T], got shape {tuple(pos.shape)}")
         if length is not None and pos.shape[-1] != length:

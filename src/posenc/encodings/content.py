@@ -28,7 +28,7 @@ from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 def rows(pos: torch.Tensor, name: str, t: int, batch: int) -> torch.Tensor:
     """Validated positions [t] or [B, t] -> [B or 1, t]."""
-    check_positions(pos, name=name)
+    pos = check_positions(pos, name=name)
     bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
     if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
         raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "

@@ -95,6 +95,8 @@ def _contiguous_start(pos: torch.Tensor) -> int | None:
         if pos.shape[0] != 1:
             return None
         pos = pos[0]
+    if pos.is_meta:  # no values: the general path
+        return None
     start = int(pos[0].item()) if pos.numel() else 0
     ref = torch.arange(start, start + pos.numel(), device=pos.device)
     return start if torch.equal(pos.long(), ref) else None
@@ -167,6 +169,8 @@ class TransformerXL(PositionalEncoding):
 
     def position_gather(self, qv: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """(q + v).W_r R[i - j] for any positions: score every distance in range, then gather."""
+        if rel.is_meta:  # a model on the meta device: no distances to range over, shapes only
+            return qv.new_empty(*qv.shape[:3], rel.shape[-1])
         lo, hi = int(rel.min().item()), int(rel.max().item())
         distances = torch.arange(lo, hi + 1, device=qv.device)
         bd = qv @ self.rel_keys(distances).to(qv.dtype).transpose(-1, -2)  # [B, H, Tq, L]

@@ -56,7 +56,7 @@ def relative_positions(
     """Validate positions ([T] or [B, T]) and return q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
     out = []
     for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
-        check_positions(pos, name=name, integer=integer)
+        pos = check_positions(pos, name=name, integer=integer)
         bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
         if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
             raise ValueError(

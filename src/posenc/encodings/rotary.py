@@ -66,20 +66,24 @@ class RoPE(RotaryEncoding):
             self._rotary_dim = check_rotary_dim(int(self.head_dim * prf), self.head_dim)
         self.per_call = self.rope_type in ("dynamic", "dynamic_yarn", "longrope")
         self.per_document = not self.per_call  # seq_len is the batch's longest: not per doc
+        self.reset_buffers()
+
+    def reset_buffers(self) -> None:
         known = self._rotary_dim or self.head_dim
         # a rotary dim is needed to check the scaling keys now; 64 stands in when none is known
         inv_freq, self.attention_factor = PF.rope_inv_freq(
             self.rotary_dim() if known else 64, self.base, self.scaling
         )
-        self.register_buffer("inv_freq", inv_freq if known else None, persistent=False)
+        self.set_buffer("inv_freq", inv_freq if known else None)  # [R/2]
 
     def frequencies(
         self, positions: torch.Tensor, head_dim: int | None = None
     ) -> tuple[torch.Tensor, float]:
         """(inv_freq [R/2] on positions' device, attention_factor) for keys at `positions`."""
         r = self.rotary_dim(head_dim)
-        if self.per_call:
-            seq_len = math.floor(positions.max().item()) + 1 if positions.numel() else None
+        if self.per_call:  # meta positions have no length: the base frequencies
+            known = positions.numel() and not positions.is_meta
+            seq_len = math.floor(positions.max().item()) + 1 if known else None
             inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling, seq_len)
             return inv_freq.to(positions.device), af
         if self.inv_freq is not None and 2 * self.inv_freq.numel() == r:
@@ -96,7 +100,7 @@ class RoPE(RotaryEncoding):
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 angles, unreduced."""
-        check_positions(positions)
+        positions = check_positions(positions)
         inv_freq, _ = self.frequencies(positions)
         return PF.position_angles(positions, inv_freq, torch.float64)
 
@@ -149,14 +153,15 @@ class XPos(RotaryEncoding):
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated, scaled."""
-        check_positions(q_pos, name="q_pos")
-        check_positions(k_pos, name="k_pos")
+        q_pos = check_positions(q_pos, name="q_pos")
+        k_pos = check_positions(k_pos, name="k_pos")
         r = self.rotary_dim(q.shape[-1])
         inv_freq, _ = PF.rope_inv_freq(r, self.base)
         log_zeta = self.zeta(r).log().to(k_pos.device)
         center = 0  # ceil((min + max) / 2) as a float64 tensor: no .item(), no graph break
         if k_pos.numel():
             center = ((k_pos.min().double() + k_pos.max().double()) / 2).ceil()
+        if k_pos.numel() and not k_pos.is_meta:  # meta tensors have no values to check
             self._check_reach(q_pos, k_pos, center, log_zeta, q.dtype)
         out = []
         for x, pos, sign in ((q, q_pos, 1.0), (k, k_pos, -1.0)):
@@ -184,7 +189,7 @@ class XPos(RotaryEncoding):
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] float64 rotation angles (the decay not shown)."""
-        check_positions(positions)
+        positions = check_positions(positions)
         inv_freq, _ = PF.rope_inv_freq(self.rotary_dim(), self.base)
         return PF.position_angles(positions, inv_freq.to(positions.device), torch.float64)
 

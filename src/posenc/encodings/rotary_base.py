@@ -98,12 +98,14 @@ class MultiAxisRotary(RotaryEncoding):
         r = self.rotary_dim(q.shape[-1])
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name, position_dims=self.position_dims, signed=self.signed)
+            pos = check_positions(
+                pos, name=name, position_dims=self.position_dims, signed=self.signed
+            )
             angles = self._angles(pos, r, x.dtype)  # [..., R/2]
             out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T, P] (or [B, T, P]) -> [T, R/2] float64 angles, unreduced."""
-        check_positions(positions, position_dims=self.position_dims, signed=self.signed)
+        positions = check_positions(positions, position_dims=self.position_dims, signed=self.signed)
         return self._angles(positions, self.rotary_dim(), torch.float64)

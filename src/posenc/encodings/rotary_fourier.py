@@ -65,7 +65,8 @@ class FoPE(RotaryEncoding):
         length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
         self.train_len = check_int("train_len", length, low=1)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
-        self.inv_freq = fope_inv_freq(r, self.base, length)
+        with torch.device("cpu"):  # moved to the positions' device per call (not meta)
+            self.inv_freq = fope_inv_freq(r, self.base, length)
         K = self.inv_freq.numel()  # 0 where train_len is shorter than every period: no position
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
@@ -93,7 +94,7 @@ class FoPE(RotaryEncoding):
             )
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name)
+            pos = check_positions(pos, name=name)
             cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
             out.append(apply_rope_cos_sin(x, *cs, self.layout))
         return out[0], out[1]
@@ -101,7 +102,7 @@ class FoPE(RotaryEncoding):
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
         every pair's series is built from), unreduced."""
-        check_positions(positions)
+        positions = check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:
@@ -119,8 +120,7 @@ def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
     if gain > 0:
         nn.init.xavier_normal_(coef, gain=gain)
     step = -(-K // M)
-    d = torch.arange(M)
-    d = d[d * step < K]
+    d = torch.arange(min(M, -(-K // step)))  # the d with d * step < K (no mask: meta works)
     coef[..., d * step, d] += 1.0
     return coef
 

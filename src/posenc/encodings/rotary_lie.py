@@ -97,7 +97,7 @@ class LieRE(PositionalEncoding):
             )
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            check_positions(pos, name=name, position_dims=self.position_dims)
+            pos = check_positions(pos, name=name, position_dims=self.position_dims)
             out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
         return out[0], out[1]
 
@@ -105,7 +105,7 @@ class LieRE(PositionalEncoding):
         """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
         invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
         generator's rotation frequencies, as RoPE's p * w_j."""
-        check_positions(positions, position_dims=self.position_dims)
+        positions = check_positions(positions, position_dims=self.position_dims)
         pos = positions.double() * self.position_scale
         pos = pos[..., None] if self.position_dims == 1 else pos
         G = self.generators.shape[1] // (self.heads if self.per_head else 1)

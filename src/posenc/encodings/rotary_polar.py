@@ -67,7 +67,8 @@ class PoPE(PositionalEncoding):
             with torch.no_grad():
                 self.phase.uniform_(-2 * math.pi, 0.0)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
-        self.inv_freq = pope_inv_freq(self.head_dim, base)
+        with torch.device("cpu"):  # moved to the positions' device per call (not meta)
+            self.inv_freq = pope_inv_freq(self.head_dim, base)
 
     def delta(self) -> torch.Tensor:
         """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
@@ -87,7 +88,7 @@ class PoPE(PositionalEncoding):
             )
         out = []
         for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
-            check_positions(pos, name=name)
+            pos = check_positions(pos, name=name)
             work = torch.float64 if x.dtype == torch.float64 else torch.float32
             angles = position_angles(pos, self.inv_freq.to(pos.device), work)  # [(B,) T, Dh]
             out.append(apply_pope(x, rope_align(angles, x, name), phase))
@@ -96,7 +97,7 @@ class PoPE(PositionalEncoding):
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, Dh] (or [B, T, Dh]) float64 angles, unreduced (the
         phase, a query-key offset, not shown)."""
-        check_positions(positions)
+        positions = check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
-from posenc.checks import check_bool, check_int, lookup, renamed
+from posenc.checks import check_bool, check_int, check_positions, lookup, renamed
 from posenc.encodings import (
     absolute,
     absolute_window,
@@ -57,8 +57,9 @@ class Randomized(PositionalEncoding):
     """Wraps `encoding` (a registry name built with `encoding_kwargs`, or an instance).
 
     Every hook of HOOKS (but sample_positions, its own) calls the inner encoding's
-    (`self.inner`), and every fact of FACTS is the inner's, so a hook added to the interface
-    later is forwarded too. The class-level family is "none" since the wrapper itself adds no
+    (`self.inner`), every fact of FACTS is the inner's, and any other attribute the inner has
+    (distance_bias: the `distance` backend) is read from it, so what the inner provides, the
+    wrapper provides. The class-level family is "none" since the wrapper itself adds no
     signal; an instance reports its inner's family. The inner is built with train_len =
     sample_len (training positions reach it: tables cover it, T5 / FIRE scale to it).
     """
@@ -120,6 +121,16 @@ class Randomized(PositionalEncoding):
     def overrides(self, hook: str) -> bool:
         return hook == "sample_positions" or self.inner.overrides(hook)
 
+    def __getattr__(self, name: str):
+        """Whatever else the inner encoding provides (distance_bias, distance_only, its own
+        settings) is the wrapper's too, by construction: a capability added later included."""
+        try:
+            return super().__getattr__(name)  # parameters, buffers, submodules
+        except AttributeError:
+            if name == "inner" or "inner" not in self.__dict__.get("_modules", {}):
+                raise
+            return getattr(self._modules["inner"], name)
+
     def extra_repr(self) -> str:
         return f"sample_len={self.sample_len}"
 
@@ -130,6 +141,9 @@ class Randomized(PositionalEncoding):
             return positions
         if positions.is_floating_point():
             raise ValueError("positions must be integers to be randomized, got a float tensor")
+        positions = check_positions(positions)  # int64: a uint8 index would read as a mask
+        if positions.is_meta:  # no values to sample from (a model on the meta device)
+            return positions
         n = int(positions.max()) + 1 if positions.numel() else 0
         if n > self.sample_len:
             raise ValueError(

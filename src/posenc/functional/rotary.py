@@ -200,7 +200,7 @@ def apply_rope(
     rotary-embedding-torch). cos and sin are multiplied by attention_factor. Accurate at any
     position (see rope_cos_sin); returns x's dtype. inplace writes into x.
     """
-    check_positions(positions)
+    positions = check_positions(positions)
     _rope_check(x, layout, rotary_dim, inv_freq.shape[-1])
     cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
     cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
@@ -228,14 +228,14 @@ def apply_rope_qk(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """apply_rope on q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh]; cos/sin built once when
     q_pos is k_pos."""
-    check_positions(k_pos, name="k_pos")
+    k_pos = check_positions(k_pos, name="k_pos")
     _rope_check(q, layout, rotary_dim, inv_freq.shape[-1])
     _rope_check(k, layout, rotary_dim, inv_freq.shape[-1])
     k_cs = rope_cos_sin(k_pos, inv_freq, attention_factor, k.dtype)
     if q_pos is k_pos and _rope_compute_dtype(q.dtype) == _rope_compute_dtype(k.dtype):
         q_cs = k_cs
     else:
-        check_positions(q_pos, name="q_pos")
+        q_pos = check_positions(q_pos, name="q_pos")
         q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
     q_cos, q_sin = (rope_align(t, q, "q_pos") for t in q_cs)
     k_cos, k_sin = (rope_align(t, k, "k_pos") for t in k_cs)

@@ -186,6 +186,43 @@ class _RopeFn(torch.autograd.Function):
         return grad_x, None, None, None, None
 
 
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last) byte addresses t's elements occupy (its strides may leave gaps)."""
+    start = t.data_ptr()
+    extent = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
+    return start, start + (extent + 1) * t.element_size()
+
+
+def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """a and b are the same elements (the same view of one storage)."""
+    return (a.data_ptr(), a.shape, a.stride()) == (b.data_ptr(), b.shape, b.stride())
+
+
+def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
+    """Whether views a and b, within bytes [lo, hi), hold a common element: exact for strided
+    views that interleave (two halves of one buffer's time axis), by marking a's elements."""
+    if a.is_contiguous() and b.is_contiguous() or a.element_size() != b.element_size():
+        return True  # contiguous spans that meet do share elements
+    size = a.element_size()
+    marks = torch.zeros((hi - lo) // size, dtype=torch.bool, device=a.device)
+    marks.as_strided(a.shape, a.stride(), (a.data_ptr() - lo) // size).fill_(True)
+    return bool(marks.as_strided(b.shape, b.stride(), (b.data_ptr() - lo) // size).any())
+
+
+def refuse_overlap(
+    out: torch.Tensor, out_name: str, x: torch.Tensor, x_name: str, allow_same: bool = True
+) -> None:
+    """ValueError where `out` shares memory with `x` without being it (as torch's out= ops
+    refuse): a rotation written over its own input part-way reads rotated values."""
+    if out.numel() == 0 or x.numel() == 0 or out.device != x.device:
+        return
+    (a0, a1), (b0, b1) = _span(out), _span(x)
+    if a0 < b1 and b0 < a1 and _share_elements(out, x, min(a0, b0), max(a1, b1)):
+        own = f" (and is not {x_name} itself)" if allow_same else ""
+        raise ValueError(f"{out_name} overlaps {x_name} in memory{own}: pass a separate "
+                         "tensor, or inplace=True to rotate in place")  # fmt: skip
+
+
 def rotate(
     x: torch.Tensor,
     cos: torch.Tensor,
@@ -218,8 +255,10 @@ def rotate(
                     f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
                     f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
                 )
-            if out.data_ptr() == x.data_ptr():
-                target = x
+            if same_memory(out, x):
+                target = x  # out is x: in place
+            else:
+                refuse_overlap(out, "out", x, "x")
         _run(x, cos, sin, target, interleaved, 1.0, engine)
         return target
     if needs_grad:
@@ -243,11 +282,18 @@ def rotate_qk(
     """Rotate q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh] by their (cos, sin), each broadcastable
     to x[..., :R/2]; on CUDA with Triton, q and k in one kernel launch (triton_rope).
     out=(q_out, k_out) writes into preallocated buffers."""
+    oq, ok = out if out is not None else (None, None)
+    # out= as torch's ops check it: an out may be its own input (in place), never the other's
+    pairs = ((oq, "out[0]", q, "q", True), (ok, "out[1]", k, "k", True),
+             (oq, "out[0]", k, "k", False), (ok, "out[1]", q, "q", False),
+             (ok, "out[1]", oq, "out[0]", False))  # fmt: skip
+    for o, name, t, tname, own in pairs if out is not None else ():
+        if o is not None and t is not None and not (own and same_memory(o, t)):
+            refuse_overlap(o, name, t, tname, allow_same=own)
     if q.is_cuda and k.is_cuda and _requested(engine) in ("auto", "triton") and _has_triton():
         from posenc.kernels import triton_rope  # imports triton: only on CUDA
 
         return triton_rope.rope_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out)
-    oq, ok = out if out is not None else (None, None)
     return (
         rotate(q, *q_cs, layout, inplace=inplace, out=oq, engine=engine),
         rotate(k, *k_cs, layout, inplace=inplace, out=ok, engine=engine),

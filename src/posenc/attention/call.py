@@ -1,0 +1,71 @@
+"""One attention call, validated and normalized once (posenc.attention.prepare), and the
+protocol every backend keeps: `can_run(call) -> None | reason` and `run(call) -> out`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from posenc.base import PositionalEncoding
+
+
+@dataclass
+class Call:
+    """What every backend reads. q [B, H, Tq, Dh'] and k [B, Hkv, Tk, Dh'] already rotated
+    (Dh' = Dh, or 2 Dh for PoPE), v [B, Hkv, Tk, Dh]; positions validated, integers as int64,
+    [T] or [B, T] (+ [..., P]); mask a 4-D bool view broadcastable to [B, H, Tq, Tk] or None;
+    `default_pos`: the positions are attention's default arange (causal by index)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    encoding: PositionalEncoding | None
+    q_pos: torch.Tensor | None
+    k_pos: torch.Tensor | None
+    causal: bool
+    mask: torch.Tensor | None
+    scale: float
+    default_pos: bool
+    block_size: int | None = None
+    memo: dict = field(default_factory=dict)  # work a backend's can_run did for its run
+
+    @property
+    def heads(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def position_dims(self) -> int:
+        return self.encoding.position_dims if self.encoding is not None else 1
+
+    @property
+    def has_bias(self) -> bool:
+        return self.encoding is not None and self.encoding.has_bias
+
+    @property
+    def score_hooks(self) -> tuple[str, ...]:
+        return self.encoding.score_hooks if self.encoding is not None else ()
+
+    @property
+    def name(self) -> str:
+        return type(self.encoding).__name__ if self.encoding is not None else "no encoding"
+
+
+class Backend(Protocol):
+    """A backend of posenc.attention. `auto` runs the first of AUTO_ORDER that `picks` the
+    call (its cost rule: posenc.attention's doc) and can run it."""
+
+    def can_run(self, call: Call) -> str | None:
+        """None where run(call) works, else why not (the ValueError an explicit choice gets)."""
+
+    def picks(self, call: Call) -> bool:
+        """Whether `auto` would take this backend for the call, when it can run it."""
+
+    def run(self, call: Call) -> torch.Tensor:
+        """[B, H, Tq, Dh] in q's dtype."""
+
+
+class BackendRefused(ValueError, NotImplementedError):
+    """An explicit backend that cannot run the call (a ValueError; flex's missing CPU
+    backward was a NotImplementedError before, so it is one too)."""
