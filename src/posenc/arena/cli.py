@@ -261,7 +261,8 @@ def main_run(argv: list[str]) -> int:
         rows = store.all_rows()
     print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
     index = report.write_report(rows, cfg.out)
-    print(f"arena: report at {index}")
+    print(report.terminal_summary(rows))
+    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
 
 
@@ -273,7 +274,8 @@ def main_report(argv: list[str]) -> int:
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
     index = report.write_report(rows, args.out)
-    print(f"arena: report at {index}")
+    print(report.terminal_summary(rows))
+    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
 
 

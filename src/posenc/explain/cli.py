@@ -5,6 +5,7 @@ table of the seeds' claims)."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -57,15 +58,28 @@ def summary(pg) -> str:
     return "\n".join(lines)
 
 
+def report_errors(claims) -> int:
+    """1, with each error on stderr, if a check raised (an error is never a verdict); else 0."""
+    from posenc.verdict import errors
+
+    bad = errors(claims)
+    for c in bad:
+        print(f"posenc explain: {c.id} raised {c.error}", file=sys.stderr)
+    if bad:
+        print(f"posenc explain: {len(bad)} check(s) raised: a bug to fix", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from posenc import explain as ex  # heavy imports (matplotlib) only when it runs
 
     start = time.perf_counter()
     if args.claims:
+        ex.check_sizes(args.dim, args.heads, args.max_pos)
         claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
         print(ex.claims_mod.markdown_table(claims))
-        return 0
+        return report_errors(claims)
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
