@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.flips import assert_each_rule_flips
 
 from posenc import verdict as V
 from posenc.explain import claims as C
 from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004, trained
 from posenc.explain.claims.base import SEEDS_DIR, line_of
 from posenc.explain.claims.tools import sinusoid
-from support.flips import assert_each_rule_flips
 
 REPO = Path(__file__).resolve().parents[2]
 

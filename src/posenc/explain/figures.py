@@ -4,6 +4,7 @@ Figure kinds, in page order (the comparison page groups by kind):
     heatmap      the table (positions x dims), rotation angles, or per-head bias matrices
     waveforms    chosen dims over positions
     similarity   <p_t, p_(t+k)>, or the effective score against distance k
+    attention    the causal attention the positions alone yield (q and k the same everywhere)
     wavelengths  wavelength of each sin/cos pair (2π .. base·2π)
     clock        seed 004's clock: each pair a hand turning at its own speed
     binary       seed 000's binary counter next to the sinusoids
@@ -24,6 +25,7 @@ KINDS = {
     "heatmap": "The encoding",
     "waveforms": "Waveforms",
     "similarity": "Similarity / score against distance",
+    "attention": "The attention it yields",
     "wavelengths": "Wavelengths",
     "clock": "Clock view (seed 004)",
     "binary": "Binary counter (seed 000)",
@@ -72,6 +74,18 @@ def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
 def positional_part(vectors: torch.Tensor, dim: int) -> torch.Tensor:
     """Concatenating encodings: keep only the columns they append after x's D zeros."""
     return vectors[:, dim:] if vectors.shape[1] > dim else vectors
+
+
+def attention_weights(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> torch.Tensor:
+    """[H or 1, n, n] causal attention weights of positions 0..n-1 from analysis.scores (the
+    content held fixed): a softmax over keys j <= i, or the weights themselves where the
+    encoding normalizes (stick-breaking)."""
+    p = torch.arange(n)
+    s = analysis.scores(enc, p, p, dim=dim, heads=heads)
+    if "normalize" in enc.score_hooks:  # already attention weights
+        return s
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return s.masked_fill(future, float("-inf")).softmax(-1)
 
 
 @torch.no_grad()
@@ -137,13 +151,12 @@ def draw(
             ),
             "A fixed query (all ones) rotated to each position.",
         )
-    elif enc.family in ("bias", "relative", "content"):
+    elif enc.family in ("bias", "relative", "content", "none"):
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
-        what = {"bias": "bias", "relative": "position part of the score"}.get(
-            enc.family, "score, the content held fixed,"
-        )
+        what = {"bias": "bias", "relative": "position part of the score",
+                "none": "score from positions (none)"}.get(enc.family, "score, the content held fixed,")  # fmt: skip
         lead = "Added to q·k/√Dh before the softmax, for query i and key j"
         if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick alone
             lead = (
@@ -248,6 +261,21 @@ def draw(
             ),
             f"{analysis.score_label(enc).capitalize()}: a key k positions before the query"
             + (", the content held fixed." if enc.family == "content" else "."),
+        )
+
+    # the attention the positions yield (every encoding that acts on the scores) -----------
+    if state == "initial" and enc.family != "absolute":
+        n = min(max_pos, 32)
+        put(
+            "attention",
+            plots.head_matrices(
+                attention_weights(enc, n, dim=dim, heads=heads),
+                title=f"{name}: causal attention from the positions alone",
+                cbar="attention weight",
+            ),
+            "Softmax over the keys j <= i of the scores above, q and k the same at every "
+            "position (so the content cannot favour a key): where each query looks because of "
+            "the positions alone. Without positions it is uniform, 1/(i+1).",
         )
 
     # wavelengths, clock, binary counter (sin/cos pairs only) ---------------------------
