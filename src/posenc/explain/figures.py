@@ -155,8 +155,11 @@ def draw(
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
-        what = {"bias": "bias", "relative": "position part of the score",
-                "none": "score from positions (none)"}.get(enc.family, "score, the content held fixed,")  # fmt: skip
+        what = {
+            "bias": "bias",
+            "relative": "position part of the score",
+            "none": "score from positions (none)",
+        }.get(enc.family, "score, the content held fixed,")
         lead = "Added to q·k/√Dh before the softmax, for query i and key j"
         if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick alone
             lead = (
