@@ -235,7 +235,7 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos) -> s
         '<h2 id="claims">Claims of the seeds</h2>'
         + page.claims_section(
             claims,
-            "What the five tutorials in shared/seeds/ say, each checked by a computation.",
+            "What the five tutorials (posenc/explain/seeds/) say, each checked by a computation.",
         )
         + '<h2 id="inventory">Every claim of the seeds</h2>'
         + page.inventory_section(inventory.ALL, claims)

@@ -138,7 +138,9 @@ def claim_html(c: Claim) -> str:
         note = f"<dt>rule</dt><dd>{escape(c.rule)} ({escape(shown or numbers(c))})</dd>" + note
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
-        f'<div class="seed">seed {escape(c.seed)}, line {c.line}: “{escape(c.quote)}”</div>'
+        f'<div class="seed">seed {escape(c.seed)}'
+        + (f", line {c.line}" if c.line else "")
+        + "</div>"
         f"<blockquote>“{escape(c.claim)}”</blockquote>"
         f"<dl><dt>verdict</dt><dd>{badge(c.verdict, cls)}</dd>"
         f"<dt>measured</dt><dd>{escape(c.method)}</dd>"
@@ -147,7 +149,7 @@ def claim_html(c: Claim) -> str:
 
 
 def claims_section(claims: list[Claim], intro: str = "") -> str:
-    counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS)}
+    counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
     tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     return head + "".join(claim_html(c) for c in claims)
