@@ -139,3 +139,11 @@ def test_neither_explain_nor_arena_reaches_the_other_for_verdicts():
         mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         assert not [m for m in mods if m.startswith("posenc.explain")], path
+
+
+def test_the_module_docstring_example_runs():
+    import doctest
+
+    for _ in range(2):  # twice: declaring the same finding again replaces it
+        result = doctest.testmod(V)
+        assert result.failed == 0 and result.attempted >= 4

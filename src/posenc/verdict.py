@@ -211,8 +211,13 @@ def finding(*, id: str, claim: str, source: Source, rules, otherwise: str, about
                    otherwise=otherwise, about=tuple(about), absent=absent)  # fmt: skip
 
     def wrap(fn: Callable[..., Measured]):
-        if data.measure in MEASUREMENTS and MEASUREMENTS[data.measure] is not fn:
-            raise ValueError(f"measurement {data.measure!r} is registered twice")
+        old = MEASUREMENTS.get(data.measure)
+        if old is not None and (old.__module__, old.__qualname__) != (
+            fn.__module__,
+            fn.__qualname__,
+        ):
+            raise ValueError(f"measurement {data.measure!r} is registered twice")  # a re-run of
+        # the same definition (a reloaded module, a notebook cell) replaces it
         MEASUREMENTS[data.measure] = fn
         FINDINGS[data.id] = data
 
