@@ -10,7 +10,7 @@ import pytest
 
 from posenc import verdict as V
 
-SRC = Path(V.__file__).resolve().parent  # src/posenc
+SRC = Path(V.__file__).resolve().parents[1]  # src/posenc
 
 
 RULES = (V.Rule("x", "<", 0.5, V.FAILS),)
@@ -112,7 +112,7 @@ CLIENTS = ("explain", "arena", "stretch")  # the packages that declare claims an
 
 def clients() -> list[Path]:
     """Every module of explain, arena, stretch, and any other module that uses the engine."""
-    paths = [p for p in sorted(SRC.rglob("*.py")) if p != SRC / "verdict.py"]
+    paths = [p for p in sorted(SRC.rglob("*.py")) if p != SRC / "verdict" / "__init__.py"]
     return [p for p in paths if p.relative_to(SRC).parts[0] in CLIENTS
             or "posenc.verdict" in p.read_text(encoding="utf-8")]  # fmt: skip
 

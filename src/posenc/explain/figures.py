@@ -31,6 +31,8 @@ KINDS = {
     "binary": "Binary counter (seed 000)",
     "trained": "Trained state",
 }
+ATTENTION = ("Softmax over keys j <= i of the scores above, q and k the same everywhere: where "
+             "each query looks for the positions alone (without: uniform, 1/(i+1)).")  # fmt: skip
 
 
 @dataclass
@@ -74,18 +76,6 @@ def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
 def positional_part(vectors: torch.Tensor, dim: int) -> torch.Tensor:
     """Concatenating encodings: keep only the columns they append after x's D zeros."""
     return vectors[:, dim:] if vectors.shape[1] > dim else vectors
-
-
-def attention_weights(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> torch.Tensor:
-    """[H or 1, n, n] causal attention weights of positions 0..n-1 from analysis.scores (the
-    content held fixed): a softmax over keys j <= i, or the weights themselves where the
-    encoding normalizes (stick-breaking)."""
-    p = torch.arange(n)
-    s = analysis.scores(enc, p, p, dim=dim, heads=heads)
-    if "normalize" in enc.score_hooks:  # already attention weights
-        return s
-    future = torch.ones(n, n, dtype=torch.bool).triu(1)
-    return s.masked_fill(future, float("-inf")).softmax(-1)
 
 
 @torch.no_grad()
@@ -155,11 +145,9 @@ def draw(
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
-        what = {
-            "bias": "bias",
-            "relative": "position part of the score",
-            "none": "score from positions (none)",
-        }.get(enc.family, "score, the content held fixed,")
+        what = {"bias": "bias", "relative": "position part of the score",
+                "none": "score from positions (none)"}  # fmt: skip
+        what = what.get(enc.family, "score, the content held fixed,")
         lead = "Added to q·k/√Dh before the softmax, for query i and key j"
         if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick alone
             lead = (
@@ -266,20 +254,10 @@ def draw(
             + (", the content held fixed." if enc.family == "content" else "."),
         )
 
-    # the attention the positions yield (every encoding that acts on the scores) -----------
-    if state == "initial" and enc.family != "absolute":
-        n = min(max_pos, 32)
-        put(
-            "attention",
-            plots.head_matrices(
-                attention_weights(enc, n, dim=dim, heads=heads),
-                title=f"{name}: causal attention from the positions alone",
-                cbar="attention weight",
-            ),
-            "Softmax over the keys j <= i of the scores above, q and k the same at every "
-            "position (so the content cannot favour a key): where each query looks because of "
-            "the positions alone. Without positions it is uniform, 1/(i+1).",
-        )
+    if state == "initial" and enc.family != "absolute":  # the attention the positions yield
+        w = analysis.attention_weights(enc, min(max_pos, 32), dim=dim, heads=heads)
+        title = f"{name}: causal attention from the positions alone"
+        put("attention", plots.head_matrices(w, title=title, cbar="attention weight"), ATTENTION)
 
     # wavelengths, clock, binary counter (sin/cos pairs only) ---------------------------
     if state == "initial" and angles is not None:

@@ -36,7 +36,7 @@ from posenc.explain.claims import (
     trained01,
     trained23,
 )
-from posenc.explain.claims.arena import extrapolates
+from posenc.explain.claims.arena import arena_results, databases, extrapolates
 from posenc.explain.claims.base import (
     CAVEAT,
     ERROR,
@@ -80,8 +80,6 @@ def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = N
 
 def check_databases(arena) -> None:
     """Every `--arena` database exists and is an arena results database."""
-    from posenc.explain.claims.arena import arena_results, databases
-
     if not databases(arena):
         raise ValueError("--arena: give at least one database file")
     for path in databases(arena):

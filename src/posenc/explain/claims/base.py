@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from posenc.explain.claims import inventory
 from posenc.verdict import (
     CAVEAT,
     ERROR,
@@ -46,8 +47,6 @@ def line_of(seed: str, quote: str) -> int:
 
 def source(item_id: str) -> tuple[Source, str]:
     """(Source, English wording) of an inventory item."""
-    from posenc.explain.claims import inventory
-
     for seed in inventory.SEEDS:
         for it in seed.ITEMS:
             if it.id == item_id:

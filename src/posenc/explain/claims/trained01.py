@@ -16,16 +16,10 @@ COPY_IN = range(1, 9)  # copy's sizes up to L = 8
 PASSKEY_LENS = (32, 64, 128, 256)
 
 
-@seed_claim(
-    "inv-000-06",
-    id="claim-000-index-generalizes",
-    about=("index", "sinusoidal"),
-    rules=(
-        Rule("sinusoidal - index, exact match at L", ">", 0.1, HOLDS),
-        Rule("sinusoidal - index, exact match at L", ">", 0.02, CAVEAT),
-    ),
-    otherwise=FAILS,
-)
+@seed_claim("inv-000-06", id="claim-000-index-generalizes", about=("index", "sinusoidal"),
+            rules=(Rule("sinusoidal - index, exact match at L", ">", 0.1, HOLDS),
+                   Rule("sinusoidal - index, exact match at L", ">", 0.02, CAVEAT)),
+            otherwise=FAILS)  # fmt: skip
 def claim_000_index_generalizes(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         idx, sin = (ev.at_l(e, "copy") for e in ("index", "sinusoidal"))
@@ -44,13 +38,9 @@ def claim_000_index_generalizes(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-001-02",
-    id="claim-001-rnn",
-    about=("sinusoidal", "nope"),
-    rules=(Rule("gain in token accuracy", ">=", 0.02, HOLDS),),
-    otherwise=FAILS,
-)
+@seed_claim("inv-001-02", id="claim-001-rnn", about=("sinusoidal", "nope"),
+            rules=(Rule("gain in token accuracy", ">=", 0.02, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
 def claim_001_rnn(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         with_pe = ev.mean("lstm:sinusoidal", "copy", "token_accuracy", COPY_IN)
@@ -69,16 +59,10 @@ def claim_001_rnn(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-001-07",
-    id="claim-001-long-range",
-    about=("sinusoidal", "learned"),
-    rules=(
-        Rule("sinusoidal - learned, passkey accuracy", ">", 0.02, HOLDS),
-        Rule("sinusoidal - learned, passkey accuracy", "<", -0.02, FAILS),
-    ),
-    otherwise=CAVEAT,
-)
+@seed_claim("inv-001-07", id="claim-001-long-range", about=("sinusoidal", "learned"),
+            rules=(Rule("sinusoidal - learned, passkey accuracy", ">", 0.02, HOLDS),
+                   Rule("sinusoidal - learned, passkey accuracy", "<", -0.02, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
 def claim_001_long_range(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         sin = ev.mean("sinusoidal", "passkey", "accuracy", PASSKEY_LENS)
@@ -98,16 +82,10 @@ def claim_001_long_range(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-001-13",
-    id="claim-001-trainable-scale",
-    about=("sinusoidal",),
-    rules=(
-        Rule("|s - 1|", "<", 0.05, FAILS),
-        Rule("accuracy lost against s = 1", ">", 0.05, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-13", id="claim-001-trainable-scale", about=("sinusoidal",),
+            rules=(Rule("|s - 1|", "<", 0.05, FAILS),
+                   Rule("accuracy lost against s = 1", ">", 0.05, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_001_trainable_scale(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         s = ev.at_l(SCALED, "copy", "encoding_scale")
@@ -126,13 +104,9 @@ def claim_001_trainable_scale(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-001-17",
-    id="claim-001-window",
-    about=("learned_window", "learned"),
-    rules=(Rule("window - plain table, exact match at L", "<", -0.05, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-17", id="claim-001-window", about=("learned_window", "learned"),
+            rules=(Rule("window - plain table, exact match at L", "<", -0.05, FAILS),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_001_window(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         win, plain = ev.at_l(WINDOW, "copy"), ev.at_l(LEARNED_COPY, "copy")

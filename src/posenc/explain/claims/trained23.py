@@ -39,13 +39,9 @@ def past_512(label: str):
     return measure
 
 
-@seed_claim(
-    "inv-002-15",
-    id="claim-002-sinusoidal-extrapolates",
-    about=("sinusoidal",),
-    rules=(Rule("loss rise past 512 (nats)", "<", 0.1, HOLDS),),
-    otherwise=FAILS,
-)
+@seed_claim("inv-002-15", id="claim-002-sinusoidal-extrapolates", about=("sinusoidal",),
+            rules=(Rule("loss rise past 512 (nats)", "<", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
 def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None) -> Measured:
     return from_arena(
         arena,
@@ -56,13 +52,9 @@ def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-34",
-    id="claim-002-learned-cannot",
-    about=("learned",),
-    rules=(Rule("loss rise past 512 (nats)", ">=", 0.1, HOLDS),),
-    otherwise=FAILS,
-)
+@seed_claim("inv-002-34", id="claim-002-learned-cannot", about=("learned",),
+            rules=(Rule("loss rise past 512 (nats)", ">=", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
 def claim_002_learned_cannot(dim: int, n: int, arena=None) -> Measured:
     return from_arena(
         arena,
@@ -73,13 +65,9 @@ def claim_002_learned_cannot(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-06",
-    id="claim-002-nope-drops",
-    about=("nope", "sinusoidal"),
-    rules=(Rule("sinusoidal - nope, exact match at L", ">", 0.05, HOLDS),),
-    otherwise=FAILS,
-)
+@seed_claim("inv-002-06", id="claim-002-nope-drops", about=("nope", "sinusoidal"),
+            rules=(Rule("sinusoidal - nope, exact match at L", ">", 0.05, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
 def claim_002_nope_drops(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         gaps = {t: ev.at_l("sinusoidal", t) - ev.at_l("nope", t)
@@ -99,13 +87,9 @@ def claim_002_nope_drops(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-21",
-    id="claim-002-relative-long",
-    about=(*RELATIVE, "sinusoidal"),
-    rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
+            rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_002_relative_long(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         sin = ev.get("sinusoidal", "lm", "ppl", 256)
@@ -124,16 +108,10 @@ def claim_002_relative_long(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-33",
-    id="claim-002-learned-flexible",
-    about=("learned", "sinusoidal"),
-    rules=(
-        Rule("learned / sinusoidal perplexity at L", "<", 0.98, HOLDS),
-        Rule("learned / sinusoidal perplexity at L", ">", 1.02, FAILS),
-    ),
-    otherwise=CAVEAT,
-)
+@seed_claim("inv-002-33", id="claim-002-learned-flexible", about=("learned", "sinusoidal"),
+            rules=(Rule("learned / sinusoidal perplexity at L", "<", 0.98, HOLDS),
+                   Rule("learned / sinusoidal perplexity at L", ">", 1.02, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
 def claim_002_learned_flexible(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         ratio = ev.at_l("learned", "lm", "ppl") / ev.at_l("sinusoidal", "lm", "ppl")
@@ -151,13 +129,9 @@ def claim_002_learned_flexible(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-35",
-    id="claim-002-learned-distribution",
-    about=("learned",),
-    rules=(Rule("drift of unseen rows / seen rows", "<", 0.1, HOLDS),),
-    otherwise=FAILS,
-)
+@seed_claim("inv-002-35", id="claim-002-learned-distribution", about=("learned",),
+            rules=(Rule("drift of unseen rows / seen rows", "<", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
 def claim_002_learned_distribution(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         seen = ev.at_l(LEARNED_COPY, "copy", "table_drift@seen")
@@ -177,16 +151,10 @@ def claim_002_learned_distribution(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-002-36",
-    id="claim-002-learned-random",
-    about=("learned",),
-    rules=(
-        Rule("jump, trained / sinusoid", "<", 2, FAILS),
-        Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-002-36", id="claim-002-learned-random", about=("learned",),
+            rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
+                   Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_002_learned_random(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         rows, width = build_task("copy").tokens(8), 64  # the arena's copy model: D = 64
@@ -211,13 +179,9 @@ def claim_002_learned_random(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-003-01",
-    id="claim-003-fusion",
-    about=("sinusoidal",),
-    rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
+            rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_fusion(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         cat, add = ev.at_l(CONCAT, "copy"), ev.at_l("sinusoidal", "copy")
@@ -233,16 +197,10 @@ def claim_003_fusion(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-003-02",
-    id="claim-003-long-term",
-    about=("nope", "sinusoidal", "learned"),
-    rules=(
-        Rule("best with positions - nope", ">", 0.05, HOLDS),
-        Rule("best with positions - nope", "<", -0.05, FAILS),
-    ),
-    otherwise=CAVEAT,
-)
+@seed_claim("inv-003-02", id="claim-003-long-term", about=("nope", "sinusoidal", "learned"),
+            rules=(Rule("best with positions - nope", ">", 0.05, HOLDS),
+                   Rule("best with positions - nope", "<", -0.05, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
 def claim_003_long_term(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         acc = {e: ev.mean(e, "passkey", "accuracy", PASSKEY_LENS)
@@ -260,16 +218,10 @@ def claim_003_long_term(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-003-07",
-    id="claim-003-learned-data",
-    about=("learned", "sinusoidal"),
-    rules=(
-        Rule("learned / sinusoidal loss at 1/8 of training", ">", 1.02, HOLDS),
-        Rule("learned / sinusoidal loss at 1/8 of training", "<", 0.98, FAILS),
-    ),
-    otherwise=CAVEAT,
-)
+@seed_claim("inv-003-07", id="claim-003-learned-data", about=("learned", "sinusoidal"),
+            rules=(Rule("learned / sinusoidal loss at 1/8 of training", ">", 1.02, HOLDS),
+                   Rule("learned / sinusoidal loss at 1/8 of training", "<", 0.98, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
 def claim_003_learned_data(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         at = lambda e, f: ev.get(e, "lm", f"train_loss@{f:g}", 64, 64)  # noqa: E731
@@ -288,16 +240,10 @@ def claim_003_learned_data(dim: int, n: int, arena=None) -> Measured:
     )  # fmt: skip
 
 
-@seed_claim(
-    "inv-003-13",
-    id="claim-003-bounded-trains",
-    about=("index", "phase"),
-    rules=(
-        Rule("index / phase loss at 1/4 of training", ">", 1.05, HOLDS),
-        Rule("index / phase loss at 1/4 of training", "<", 0.95, FAILS),
-    ),
-    otherwise=CAVEAT,
-)
+@seed_claim("inv-003-13", id="claim-003-bounded-trains", about=("index", "phase"),
+            rules=(Rule("index / phase loss at 1/4 of training", ">", 1.05, HOLDS),
+                   Rule("index / phase loss at 1/4 of training", "<", 0.95, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
 def claim_003_bounded_trains(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         idx, phase = (ev.at_l(e, "copy", "train_loss@0.25") for e in ("index", "phase"))
