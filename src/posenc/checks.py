@@ -265,6 +265,23 @@ def load_checkpoint(path, keys: tuple[str, ...], map_location="cpu", weights_onl
     return ckpt
 
 
+def check_writable(path, flag: str = "--out"):
+    """Check that the directory `path` could be created and written, creating nothing (the
+    command writes only after all its input is checked): ValueError naming the flag if it, or
+    the nearest part of it that exists, is a file or cannot be written."""
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a file, not a directory")
+    there = path
+    while not os.path.exists(there):
+        there = os.path.dirname(there)
+    if not os.path.isdir(there):
+        raise ValueError(f"{flag} {path} cannot be created: {there} is a file")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path} cannot be written (permission denied at {there})")
+    return path
+
+
 def check_out_dir(path, flag: str = "--out"):
     """Create the output directory `path` (and parents) and check it is writable, before any
     work: ValueError naming the flag if it is a file or cannot be written."""

@@ -67,6 +67,51 @@ def test_tiny_run_writes_rows_and_report(tiny_run):
     assert model.config["encoding"] == "alibi"
 
 
+def test_the_run_ends_with_its_verdicts_in_the_terminal(tiny_run, capsys, monkeypatch):
+    """`posenc arena` prints, at the end, the findings it measured with their verdicts (the
+    numbers and rule beside them), the in-distribution table, then where the report is."""
+    from posenc.verdict import ALL_VERDICTS
+
+    monkeypatch.setenv("COLUMNS", "400")  # a wide terminal: no cell wraps
+    db, out = tiny_run
+    assert main([*TINY, "--db", db, "--out", out]) == 0
+    text = capsys.readouterr().out
+    lines = text.strip().splitlines()
+    assert lines[0] == "Published findings (verdicts computed from this run)"
+    finding = next(line for line in lines if line.startswith("Learned absolute positions"))
+    assert any(f"  {v}  " in finding for v in ALL_VERDICTS), finding
+    assert "evaluations past L that ran = 0" in text and "if evaluations past L" in text
+    assert "Not measured by this run" in text
+    title = next(i for i, line in enumerate(lines) if line.startswith("In distribution"))
+    assert lines[title + 1].split() == ["encoding", "copy", "(L=4)"]
+    assert {lines[title + 2].split()[0], lines[title + 3].split()[0]} == {"learned", "alibi"}
+    assert (
+        lines[-1]
+        == f"arena: full report at {out}/index.html (tables and plots: results.md beside it)"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "copi"], "unknown task"),
+        (["--steps", "0"], "--steps must be a positive integer"),
+        (["--db", "DIR"], "is a directory"),
+        (["--db", "GARBAGE"], "not a usable SQLite database"),
+    ],
+)
+def test_refused_input_creates_no_out_folder(tmp_path, capsys, argv, message):
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "GARBAGE").write_bytes(b"garbage" * 1000)
+    argv = [str(tmp_path / a) if a in ("DIR", "GARBAGE") else a for a in argv]
+    out = tmp_path / "out" / "report"
+    assert main([*TINY, "--db", str(tmp_path / "a.sqlite"), *argv, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert main(["report", "--db", str(tmp_path / "none.sqlite"), "--out", str(out)]) == 2
+    assert not (tmp_path / "out").exists()
+
+
 def test_rerun_skips_finished_cells(tiny_run, capsys):
     db, out = tiny_run
     before = count(db)

@@ -3,6 +3,8 @@ verdict computed from the numbers against the plain rope cell, on passkey and lm
 
 from __future__ import annotations
 
+from support.flips import assert_each_rule_flips
+
 from posenc.arena.findings_frontier import drope, rnope_swa
 from posenc.arena.results import Results
 
@@ -60,3 +62,14 @@ def test_lm_by_perplexity():
     both = Results(rows("lm", "ppl", ppl) + rows("passkey", "accuracy", PASSKEY))
     got = drope(both)
     assert got.verdict == "reproduced" and "passkey (L=8" in got.result and "lm (L=8" in got.result
+
+
+def test_each_rule_flips():
+    """Both findings, measured on passkey and lm: each rule flipped across its threshold."""
+    ppl = {"rope": [10, 14, 30, 60], "rope+drope": [10.3, 11, 12, 14],
+           "rnope-swa": [11, 11, 11, 11]}  # fmt: skip
+    both = Results(rows("lm", "ppl", ppl) + rows("passkey", "accuracy", PASSKEY))
+    for finding in (drope, rnope_swa):
+        got = finding(both)
+        assert got.paper and got.rule
+        assert_each_rule_flips(got)

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import pytest
+from support.flips import assert_each_rule_flips
 
 from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
 from posenc.arena.findings import BAR, addition, kazemnejad, ruoss
 from posenc.arena.report import findings, style, tables, write_report
 from posenc.arena.results import Results
-from posenc.explain.claims import Claim
+from posenc.verdict import Claim
 
 META = dict(config_hash="h", config="{}", posenc_version="0", torch_version="t", wall_time=1.0)
 
@@ -158,3 +159,24 @@ def test_per_model_metrics_get_one_training_table():
         "table_jump",
     ]
     assert body == [["learned", "8.000", "2.000", "1.000", "1.400"]]
+
+
+def test_every_finding_is_declared_and_each_rule_flips():
+    """The arena's findings go through posenc.verdict: each is data (paper, wording, rules)
+    and, measured on these rows, each of its rules flipped across its threshold changes the
+    verdict; no finding is left unmeasured by every row set."""
+    encs = {"rope": 0.0, "sinusoidal": 0.0, "randomized:rope": 0.0, "randomized:sinusoidal": 0.0}
+    tok = {"rope": 0.3, "sinusoidal": 0.2, "randomized:rope": 0.6, "randomized:sinusoidal": 0.5}
+    adds = [row("addition", "rope", s, 8, E, "accuracy", 1.0 if E <= 8 else 0.1)
+            for s in range(3) for E in range(1, 17)]  # fmt: skip
+    sets = [lm_rows(GOOD), task_rows(RANKED, UNRANKED), task_rows(encs, tok), adds]
+    seen = set()
+    for rows in sets:
+        for f in findings(Results(rows)):
+            assert f.paper and f.claim and f.id.startswith("finding-")
+            if f.verdict != "not measured":
+                assert_each_rule_flips(f)
+                seen.add(f.id)
+    from posenc.arena.findings_frontier import frontier_findings
+
+    assert len(seen) == len(findings(Results([]))) - len(frontier_findings(Results([])))

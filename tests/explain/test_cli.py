@@ -26,8 +26,37 @@ def test_cli_writes_page_and_summary(tmp_path, capsys):
         (["explain", "rope", "--all"], "--all"),
         (["explain", "rope", "--dim", "7"], "--dim"),
         (["explain", "rope", "--max-pos", "4"], "--max-pos"),
+        (["explain", "--all", "--max-pos", "4"], "--max-pos"),
+        (["explain", "rope", "--arena", "/nonexistent/arena.sqlite"], "not found"),
+        (["explain", "--all", "--arena", "/nonexistent/arena.sqlite"], "not found"),
+        (["explain", "rope", "--checkpoint", "/nonexistent/model.ckpt"], "not found"),
+        (["explain", "--claims", "--max-pos", "4"], "--max-pos"),
     ],
 )
 def test_cli_bad_input(argv, message, tmp_path, capsys):
-    assert cli_main(argv + ["--out", str(tmp_path / "x")]) == 2
-    assert message in capsys.readouterr().err
+    """Refused with one line, exit 2, and nothing written: the --out folder is not created."""
+    out = tmp_path / "x" / "y"
+    assert cli_main(argv + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_explain_runs_for_every_registered_encoding(tmp_path, capsys):
+    """`posenc explain --all` at small sizes: an index and a page per registered name, each
+    with at least three figures; and `posenc explain NAME` for one that needs its length."""
+    import posenc
+
+    out = tmp_path / "all"
+    argv = ["--dim", "8", "--heads", "2", "--max-pos", "16"]
+    assert cli_main(["explain", "--all", *argv, "--out", str(out)]) == 0
+    index = (out / "index.html").read_text()
+    for name in posenc.ENCODINGS:
+        page = out / name / "index.html"
+        assert page.is_file() and f'href="{name}/index.html"' in index, name
+        figs = list((out / name).glob("*.png"))
+        assert len(figs) >= 3, f"{name}: {len(figs)} figures"
+        assert page.read_text().count("<figure") == len(figs), name
+    assert cli_main(["explain", "onehot", *argv, "--out", str(tmp_path / "one")]) == 0
+    assert (tmp_path / "one" / "attention.png").exists() is False  # absolute: no attention
+    assert len(list((tmp_path / "one").glob("*.png"))) >= 3

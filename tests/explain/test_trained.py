@@ -91,8 +91,11 @@ def test_missing_cells_and_databases(tmp_path):
     db = write(tmp_path / "a.sqlite", "sinusoidal", [("copy", 8, 8, "accuracy", 0.9)])
     c = trained23.claim_003_fusion(64, 128, arena=db)
     assert c.verdict == C.UNMEASURED and trained.CONCAT in c.result
-    with pytest.raises(FileNotFoundError, match="--arena"):
-        trained23.claim_003_fusion(64, 128, arena=f"{db},{tmp_path / 'missing.sqlite'}")
+    both = f"{db},{tmp_path / 'missing.sqlite'}"
+    with pytest.raises(FileNotFoundError, match="--arena"):  # refused before any check runs
+        C.check_all(dim=32, max_pos=64, arena=both)
+    c = trained23.claim_003_fusion(64, 128, arena=both)  # called alone: an error, not a verdict
+    assert c.verdict == C.ERROR and "FileNotFoundError: --arena" in c.error
 
 
 def test_labels_are_runnable_and_in_the_recorded_command():

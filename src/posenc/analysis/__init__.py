@@ -12,7 +12,8 @@ probes that get those tensors out of any registered encoding through its hooks (
 Modules:
     measures  Measure; uniqueness, boundedness, shift invariance, linear relation on tensors
     angles    RoPE decay bound (su_bound, decay), pair_angles, wavelengths
-    probes    position_vectors, scores, score_vs_distance; past-the-length, permutation test
+    probes    position_vectors, scores, attention_weights, score_vs_distance; past-the-length,
+              permutation test
     here      measure(): every property of one built encoding, in page order
 """
 
@@ -35,6 +36,7 @@ from posenc.analysis.measures import (
     uniqueness,
 )
 from posenc.analysis.probes import (
+    attention_weights,
     beyond_length,
     describe_error,
     lay_out,
@@ -69,6 +71,7 @@ __all__ = [
     "position_vectors",
     "score_label",
     "score_vs_distance",
+    "attention_weights",
     "scores",
     "shift_invariance",
     "shift_residual",

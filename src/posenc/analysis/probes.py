@@ -79,6 +79,19 @@ def scores(
     return torch.zeros(1, len(q_pos), len(k_pos), dtype=torch.float64)
 
 
+@torch.no_grad()
+def attention_weights(enc: PositionalEncoding, n: int, *, dim: int, heads: int) -> torch.Tensor:
+    """[H or 1, n, n] causal attention weights of positions 0..n-1 from scores (the
+    content held fixed): a softmax over keys j <= i, or the weights themselves where the
+    encoding normalizes (stick-breaking)."""
+    p = torch.arange(n)
+    s = scores(enc, p, p, dim=dim, heads=heads)
+    if "normalize" in enc.score_hooks:  # already attention weights
+        return s
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return s.masked_fill(future, float("-inf")).softmax(-1)
+
+
 def score_label(enc: PositionalEncoding) -> str:
     """What scores() measures for `enc`: a logit term, or (normalize hook) attention weights."""
     if "normalize" in enc.score_hooks:

@@ -31,7 +31,7 @@ from posenc.arena.config import (
 )
 from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.checks import OneLineParser, check_out_dir
+from posenc.checks import OneLineParser, check_writable
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (3000 steps instead of 5000), and lm exactly as in the
@@ -175,9 +175,11 @@ def config_from_args(args) -> ArenaConfig:
                 f"({task.unit})"
             )
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
-    check_out_dir(cfg.out)  # before any training, not after
+    check_writable(cfg.out)  # before any training, not after; nothing is created yet
+    if os.path.isdir(cfg.db):
+        raise ValueError(f"--db {cfg.db} is a directory; give a file name")
     check_db(cfg.db)  # another application's database: refused now, and left untouched
-    check_out_dir(os.path.dirname(os.path.abspath(cfg.db)), "--db")
+    check_writable(os.path.dirname(os.path.abspath(cfg.db)), "--db")
     return cfg
 
 
@@ -256,12 +258,14 @@ def main_run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
     tasks = load_tasks(cfg)
+    os.makedirs(os.path.dirname(os.path.abspath(cfg.db)), exist_ok=True)  # input checked
     with Store(cfg.db) as store:
         n = runner.run(cfg, tasks, store)
         rows = store.all_rows()
     print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
     index = report.write_report(rows, cfg.out)
-    print(f"arena: report at {index}")
+    print(report.terminal_summary(rows))
+    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
 
 
@@ -273,7 +277,8 @@ def main_report(argv: list[str]) -> int:
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
     index = report.write_report(rows, args.out)
-    print(f"arena: report at {index}")
+    print(report.terminal_summary(rows))
+    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
 
 

@@ -1,8 +1,10 @@
-"""The published findings the arena checks, each a Claim computed from the rows.
+"""The published findings the arena checks, declared on posenc.verdict: each a finding (the
+paper and its figure, the wording, the rules) whose measurement reads the rows.
 
 Every number is the median over seeds with its [min–max] spread. A model counts as trained on a
 task when its median exact match at L reaches BAR; an encoding below it is left out of that
-task's verdict, with its number shown. Thresholds are stated in each result text.
+task's verdict, with its number shown. A run without the rows a finding reads leaves it
+"not measured" (posenc.verdict.Absent); the verdict is always the engine's.
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ import re
 import statistics
 
 from posenc.arena.results import Results
-from posenc.explain.claims import Claim
+from posenc.verdict import (
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Absent,
+    Measured,
+    Rule,
+    Source,
+    finding,
+)
 
 BAR = 0.95  # in-distribution exact match at L that a trained model must reach
 KAZEMNEJAD = ("nope", "t5", "alibi", "rope", "sinusoidal")
@@ -57,23 +69,33 @@ def trained(res: Results, task: str, L: int, enc: str) -> bool:
     return s is not None and s[0] >= BAR
 
 
-def claim(claim_text: str, paper: str, result: str, verdict: str) -> Claim:
-    cid = "finding-" + re.sub(r"[^a-z0-9]+", "-", claim_text.lower()).strip("-")
-    return Claim(id=cid, claim=claim_text, paper=paper, result=result, verdict=verdict)
+def published(text: str, paper: str, *, rules, otherwise: str = REPRODUCED):
+    """Declare the measurement below as the published finding `text` of `paper`."""
+    fid = "finding-" + re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return finding(id=fid, claim=text, source=Source(paper=paper), rules=rules,
+                   otherwise=otherwise, absent=NOT_MEASURED)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- algorithmic
 
 
-def kazemnejad(res: Results) -> Claim:
-    text = "Copy/reverse/sort out of distribution: NoPE ≈ T5 > ALiBi > RoPE ≈ sinusoidal"
-    paper = ("Kazemnejad et al. 2023: exact match per length, trained to L, read over L+1..2L; "
-             "~100% in distribution first")  # fmt: skip
+USABLE = "tasks where all five reach the bar"
+ABOVE_ALIBI = "min(NoPE, T5) - ALiBi"
+ALIBI_ABOVE = "ALiBi - max(RoPE, sinusoidal)"
+
+
+@published(
+    "Copy/reverse/sort out of distribution: NoPE ≈ T5 > ALiBi > RoPE ≈ sinusoidal",
+    "Kazemnejad et al. 2023: exact match per length, trained to L, read over L+1..2L; "
+    "~100% in distribution first",
+    rules=(Rule(USABLE, "<", 1, INCONCLUSIVE), Rule(ABOVE_ALIBI, "<=", 0, NOT_REPRODUCED),
+           Rule(ALIBI_ABOVE, "<=", 0, NOT_REPRODUCED)),
+)  # fmt: skip
+def kazemnejad(res: Results) -> Measured:
     tasks = [(t, group(res, t)) for t in KAZEMNEJAD_TASKS if group(res, t)]
     tasks = [(t, L) for t, L in tasks if all(at_L(res, t, L, e) for e in KAZEMNEJAD)]
     if not tasks:
-        return claim(text, paper, "needs copy/reverse/sort with " + ", ".join(KAZEMNEJAD),
-                     "not measured")  # fmt: skip
+        raise Absent("needs copy/reverse/sort with " + ", ".join(KAZEMNEJAD))
     parts, usable = [], []
     for t, L in tasks:
         row = []
@@ -87,8 +109,10 @@ def kazemnejad(res: Results) -> Claim:
     result = ("exact match at L → mean over L+1..2L of exact match / token accuracy, median "
               "[min–max] over seeds. " + " | ".join(parts))  # fmt: skip
     if not usable:
-        return claim(text, paper, result + f". No task where all five reach {BAR} at L.",
-                     "inconclusive")  # fmt: skip
+        return Measured(
+            measured={USABLE: 0, ABOVE_ALIBI: None, ALIBI_ABOVE: None},
+            result=result + f". No task where all five reach {BAR} at L.",
+        )
     metric = "accuracy"
     score = {e: statistics.mean(ood(res, t, L, e, metric)[0] for t, L in usable)
              for e in KAZEMNEJAD}  # fmt: skip
@@ -101,17 +125,23 @@ def kazemnejad(res: Results) -> Claim:
     result += f". Ranked by {by} over {', '.join(t for t, _ in usable)}: {ranked}"
     top = min(score["nope"], score["t5"])
     bottom = max(score["rope"], score["sinusoidal"])
-    if top > score["alibi"] > bottom:
-        return claim(text, paper, result, "reproduced")
-    why = ("NoPE and T5 above RoPE and sinusoidal, ALiBi not between" if top > bottom
-           else "NoPE/T5 not above RoPE/sinusoidal")  # fmt: skip
-    return claim(text, paper, result + f" ({why})", "not reproduced")
+    if not top > score["alibi"] > bottom:  # which order is broken, in words
+        result += (" (NoPE and T5 above RoPE and sinusoidal, ALiBi not between)" if top > bottom
+                   else " (NoPE/T5 not above RoPE/sinusoidal)")  # fmt: skip
+    return Measured(
+        measured={USABLE: len(usable), ABOVE_ALIBI: top - score["alibi"],
+                  ALIBI_ABOVE: score["alibi"] - bottom},
+        result=result,
+    )  # fmt: skip
 
 
-def ruoss(res: Results) -> Claim:
-    text = "Randomized positions improve length generalization (RoPE and sinusoidal)"
-    paper = ("Ruoss et al. 2023: +12.0% mean test accuracy (per token) over 6000 models; "
-             "positions a sorted random subset of a longer range")  # fmt: skip
+@published(
+    "Randomized positions improve length generalization (RoPE and sinusoidal)",
+    "Ruoss et al. 2023: +12.0% mean test accuracy (per token) over 6000 models; "
+    "positions a sorted random subset of a longer range",
+    rules=(Rule("smallest mean gain in token accuracy", "<=", 0, NOT_REPRODUCED),),
+)
+def ruoss(res: Results) -> Measured:
     parts, gains = [], {}
     for rnd, base in RUOSS_PAIRS:
         diffs = []
@@ -131,12 +161,9 @@ def ruoss(res: Results) -> Claim:
         if diffs:
             gains[rnd] = statistics.mean(diffs)
     if not gains:
-        return claim(
-            text,
-            paper,
-            "needs trained randomized:rope / randomized:sinusoidal and "
-            "their bases on an algorithmic task; " + "; ".join(parts),
-            "not measured",
+        raise Absent(
+            "needs trained randomized:rope / randomized:sinusoidal and their bases on an "
+            "algorithmic task; " + "; ".join(parts)
         )
     result = (
         "token accuracy over L+1..2L, median [min–max] over seeds. "
@@ -144,19 +171,26 @@ def ruoss(res: Results) -> Claim:
         + ". Mean gain: "
         + ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
     )
-    better = [v > 0 for v in gains.values()]
-    return claim(text, paper, result, "reproduced" if all(better) else "not reproduced")
+    return Measured(measured={"smallest mean gain in token accuracy": min(gains.values())},
+                    result=result)  # fmt: skip
 
 
-def addition(res: Results) -> Claim:
-    text = "Addition extrapolates by at most ~1.25× the trained digits"
-    paper = "Kazemnejad et al. 2023: ~1.1–1.25× for every encoding (length = digits)"
+TRAINED = "encodings trained to the bar"
+HOLDING = "encodings keeping half their accuracy at 1.5×"
+
+
+@published(
+    "Addition extrapolates by at most ~1.25× the trained digits",
+    "Kazemnejad et al. 2023: ~1.1–1.25× for every encoding (length = digits)",
+    rules=(Rule(TRAINED, "<", 1, INCONCLUSIVE), Rule(HOLDING, ">", 0, NOT_REPRODUCED)),
+)
+def addition(res: Results) -> Measured:
     L = group(res, "addition")
     if not L:
-        return claim(text, paper, "needs the addition task", "not measured")
+        raise Absent("needs the addition task")
     sizes = {f: math.ceil(f * L - 1e-9) for f in ADDITION_FACTORS}
     if any(s not in res.eval_lens("addition", L) for s in sizes.values()):
-        return claim(text, paper, f"needs eval sizes {sorted(sizes.values())}", "not measured")
+        raise Absent(f"needs eval sizes {sorted(sizes.values())}")
     parts, beyond, learned = [], [], 0
     for e in res.encodings("addition", L):
         base = at_L(res, "addition", L, e)
@@ -175,12 +209,10 @@ def addition(res: Results) -> Claim:
             beyond.append(e)
     result = (f"exact match, L={L} digits, median [min–max] over seeds; holds = keeps half its "
               f"accuracy at L. " + "; ".join(parts))  # fmt: skip
-    if not learned:
-        return claim(text, paper, result, "inconclusive")
-    if beyond:
-        return claim(text, paper, result + f". Holds at 1.5×: {', '.join(beyond)}",
-                     "not reproduced")  # fmt: skip
-    return claim(text, paper, result + ". No trained encoding holds at 1.5×", "reproduced")
+    if learned:
+        result += (f". Holds at 1.5×: {', '.join(beyond)}" if beyond
+                   else ". No trained encoding holds at 1.5×")  # fmt: skip
+    return Measured(measured={TRAINED: learned, HOLDING: len(beyond)}, result=result)
 
 
 def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import statistics
 
-from posenc.arena.findings import BAR, claim, group, show, spread
+from posenc.arena.findings import BAR, group, published, show, spread
 from posenc.arena.results import Results, main_metric
-from posenc.explain.claims import Claim
+from posenc.verdict import INCONCLUSIVE, NOT_REPRODUCED, Absent, Claim, Measured, Rule
 
 TASKS = ("passkey", "lm")
 KEEP = 1.05  # lm: perplexity at L within 5% of RoPE's counts as kept
@@ -33,7 +33,7 @@ def past_L(res: Results, task: str, L: int, enc: str):
     return spread([statistics.mean(p[s] for p in per) for s in sorted(seeds)])
 
 
-def versus_rope(res: Results, label: str, text: str, paper: str) -> Claim:
+def versus_rope(res: Results, label: str) -> Measured:
     """`label` against `rope` (and `nope`, shown) on each task both ran."""
     parts, verdicts = [], []
     for task in TASKS:
@@ -58,33 +58,42 @@ def versus_rope(res: Results, label: str, text: str, paper: str) -> Claim:
         parts.append(part + (f" — {'; '.join(why)}" if why else " — beats rope past L, kept at L"))
         verdicts.append(beats and keeps)
     if not verdicts:
-        need = f"needs {label} and rope on passkey or lm, evaluated past L"
-        return claim(text, paper, need, "not measured")
+        raise Absent(f"needs {label} and rope on passkey or lm, evaluated past L")
     rule = (f"kept at L = passkey exact match ≥ {BAR} / lm ppl within ×{KEEP} of rope's; "
             "median [min–max] over seeds. ")  # fmt: skip
     result = rule + " | ".join(parts)
-    measured = [v for v in verdicts if v is not None]
-    if not measured:
-        return claim(text, paper, result, "inconclusive")
-    return claim(text, paper, result, "reproduced" if all(measured) else "not reproduced")
+    decided = [v for v in verdicts if v is not None]
+    return Measured(measured={MEASURED: len(decided), FAILED: decided.count(False)},
+                    result=result)  # fmt: skip
 
 
-def drope(res: Results) -> Claim:
-    text = ("DroPE: dropping RoPE after training and recalibrating briefly extends the context "
-            "past L, where keeping RoPE fails, and keeps quality at L")  # fmt: skip
-    paper = ("Gelberg et al. 2025 (Sakana AI): zero-shot needle-in-a-haystack retrieval past the "
-             "training length where RoPE and its scalings (PI, NTK, YaRN) fail, in-context "
-             "scores kept, after recalibrating with < 1% of the pretraining budget")  # fmt: skip
-    return versus_rope(res, "rope+drope", text, paper)
+MEASURED = "tasks decided (rope learns them)"
+FAILED = "tasks where it does not beat rope past L or keep L"
+RULES = (Rule(MEASURED, "<", 1, INCONCLUSIVE), Rule(FAILED, ">", 0, NOT_REPRODUCED))
 
 
-def rnope_swa(res: Results) -> Claim:
-    text = ("RNoPE-SWA: RoPE sliding-window layers with a global NoPE layer (3:1) extend the "
-            "context past L, where full RoPE fails, and keep quality at L")  # fmt: skip
-    paper = ("Yang et al. 2025 (Cohere, 'Rope to Nope and Back Again'; Command A): near-perfect "
-             "needle retrieval far past the training length, short-context benchmarks "
-             "competitive with full-attention RoPE")  # fmt: skip
-    return versus_rope(res, "rnope-swa", text, paper)
+@published(
+    "DroPE: dropping RoPE after training and recalibrating briefly extends the context past L, "
+    "where keeping RoPE fails, and keeps quality at L",
+    "Gelberg et al. 2025 (Sakana AI): zero-shot needle-in-a-haystack retrieval past the "
+    "training length where RoPE and its scalings (PI, NTK, YaRN) fail, in-context scores kept, "
+    "after recalibrating with < 1% of the pretraining budget",
+    rules=RULES,
+)
+def drope(res: Results) -> Measured:
+    return versus_rope(res, "rope+drope")
+
+
+@published(
+    "RNoPE-SWA: RoPE sliding-window layers with a global NoPE layer (3:1) extend the context "
+    "past L, where full RoPE fails, and keep quality at L",
+    "Yang et al. 2025 (Cohere, 'Rope to Nope and Back Again'; Command A): near-perfect needle "
+    "retrieval far past the training length, short-context benchmarks competitive with "
+    "full-attention RoPE",
+    rules=RULES,
+)
+def rnope_swa(res: Results) -> Measured:
+    return versus_rope(res, "rnope-swa")
 
 
 def frontier_findings(res: Results) -> list[Claim]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import html
 import os
+import shutil
+import textwrap
 
 import matplotlib
 
@@ -16,6 +18,7 @@ from posenc.arena.findings import addition, in_distribution, kazemnejad, ruoss  
 from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
+from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
 MODEL_METRICS = ("train_loss@", "table_", "encoding_scale")
@@ -155,9 +158,7 @@ def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> st
 
 
 def _md_table(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown(header, rows)
 
 
 def _html_table(header, rows) -> str:
@@ -179,6 +180,28 @@ def _run_summary(res: Results) -> str:
             f"time; {v}; configs: {len({r['config_hash'] for r in rows})}")  # fmt: skip
 
 
+def unmeasured_note(found) -> str:
+    unmeasured = [f.claim for f in found if f.verdict == NOT_MEASURED]
+    return ("Not measured by this run (its tasks or encodings are not in it): "
+            + "; ".join(unmeasured) + ".") if unmeasured else ""  # fmt: skip
+
+
+def terminal_summary(rows: list[dict], width: int = 0) -> str:
+    """What `posenc arena` prints at the end: the findings this run measured with their
+    verdicts (numbers and rule beside them), the ones it did not, the in-distribution table."""
+    res = Results(rows)
+    found = findings(res) if rows else []
+    measured = [f for f in found if f.verdict != NOT_MEASURED]
+    width = width or shutil.get_terminal_size((120, 40)).columns
+    title = "Published findings (verdicts computed from this run)"
+    out = [terminal_table(measured, ("claim", "verdict", "numbers", "rule"), width, title)]
+    if unmeasured_note(found):
+        out.append(textwrap.fill(unmeasured_note(found), width))
+    for title, header, body in in_distribution(res):
+        out += ["", text_table(header, body, title=title)]
+    return "\n".join(out)
+
+
 def write_report(rows: list[dict], out: str) -> str:
     """Write DIR/results.md, DIR/index.html and the PNGs; returns the index path."""
     os.makedirs(out, exist_ok=True)
@@ -187,12 +210,10 @@ def write_report(rows: list[dict], out: str) -> str:
     tabs = in_distribution(res) + tables(res)
     pngs = plots(res, out) if rows else []
     # only the findings this run measured; the others in one line under the table
-    finding_rows = [[f.claim, f.paper, f.result, f.verdict] for f in found
-                    if f.verdict != "not measured"]  # fmt: skip
-    unmeasured = [f.claim for f in found if f.verdict == "not measured"]
-    note = ("Not measured by this run (its tasks or encodings are not in it): "
-            + "; ".join(unmeasured) + ".") if unmeasured else ""  # fmt: skip
-    header = ["published finding", "paper", "this run", "verdict"]
+    finding_rows = [[f.claim, f.paper, f.result, f.verdict, f.rule] for f in found
+                    if f.verdict != NOT_MEASURED]  # fmt: skip
+    note = unmeasured_note(found)
+    header = ["published finding", "paper", "this run", "verdict", "rule"]
     md = ["# posenc arena results", "", _run_summary(res) if rows else "No rows yet.", ""]
     md += ["## Published findings", "", _md_table(header, finding_rows), "", note, ""]
     for title, h, r in tabs:

@@ -52,9 +52,17 @@ def check_sizes(dim: int, heads: int, max_pos: int) -> None:
 
 
 def build(name: str, *, dim: int, heads: int, max_pos: int):
-    """The encoding as the page shows it: seed 0, head_dim = dim, table length max_pos."""
+    """The encoding as the page shows it: seed 0, head_dim = dim, table length max_pos; an
+    encoding that needs its length (onehot: the vector's) gets max_len = max_pos."""
+    sizes = dict(dim=dim, heads=heads, head_dim=dim, train_len=max_pos)
     torch.manual_seed(0)
-    return posenc.build(name, dim=dim, heads=heads, head_dim=dim, train_len=max_pos).eval()
+    try:
+        return posenc.build(name, **sizes).eval()
+    except ValueError as err:
+        if not str(err).startswith("max_len is required"):
+            raise
+    torch.manual_seed(0)
+    return posenc.build(name, **sizes, max_len=max_pos).eval()
 
 
 def load_trained(path: str | Path, name: str, max_pos: int):
@@ -85,13 +93,14 @@ def render_encoding(
     """Measure and draw one encoding into `out` (figures only; the HTML comes after)."""
     start = time.perf_counter()
     name = registry_key(name)
-    out.mkdir(parents=True, exist_ok=True)
     enc = build(name, dim=dim, heads=heads, max_pos=max_pos)
+    trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
+    out.mkdir(parents=True, exist_ok=True)  # input checked: now write
     measures = analysis.measure(enc, name, dim=dim, heads=heads, max_pos=max_pos)
     figs = figures.draw(enc, name, out, dim=dim, heads=heads, max_pos=max_pos)
     pg = Page(name, type(enc), measures, figs)
-    if checkpoint is not None:
-        tenc, tdim, theads, tlen = load_trained(checkpoint, name, max_pos)
+    if trained is not None:
+        tenc, tdim, theads, tlen = trained
         n = min(tlen, 2048)
         pg.trained_measures = analysis.measure(
             tenc, name, dim=tdim, heads=theads, max_pos=n, permutation=False
@@ -160,8 +169,12 @@ def explain(
     checkpoint: str | Path | None = None,
     arena: str | Path | None = None,
 ) -> Page:
-    """Write out/index.html (+ figures) for one encoding; returns what was measured."""
+    """Write out/index.html (+ figures) for one encoding; returns what was measured. Bad
+    input (name, sizes, checkpoint, --arena) is refused before anything is written."""
     check_sizes(dim, heads, max_pos)
+    name = registry_key(name)
+    if checkpoint is not None:
+        load_trained(checkpoint, name, max_pos)
     out = Path(out)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
     pg = render_encoding(name, out, dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint)
@@ -181,8 +194,8 @@ def explain_all(
     """A page per registered encoding, an index with all claims, and a comparison page."""
     check_sizes(dim, heads, max_pos)
     out = Path(out)
+    claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)  # checks --arena first
     out.mkdir(parents=True, exist_ok=True)
-    claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
     names = sorted(
         posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n)
     )
@@ -222,7 +235,7 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos) -> s
         '<h2 id="claims">Claims of the seeds</h2>'
         + page.claims_section(
             claims,
-            "What the five tutorials in shared/seeds/ say, each checked by a computation.",
+            "What the five tutorials (posenc/explain/seeds/) say, each checked by a computation.",
         )
         + '<h2 id="inventory">Every claim of the seeds</h2>'
         + page.inventory_section(inventory.ALL, claims)

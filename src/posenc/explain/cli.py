@@ -5,10 +5,11 @@ table of the seeds' claims)."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from posenc.checks import OneLineParser, check_out_dir
+from posenc.checks import OneLineParser, check_writable
 
 DESCRIPTION = (
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. "
@@ -57,19 +58,34 @@ def summary(pg) -> str:
     return "\n".join(lines)
 
 
+def report_errors(claims) -> int:
+    """1, with each error on stderr, if a check raised (an error is never a verdict); else 0."""
+    from posenc.verdict import errors
+
+    bad = errors(claims)
+    for c in bad:
+        print(f"posenc explain: {c.id} raised {c.error}", file=sys.stderr)
+    if bad:
+        print(f"posenc explain: {len(bad)} check(s) raised: a bug to fix", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from posenc import explain as ex  # heavy imports (matplotlib) only when it runs
 
     start = time.perf_counter()
+    ex.check_sizes(args.dim, args.heads, args.max_pos)
+    if args.arena is not None:  # before anything runs or is written
+        ex.claims_mod.check_databases(args.arena)
     if args.claims:
         claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
         print(ex.claims_mod.markdown_table(claims))
-        return 0
+        return report_errors(claims)
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
-        out = Path(check_out_dir(args.out or "explain_all"))
+        out = Path(check_writable(args.out or "explain_all"))  # created only to write
         pages = ex.explain_all(
             out, dim=args.dim, heads=args.heads, max_pos=args.max_pos, arena=args.arena
         )
@@ -82,9 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
-    out = Path(check_out_dir(args.out or f"explain_{args.name}"))
+    name = ex.registry_key(args.name)  # a bad name is refused before anything is written
+    if args.checkpoint is not None:
+        ex.load_trained(args.checkpoint, name, args.max_pos)
+    out = Path(check_writable(args.out or f"explain_{name}"))
     pg = ex.explain(
-        args.name,
+        name,
         out,
         dim=args.dim,
         heads=args.heads,

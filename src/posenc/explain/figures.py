@@ -4,6 +4,7 @@ Figure kinds, in page order (the comparison page groups by kind):
     heatmap      the table (positions x dims), rotation angles, or per-head bias matrices
     waveforms    chosen dims over positions
     similarity   <p_t, p_(t+k)>, or the effective score against distance k
+    attention    the causal attention the positions alone yield (q and k the same everywhere)
     wavelengths  wavelength of each sin/cos pair (2π .. base·2π)
     clock        seed 004's clock: each pair a hand turning at its own speed
     binary       seed 000's binary counter next to the sinusoids
@@ -24,11 +25,14 @@ KINDS = {
     "heatmap": "The encoding",
     "waveforms": "Waveforms",
     "similarity": "Similarity / score against distance",
+    "attention": "The attention it yields",
     "wavelengths": "Wavelengths",
     "clock": "Clock view (seed 004)",
     "binary": "Binary counter (seed 000)",
     "trained": "Trained state",
 }
+ATTENTION = ("Softmax over keys j <= i of the scores above, q and k the same everywhere: where "
+             "each query looks for the positions alone (without: uniform, 1/(i+1)).")  # fmt: skip
 
 
 @dataclass
@@ -137,13 +141,13 @@ def draw(
             ),
             "A fixed query (all ones) rotated to each position.",
         )
-    elif enc.family in ("bias", "relative", "content"):
+    elif enc.family in ("bias", "relative", "content", "none"):
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
-        what = {"bias": "bias", "relative": "position part of the score"}.get(
-            enc.family, "score, the content held fixed,"
-        )
+        what = {"bias": "bias", "relative": "position part of the score",
+                "none": "score from positions (none)"}  # fmt: skip
+        what = what.get(enc.family, "score, the content held fixed,")
         lead = "Added to q·k/√Dh before the softmax, for query i and key j"
         if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick alone
             lead = (
@@ -249,6 +253,11 @@ def draw(
             f"{analysis.score_label(enc).capitalize()}: a key k positions before the query"
             + (", the content held fixed." if enc.family == "content" else "."),
         )
+
+    if state == "initial" and enc.family != "absolute":  # the attention the positions yield
+        w = analysis.attention_weights(enc, min(max_pos, 32), dim=dim, heads=heads)
+        title = f"{name}: causal attention from the positions alone"
+        put("attention", plots.head_matrices(w, title=title, cbar="attention weight"), ATTENTION)
 
     # wavelengths, clock, binary counter (sin/cos pairs only) ---------------------------
     if state == "initial" and angles is not None:

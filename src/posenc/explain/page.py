@@ -5,8 +5,9 @@ from __future__ import annotations
 from html import escape
 
 from posenc.analysis import Measure
-from posenc.explain.claims import CAVEAT, FAILS, HOLDS, Claim, Table
+from posenc.explain.claims import CAVEAT, ERROR, FAILS, HOLDS, UNMEASURED, Claim, Table
 from posenc.explain.figures import KINDS, Fig
+from posenc.verdict import numbers
 
 CSS = """
 :root { --ink:#1d2330; --muted:#5b6475; --line:#dde2ea; --bg:#f6f7f9; --card:#fff;
@@ -64,7 +65,7 @@ table.grid { font-size:13.5px; } table.grid th, table.grid td { padding:4px 6px;
 table.grid .badge { white-space:normal; }
 """
 
-VERDICT_CLASS = {HOLDS: "good", FAILS: "bad", CAVEAT: "warn"}
+VERDICT_CLASS = {HOLDS: "good", FAILS: "bad", CAVEAT: "warn", ERROR: "bad"}
 
 
 def badge(text: str, cls: str) -> str:
@@ -132,11 +133,14 @@ def claim_html(c: Claim) -> str:
     )
     note = f"<dt>why</dt><dd>{escape(c.note)}</dd>" if c.note else ""
     if c.rules:  # the numbers the verdict reads and the rule that reads them
-        numbers = "; ".join(f"{k} = {v:.4g}" for k, v in c.measured.items())
-        note = f"<dt>rule</dt><dd>{escape(c.rule)} ({escape(numbers)})</dd>" + note
+        shown = "; ".join(k + " = " + ("absent" if v is None else f"{v:.4g}")
+                          for k, v in c.measured.items())  # fmt: skip
+        note = f"<dt>rule</dt><dd>{escape(c.rule)} ({escape(shown or numbers(c))})</dd>" + note
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
-        f'<div class="seed">seed {escape(c.seed)}</div>'
+        f'<div class="seed">seed {escape(c.seed)}'
+        + (f", line {c.line}" if c.line else "")
+        + "</div>"
         f"<blockquote>“{escape(c.claim)}”</blockquote>"
         f"<dl><dt>verdict</dt><dd>{badge(c.verdict, cls)}</dd>"
         f"<dt>measured</dt><dd>{escape(c.method)}</dd>"
@@ -145,7 +149,7 @@ def claim_html(c: Claim) -> str:
 
 
 def claims_section(claims: list[Claim], intro: str = "") -> str:
-    counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS)}
+    counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
     tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     return head + "".join(claim_html(c) for c in claims)
@@ -158,7 +162,7 @@ def inventory_section(items, claims: list[Claim]) -> str:
     rows = []
     for it in items:
         if it.check:
-            v = verdicts.get(it.check, "not measured here")
+            v = verdicts.get(it.check, UNMEASURED)
             status = f'<a href="#{escape(it.check)}">{badge(v, VERDICT_CLASS.get(v, "na"))}</a>'
         elif it.how:
             status = f"not measured yet: {escape(it.how)}"

@@ -25,11 +25,11 @@ import numpy as np
 
 from posenc import plots as P
 from posenc.arena.report import _html_table, _md_table
-from posenc.explain.claims.base import Claim, Rule
 from posenc.stretch.scalings import SCALINGS
+from posenc.verdict import NOT_MEASURED as UNMEASURED
+from posenc.verdict import NOT_REPRODUCED, REPRODUCED, Claim, Rule
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
-REPRODUCED, NOT_REPRODUCED, UNMEASURED = "reproduced", "not reproduced", "not measured"
 
 
 @dataclass

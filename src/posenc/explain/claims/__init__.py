@@ -1,13 +1,12 @@
 """The seeds' claims, each checked by a computation (never by a hard-coded verdict).
 
-The seeds are the five Chinese tutorials posenc grew from (`shared/seeds/`). Each claim names
-the seed file, quotes it briefly in its own words, renders the claim in English, measures, and
-gives a verdict: "holds", "does not hold", "holds with a caveat", or "not measured here".
-Numbers and code the seeds print are quoted as data. Each claim carries what it measured
-(`measured`) and the rules that turn those numbers into its verdict (`rules`, `otherwise`,
-shown on the page): a verdict is computed, never written down.
+The seeds are the five Chinese tutorials posenc grew from (posenc/explain/seeds/, package
+data). Each claim is data (posenc.verdict): the inventory item it settles (the seed file, a
+verbatim quote and its line, the English wording), the measurement (a check function returning
+named numbers) and the rules that turn the numbers into its verdict, computed by the engine and
+shown beside them. Numbers and code the seeds print are quoted as data.
 
-    base        Claim (shared with the arena's published findings), Table, the verdicts
+    base        seed_claim (declares a check), the seed texts; re-exports posenc.verdict
     seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
                 (seed001b, seed002b, seed002c, seed003b, seed004b: more of seeds 001 to 004,
                 where one module would pass 300 lines)
@@ -22,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posenc import analysis
+from posenc import verdict
 from posenc.explain.claims import (
     seed000,
     seed001,
@@ -37,9 +36,10 @@ from posenc.explain.claims import (
     trained01,
     trained23,
 )
-from posenc.explain.claims.arena import extrapolates
+from posenc.explain.claims.arena import arena_results, databases, extrapolates
 from posenc.explain.claims.base import (
     CAVEAT,
+    ERROR,
     FAILS,
     HOLDS,
     UNMEASURED,
@@ -69,41 +69,37 @@ ARENA_CHECKS = trained01.CHECKS + trained23.CHECKS  # these take arena= too
 
 
 def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = None) -> list[Claim]:
-    """Every claim, checked. A check whose encoding is missing reports 'not measured here'."""
-    out = []
-    for check in CHECKS:
-        kwargs = {"arena": arena} if check in ARENA_CHECKS else {}
-        try:
-            out.append(check(dim, max_pos, **kwargs))
-        except (KeyError, ValueError, AttributeError, ImportError) as err:
-            if isinstance(err, (FileNotFoundError, ValueError)) and arena and kwargs:
-                raise
-            out.append(
-                Claim(
-                    id=f"claim-{check.__name__[6:].replace('_', '-')}",
-                    claim=check.__doc__ or check.__name__,
-                    method="could not run",
-                    result=analysis.describe_error(err),
-                    verdict=UNMEASURED,
-                )
-            )
-    return out
+    """Every claim, checked by the verdict engine: a check that raises gives ERROR with its
+    message, evidence absent by design (no --arena) "not measured here". A database that does
+    not exist or is not the arena's is refused first (FileNotFoundError / ValueError)."""
+    if arena is not None:
+        check_databases(arena)
+    return [check(dim, max_pos, **({"arena": arena} if check in ARENA_CHECKS else {}))
+            for check in CHECKS]  # fmt: skip
+
+
+def check_databases(arena) -> None:
+    """Every `--arena` database exists and is an arena results database."""
+    if not databases(arena):
+        raise ValueError("--arena: give at least one database file")
+    for path in databases(arena):
+        arena_results(path, "")  # opens it: FileNotFoundError / ValueError naming the path
 
 
 def markdown_table(claims: list[Claim]) -> str:
-    """| seed | claim | verdict | measured | rows, one per claim, in check order."""
-    lines = ["| seed | claim | verdict | measured |", "|---|---|---|---|"]
-    for c in claims:
-        numbers = "; ".join(f"{k} = {v:.3g}" for k, v in c.measured.items()) or c.result
-        cell = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
-        lines.append(f"| {c.seed[:3]} | {cell(c.claim)} | {c.verdict} | {cell(numbers)} |")
-    return "\n".join(lines)
+    """| seed:line | claim | verdict | measured | rows, one per claim, in check order (timings
+    left out: the table regenerates to the same text)."""
+    return verdict.markdown(
+        ["seed:line", "claim", "verdict", "measured"],
+        [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
+    )
 
 
 __all__ = [
     "ARENA_CHECKS",
     "CAVEAT",
     "CHECKS",
+    "ERROR",
     "FAILS",
     "HOLDS",
     "SEEDS",

@@ -7,10 +7,8 @@ import statistics
 from pathlib import Path
 
 from posenc.arena.store import Store
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, UNMEASURED, Claim, Rule, Table
 
 HIGHER_IS_BETTER = ("accuracy", "token_accuracy")
-VERDICT_WORDS = {True: "extrapolates", False: "does not", None: "not counted"}
 MAIN_METRICS = ("ppl", *HIGHER_IS_BETTER)  # loss and per-position bands are left to the arena
 LEARNED_AT_L = 0.5  # an accuracy below this at L means the task was not learned: not counted
 
@@ -92,61 +90,3 @@ def extrapolates(rows: list[dict], tol: float = 0.25) -> list[tuple[str, bool | 
             change = (b - a) / max(abs(a), 1e-12)
         found.append((label, change <= tol, why))
     return found
-
-
-def arena_claim(
-    *, id: str, seed: str, quote: str, claim: str, encoding: str, want: bool, arena, about
-) -> Claim:
-    """Does `encoding` extrapolate (`want` True) or not (False) in the arena's results?"""
-    said = dict(id=id, seed=seed, quote=quote, claim=claim, about=about)
-    method = (
-        f"arena: {encoding}'s metric at the longest evaluation length vs in distribution "
-        "(median over seeds; ppl for lm, accuracies for tasks learned at L (>= 0.5); within "
-        "25% counts as extrapolating)"
-    )
-    if arena is None:
-        return Claim(
-            **said,
-            method=method,
-            result="no arena database given (posenc explain --arena results.db)",
-            verdict=UNMEASURED,
-            note="Run `posenc arena` and pass its database to check this against trained models.",
-        )
-    rows = arena_results(arena, encoding)
-    checks = extrapolates(rows)
-    if not checks:
-        return Claim(
-            **said,
-            method=method,
-            result=f"the database has no {encoding} results both within and past the training "
-            "length",
-            verdict=UNMEASURED,
-        )
-    agree = [ok == want for _, ok, _ in checks if ok is not None]
-    if agree:  # the share of (task, length) cases that behave as claimed
-        share = {"share of cases as claimed": sum(agree) / len(agree)}
-        rules = (
-            Rule("share of cases as claimed", "<=", 0.0, FAILS),
-            Rule("share of cases as claimed", "<", 1.0, CAVEAT),
-        )
-        decided = dict(measured=share, rules=rules, otherwise=HOLDS)
-    else:
-        decided = dict(verdict=UNMEASURED)
-    table = Table(
-        ["task", "train", "eval", "metric", "median", "seeds", "status"],
-        [
-            [
-                r["task"],
-                str(r["train_len"]),
-                str(r["eval_len"]),
-                r["metric"],
-                "-" if r["value"] is None else f"{r['value']:.4g}",
-                str(r["seeds"]),
-                r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
-            ]
-            for r in rows
-        ],
-        f"arena results for {encoding} from {', '.join(map(str, databases(arena)))}",
-    )
-    summary = "; ".join(f"{label}: {VERDICT_WORDS[ok]} ({why})" for label, ok, why in checks)
-    return Claim(**said, method=method, result=summary, tables=[table], **decided)

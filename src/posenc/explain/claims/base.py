@@ -1,85 +1,68 @@
-"""The claim type shared by `posenc explain` (the seeds' claims) and the arena report (published
-findings): a claim, what was measured, and a verdict computed from the numbers.
+"""The seeds' claims on posenc.verdict, the engine shared with the arena's published findings.
 
-A seed's claim carries its measured numbers (`measured`) and the rules that turn them into the
-verdict (`rules`, then `otherwise`): the verdict is computed, never written, and the page
-states the rule beside the numbers.
+A seed's claim is data: the inventory item it settles (its verbatim quote, located by seed file
+and line, and its English wording: written once, in posenc.explain.claims.inventory), the
+encodings it concerns, and its rules. Its check function only measures (returns `Measured`);
+`seed_claim` declares it and the engine computes the verdict.
 """
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
-HOLDS, FAILS, CAVEAT, UNMEASURED = (
-    "holds",
-    "does not hold",
-    "holds with a caveat",
-    "not measured here",
+from posenc.explain.claims import inventory
+from posenc.verdict import (
+    CAVEAT,
+    ERROR,
+    FAILS,
+    HOLDS,
+    UNMEASURED,
+    VERDICTS,
+    Absent,
+    Claim,
+    Measured,
+    Rule,
+    Source,
+    Table,
+    decide,
+    finding,
 )
-VERDICTS = (HOLDS, FAILS, CAVEAT, UNMEASURED)  # a seed claim's; the arena has its own words
+
+SEEDS_DIR = Path(__file__).resolve().parents[1] / "seeds"  # package data: the five tutorials
 
 
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+@cache
+def seed_text(seed: str) -> str:
+    """The text of a seed file (posenc/explain/seeds/)."""
+    return (SEEDS_DIR / seed).read_text(encoding="utf-8")
 
 
-@dataclass(frozen=True)
-class Rule:
-    """`verdict` when measured[quantity] <op> threshold."""
-
-    quantity: str
-    op: str
-    threshold: float
-    verdict: str
-
-    def applies(self, measured: dict) -> bool:
-        return OPS[self.op](measured[self.quantity], self.threshold)
-
-    def __str__(self) -> str:
-        return f"{self.verdict} if {self.quantity} {self.op} {self.threshold:g}"
+def line_of(seed: str, quote: str) -> int:
+    """The 1-based line where `quote` starts in the seed (0 if it is not there)."""
+    text = seed_text(seed)
+    at = text.find(quote)
+    return text.count("\n", 0, at) + 1 if at >= 0 else 0
 
 
-def decide(rules, otherwise: str, measured: dict) -> str:
-    """The verdict of the first rule that applies, else `otherwise`."""
-    return next((r.verdict for r in rules if r.applies(measured)), otherwise)
+def source(item_id: str) -> tuple[Source, str]:
+    """(Source, English wording) of an inventory item."""
+    for seed in inventory.SEEDS:
+        for it in seed.ITEMS:
+            if it.id == item_id:
+                return Source(seed.SEED, it.quote, line_of(seed.SEED, it.quote)), it.claim
+    raise KeyError(f"no inventory item {item_id!r}")
 
 
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-    caption: str = ""
+def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
+    """Declare the check below as the claim of inventory item `item_id` (posenc.verdict.finding:
+    quote and wording from the inventory, the verdict from `rules`)."""
+    src, wording = source(item_id)
+    return finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
 
 
-@dataclass(kw_only=True)
-class Claim:
-    """One claim and its check. A seed's claim names the seed file and quotes it; a published
-    finding (the arena's) names the paper instead."""
-
-    id: str  # html anchor, e.g. "claim-003-worked-example"
-    claim: str  # what is claimed, briefly, in English
-    result: str  # the numbers
-    verdict: str = ""  # HOLDS / FAILS / CAVEAT / UNMEASURED (the arena's: "reproduced", ...);
-    # computed from measured by rules where they are given
-    seed: str = ""  # seed file name (shared/seeds/)
-    quote: str = ""  # the seed's own words, original language, short: enough to find them
-    paper: str = ""  # the citation and its numbers, for a published finding
-    about: tuple[str, ...] = ()  # encodings the claim concerns (their pages show it)
-    method: str = ""  # what was computed
-    note: str = ""
-    tables: list[Table] = field(default_factory=list)
-    code: str = ""  # the seed's code, quoted
-    measured: dict[str, float] = field(default_factory=dict)  # the numbers the verdict reads
-    rules: tuple[Rule, ...] = ()  # in order; the first that applies gives the verdict
-    otherwise: str = ""  # the verdict when no rule applies
-
-    def __post_init__(self) -> None:
-        if self.rules:
-            self.verdict = decide(self.rules, self.otherwise, self.measured)
-
-    @property
-    def rule(self) -> str:
-        """The rules as a sentence: "does not hold if err > 0.0005; else holds"."""
-        if not self.rules:
-            return ""
-        return "; ".join(map(str, self.rules)) + f"; else {self.otherwise}"
+__all__ = [
+    "CAVEAT", "ERROR", "FAILS", "HOLDS", "SEEDS_DIR", "UNMEASURED", "VERDICTS", "Absent", "Claim",
+    "Measured", "Rule", "Source", "Table", "decide", "line_of", "seed_claim", "seed_text",
+    "source",
+]  # fmt: skip

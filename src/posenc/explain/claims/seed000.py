@@ -9,7 +9,7 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = "000_e2b8049db0aa593d.txt"
@@ -33,49 +33,55 @@ class PositionalEncoding(nn.Module):
 """
 
 
-def claim_000_unique(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-07",
+    id="claim-000-unique",
+    about=("sinusoidal",),
+    rules=(Rule("min_distance / norm", "<=", 1e-6, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_000_unique(dim: int, n: int) -> Measured:
     far = 4096
     pe = sinusoid(torch.arange(far), dim)
     m = analysis.uniqueness(pe)
     scale = max(float(pe.norm(dim=-1).median()), 1.0)
-    return Claim(
-        id="claim-000-unique",
-        seed=SEED,
-        quote="对于每个位置的词语，它都能提供一个独一无二的编码",
-        claim="The encoding should give every position a unique code.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"smallest L2 distance between the d = {dim} sinusoidal vectors of any two "
         f"positions 0..{far - 1}",
         result=m.detail,
         measured={"min_distance / norm": m.value / scale},
-        rules=(Rule("min_distance / norm", "<=", 1e-6, FAILS),),
-        otherwise=HOLDS,
     )
 
 
-def claim_000_consistent(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-08",
+    id="claim-000-consistent",
+    about=("sinusoidal",),
+    rules=(Rule("spread", ">=", analysis.SHIFT_TOL, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_000_consistent(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(n), dim)
     r_dot = dot_residual(pe)
     r_dist = analysis.shift_residual(torch.cdist(pe, pe)[None])
-    return Claim(
-        id="claim-000-consistent",
-        seed=SEED,
-        quote="词语之间的间隔对于不同长度的句子来说，含义应该是一致的",
-        claim="The gap between two words should mean the same whatever the sentence (and "
-        "position).",
-        about=("sinusoidal",),
+    return Measured(
         method=f"spread over t of <p_t, p_(t+k)> and of |p_t - p_(t+k)| for each k, positions "
         f"0..{n - 1}, relative to the largest value",
         result=f"dot product: {r_dot:.2e}; distance: {r_dist:.2e} (float64 table)",
         measured={"spread": max(r_dot, r_dist)},
-        rules=(Rule("spread", ">=", analysis.SHIFT_TOL, FAILS),),
-        otherwise=HOLDS,
         note="Both depend on k alone. Attention, though, sees them through W_q and W_k: see "
         "seed 004's claim on the dot product.",
     )
 
 
-def claim_000_any_length(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-09",
+    id="claim-000-any-length",
+    about=("sinusoidal",),
+    rules=(Rule("non-finite", ">", 0, FAILS), Rule("float32 error", ">", 1e-3, CAVEAT)),
+    otherwise=HOLDS,
+)
+def claim_000_any_length(dim: int, n: int) -> Measured:
     t = torch.arange(10**6, 10**6 + 64)
     div_term = torch.exp(torch.arange(0, dim, 2).float() * (-math.log(10000.0) / dim))
     seed_angles = t.float()[:, None] * div_term  # the seed's float32 product, position * div_term
@@ -86,12 +92,7 @@ def claim_000_any_length(dim: int, n: int) -> Claim:
     near = sinusoid(torch.arange(4096), dim)
     gap = float(torch.cdist(pe64, near).min())
     nonfinite = int((~torch.isfinite(seed32)).sum())
-    return Claim(
-        id="claim-000-any-length",
-        seed=SEED,
-        quote="能够随意延伸到任意长度的句子",
-        claim="It extends to sentences of any length.",
-        about=("sinusoidal",),
+    return Measured(
         method="evaluate positions 10^6..10^6+63; distance to the vectors of 0..4095; the "
         "seed's float32 table and posenc's float32 table against float64",
         result=f"non-finite values: {nonfinite}; nearest in-range vector at distance {gap:.3f}; "
@@ -99,8 +100,6 @@ def claim_000_any_length(dim: int, n: int) -> Claim:
         f"the seed's float32 angles are off by up to {err_seed:.2e}, posenc's float32 table "
         f"(angles reduced in float64) by {err_posenc:.1e}",
         measured={"non-finite": nonfinite, "float32 error": err_seed},
-        rules=(Rule("non-finite", ">", 0, FAILS), Rule("float32 error", ">", 1e-3, CAVEAT)),
-        otherwise=HOLDS,
         note="The formula is defined at any t and the far vectors are new. But the seed's "
         "float32 product position * div_term loses precision at large t (posenc takes it in "
         "float64 and drops whole turns before float32 sin / cos), and being defined is not "
@@ -108,7 +107,14 @@ def claim_000_any_length(dim: int, n: int) -> Claim:
     )
 
 
-def claim_000_wavelengths(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-12",
+    id="claim-000-wavelengths",
+    about=("sinusoidal", "rope"),
+    rules=(Rule("longest short of 10000·2π by", ">", 0.01, CAVEAT),),
+    otherwise=HOLDS,
+)
+def claim_000_wavelengths(dim: int, n: int) -> Measured:
     rows = []
     worst = 0.0
     for d in (4, 16, dim, 512):
@@ -116,18 +122,11 @@ def claim_000_wavelengths(dim: int, n: int) -> Claim:
         lo, hi = float(wl.min()) / (2 * math.pi), float(wl.max()) / (2 * math.pi)
         worst = max(worst, abs(hi - 10000) / 10000)
         rows.append([str(d), f"2π × {lo:.3f}", f"2π × {hi:,.1f}", f"{hi / 10000:.3f}"])
-    return Claim(
-        id="claim-000-wavelengths",
-        seed=SEED,
-        quote=r"波长从 $2\pi$ 增加到了 $10000 \cdot 2\pi$",
-        claim="The wavelengths grow from 2π to 10000·2π (ω_k = 1/10000^(2k/d)).",
-        about=("sinusoidal", "rope"),
+    return Measured(
         method="wavelength 2π/ω of each sin/cos pair, fitted from the table's angles",
         result=f"shortest 2π exactly; longest short of 10000·2π by up to {100 * worst:.0f}% "
         "(table below)",
         measured={"longest short of 10000·2π by": worst},
-        rules=(Rule("longest short of 10000·2π by", ">", 0.01, CAVEAT),),
-        otherwise=HOLDS,
         note="The last pair is i = d/2 - 1, so the longest wavelength is 2π·10000^((d-2)/d), "
         "which reaches 10000·2π only as d grows. With the seed's own ω_k = 1/10000^(2k/d) and "
         "k = 1..d/2 the range would instead start at 2π·10000^(2/d): the paper counts from 0.",
@@ -135,22 +134,22 @@ def claim_000_wavelengths(dim: int, n: int) -> Claim:
     )
 
 
-def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Claim:
+@seed_claim(
+    "inv-000-15",
+    id="claim-000-code",
+    about=("sinusoidal",),
+    rules=(Rule("max difference", ">=", 1e-5, FAILS),),
+    otherwise=CAVEAT,  # the same numbers, for a sequence-first x only (see the note)
+)
+def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Measured:
     module = run_seed(code)["PositionalEncoding"](dim, max_len=n)
     seed_pe = module.pe[:, 0, :].double()  # its buffer is [max_len, 1, d_model]
     diff = float((seed_pe - sinusoid(torch.arange(n), dim)).abs().max())
-    return Claim(
-        id="claim-000-code",
-        seed=SEED,
-        quote="代码实现",
-        claim="This PyTorch class implements the encoding.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"run the seed's class (d_model = {dim}, max_len = {n}); compare its table with "
         "posenc.functional.sinusoidal_table",
         result=f"max |difference| = {diff:.2e}",
         measured={"max difference": diff},
-        rules=(Rule("max difference", ">=", 1e-5, FAILS),),
-        otherwise=CAVEAT,  # the same numbers, for a sequence-first x only (see the note)
         note="Same numbers. Its forward slices pe[:x.size(0)], so it expects x as [T, B, D] "
         "(sequence first), the layout of PyTorch's old nn.Transformer; a batch-first x "
         "[B, T, D] gets the encoding of positions 0..B-1 instead.",
@@ -158,7 +157,14 @@ def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Claim:
     )
 
 
-def claim_000_rnn_order(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-01",
+    id="claim-000-rnn-order",
+    about=("nope",),
+    rules=(Rule("GRU change", "<", 1e-3, FAILS), Rule("attention change", ">", 1e-5, FAILS)),
+    otherwise=HOLDS,
+)
+def claim_000_rnn_order(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1, 16, dim, generator=g)
     perm = torch.randperm(16, generator=g)
@@ -168,92 +174,82 @@ def claim_000_rnn_order(dim: int, n: int) -> Claim:
         y, ys = rnn(x)[0], rnn(x[:, perm])[0]
     rnn_change = float((ys - y[:, perm]).norm() / y.norm())
     att_change = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
-    return Claim(
-        id="claim-000-rnn-order",
-        seed=SEED,
-        quote="顺序信息在处理过程中被天然的保存下来了",
-        claim="An RNN keeps word order by itself (it reads the words one by one); attention "
-        "does not.",
-        about=("nope",),
+    return Measured(
         method="shuffle 16 inputs into a random GRU and into one attention layer without an "
         "encoding or mask; |y(shuffled x) - shuffled y(x)| / |y(x)|",
         result=f"GRU: {rnn_change:.2f}; attention: {att_change:.1e}",
         measured={"GRU change": rnn_change, "attention change": att_change},
-        rules=(Rule("GRU change", "<", 1e-3, FAILS), Rule("attention change", ">", 1e-5, FAILS)),
-        otherwise=HOLDS,
         note="The GRU's outputs depend on the order; attention's are only permuted with its "
         "inputs. A causal mask alone already breaks that symmetry (seed 002's order claim).",
     )
 
 
-def claim_000_phase_gap(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-04",
+    id="claim-000-phase-gap",
+    about=("phase",),
+    rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_000_phase_gap(dim: int, n: int) -> Measured:
     gaps = {T: 1 / (T - 1) for T in (5, 50)}  # posenc's phase encoding: t / (T - 1)
     enc = build("phase")
     for T in gaps:  # measured from the encoding itself, not the formula
         col = enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].double()
         gaps[T] = float(col[1] - col[0])
-    return Claim(
-        id="claim-000-phase-gap",
-        seed=SEED,
-        quote="这会导致每个词语之间的间隔变化是不一致的",
-        claim="A phase in [0, 1] (first word 0, last 1) makes the gap between neighbouring "
-        "words depend on the sentence length.",
-        about=("phase",),
+    return Measured(
         method="gap between the phases of positions 0 and 1 (posenc's phase, t / (T - 1)) in "
         "sentences of 5 and 50 words",
         result=f"{gaps[5]:.3f} at T = 5, {gaps[50]:.4f} at T = 50",
         measured={"gap ratio T=5 / T=50": gaps[5] / gaps[50]},
-        rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),),
-        otherwise=HOLDS,
     )
 
 
-def claim_000_index_unbounded(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-05",
+    id="claim-000-index-unbounded",
+    about=("index",),
+    rules=(Rule("growth 64 -> 4096", "<", 2, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_000_index_unbounded(dim: int, n: int) -> Measured:
     enc = build("index")
     top = {T: float(enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].max())
            for T in (64, 4096)}  # fmt: skip
-    return Claim(
-        id="claim-000-index-unbounded",
-        seed=SEED,
-        quote="如果训练的句子很长的话，这样的编码是不合适的",
-        claim="A raw index 0, 1, ..., N is unsuitable for long sentences: it grows without bound.",
-        about=("index",),
+    return Measured(
         method="largest value of posenc's index encoding over 64 and 4096 positions (a token "
         "embedding is ~1 per dim)",
         result=f"{top[64]:.0f} at T = 64, {top[4096]:.0f} at T = 4096",
         measured={"growth 64 -> 4096": top[4096] / top[64]},
-        rules=(Rule("growth 64 -> 4096", "<", 2, FAILS),),
-        otherwise=HOLDS,
         note="It drowns the token embeddings it is added to as T grows; the sinusoid stays in "
         "[-1, 1] (claim 003 bounded).",
     )
 
 
-def claim_000_binary(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-000-14",
+    id="claim-000-binary",
+    about=("sinusoidal",),
+    rules=(
+        Rule("bit 3 flip period", "<", 8, FAILS),
+        Rule("bit 3 flip period", ">", 8, FAILS),
+        Rule("pair ratio / 2", "<", 0.95, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_000_binary(dim: int, n: int) -> Measured:
     bits = (torch.arange(64)[:, None] >> torch.arange(4)) & 1  # [64, 4], bit 0 = the lowest
     at = torch.nonzero(bits[1:] != bits[:-1])  # (number - 1, bit) of every flip
     spacing = [float(torch.diff(at[at[:, 1] == k, 0]).double().mean()) for k in range(4)]
     period_bit3 = spacing[3]  # the seed's yellow bit: "every 8 numbers"
     ratio = 10000 ** (2 / dim)  # neighbouring pairs' wavelength ratio
-    return Claim(
-        id="claim-000-binary",
-        seed=SEED,
-        quote="不同频率的 sines 和 cosines 组合其实也是同样的道理",
-        claim="Like binary digits (the lowest bit flips every number, the yellow one every 8), "
-        "sines and cosines of different frequencies encode position.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"numbers between flips of each bit over 0..63; the sinusoid's wavelength "
         f"ratio between neighbouring pairs, 10000^(2/d), d = {dim}",
         result=f"bits 0..3 flip every {', '.join(f'{x:.0f}' for x in spacing)} numbers; the "
         "pairs' "
         f"wavelengths grow by x{ratio:.3f} per pair, not x2",
         measured={"bit 3 flip period": period_bit3, "pair ratio / 2": ratio / 2},
-        rules=(
-            Rule("bit 3 flip period", "<", 8, FAILS),
-            Rule("bit 3 flip period", ">", 8, FAILS),
-            Rule("pair ratio / 2", "<", 0.95, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="The order is right (low dims turn fastest, like low bits), but the pairs are "
         "continuous and closer in speed than bits (x1.33 at d = 64, x1.04 at d = 512), and "
         "they never all come back together, where 4 bits repeat after 16 numbers.",

@@ -8,7 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc.base import PositionalEncoding
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, seed_claim
 from posenc.explain.claims.tools import dot_residual, sinusoid
 from posenc.model import TransformerLM
 
@@ -32,32 +32,37 @@ def encoding_calls(dim: int, depth: int) -> int:
     return len(calls)
 
 
-def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Claim:
+@seed_claim(
+    "inv-001-04",
+    id="claim-001-every-block",
+    about=("sinusoidal", "learned"),
+    rules=(
+        Rule("encodings per forward / blocks", "<", 1, FAILS),
+        Rule("encodings per forward / blocks", ">", 1, FAILS),
+    ),
+    otherwise=HOLDS,
+)
+def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
     calls = encoding_calls(dim, depth)
-    return Claim(
-        id="claim-001-every-block",
-        seed=SEED,
-        quote="每个Block包含两个子模块，第一部分是一个Multi-Head Attention层，"
-        "第二部分是一个Positional Encoding层",
-        claim="Each Transformer block has two sub-modules: multi-head attention and a positional "
-        "encoding layer.",
-        about=("sinusoidal", "learned"),
+    return Measured(
         method="count how often the encoding is applied in one forward pass of a multi-block model",
         result=f"in posenc.TransformerLM with {depth} blocks the encoding's embed() runs "
         f"{calls} time(s) per forward",
-        measured={"encodings per forward": calls},  # one per block is what the seed says
-        rules=(
-            Rule("encodings per forward", "<", depth, FAILS),
-            Rule("encodings per forward", ">", depth, FAILS),
-        ),
-        otherwise=HOLDS,
+        measured={"encodings per forward / blocks": calls / depth},
         note="Vaswani et al. 2017 §3.5: positional encodings are added to the input embeddings "
         "at the bottoms of the encoder and decoder stacks (once); each block is attention + "
         "feed-forward.",
     )
 
 
-def claim_001_noise(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-001-14",
+    id="claim-001-noise",
+    about=("sinusoidal",),
+    rules=(Rule("decoding accuracy", "<", 0.9, FAILS),),
+    otherwise=CAVEAT,  # it can be added; the structure it blurs is in the note
+)
+def claim_001_noise(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     trials = 10
 
@@ -79,13 +84,7 @@ def claim_001_noise(dim: int, n: int) -> Claim:
     shift = dot_residual(x)
     worst = min(acc.values())
     accs = ", ".join(f"{100 * a:.1f}% at d = {d}" for d, a in acc.items())
-    return Claim(
-        id="claim-001-noise",
-        seed=SEED,
-        quote="例如加入均匀噪声",
-        claim="Uniform noise ε ~ U[-1/2, 1/2] can be added to the encoding: "
-        "PE(pos, i) = pos_ij + ε_ij.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"decode each noisy position back by its nearest clean vector (positions "
         f"0..{n - 1}, {trials} draws; 100% without noise); shift residual of <p_t, p_s> with "
         "the noise",
@@ -93,8 +92,6 @@ def claim_001_noise(dim: int, n: int) -> Claim:
         f"{gap:.3f} between the closest two positions (d = {dim}); shift residual "
         f"{shift:.2f} instead of ~1e-15",
         measured={"decoding accuracy": worst},
-        rules=(Rule("decoding accuracy", "<", 0.9, FAILS),),
-        otherwise=CAVEAT,  # it can be added; the structure it blurs is in the note
         note="One can add it, but it is not in Vaswani et al. (they apply dropout to the sum of "
         "embeddings and encodings, §5.4). Noise of this size is larger than the gap between "
         "neighbouring positions: how many positions survive depends on d (numbers above), and "
@@ -103,7 +100,16 @@ def claim_001_noise(dim: int, n: int) -> Claim:
     )
 
 
-def claim_001_sqrt_dk(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-001-08",
+    id="claim-001-sqrt-dk",
+    about=("sinusoidal", "nope"),
+    rules=(  # the real reason: var(q.k) = d_k, which sqrt(d_k) undoes
+        Rule("var(q.k) / d_k at 256", ">", 0.8, FAILS),
+    ),
+    otherwise=HOLDS,
+)
+def claim_001_sqrt_dk(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     var, top = {}, {}
     for dk in (16, 256):
@@ -112,22 +118,12 @@ def claim_001_sqrt_dk(dim: int, n: int) -> Claim:
         var[dk] = float(scores.var())
         row = torch.randn(64, dk, generator=g, dtype=torch.float64) @ q[0]  # one query, 64 keys
         top[dk] = float(row.softmax(-1).max())  # unscaled: saturates as d_k grows
-    return Claim(
-        id="claim-001-sqrt-dk",
-        seed=SEED,
-        quote="由于不同输入特征的长度可能不一致",
-        claim="Scores are divided by sqrt(d_k) because the input features may differ in length, "
-        "so that every feature takes part.",
-        about=("sinusoidal", "nope"),
+    return Measured(
         method="variance of q.k for q, k with unit-variance entries, d_k = 16 and 256; largest "
         "softmax weight of one query over 64 keys without the scale",
         result=f"var(q.k) = {var[16]:.1f} at d_k = 16, {var[256]:.0f} at d_k = 256 (= d_k); "
         f"unscaled max weight {top[16]:.2f} -> {top[256]:.2f}",
         measured={"var(q.k) / d_k at 256": var[256] / 256},
-        rules=(  # the real reason: var(q.k) = d_k, which sqrt(d_k) undoes
-            Rule("var(q.k) / d_k at 256", ">", 0.8, FAILS),
-        ),
-        otherwise=HOLDS,
         note="The stated reason is not the one: dot products of d_k-dimensional vectors have "
         "variance d_k, so without the scale softmax saturates on one key (Vaswani et al. §3.2.1); "
         "1/sqrt(d_k) brings the variance back to 1. The scale does not depend on the lengths or "
@@ -135,25 +131,25 @@ def claim_001_sqrt_dk(dim: int, n: int) -> Claim:
     )
 
 
-def claim_001_layernorm(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-001-05",
+    id="claim-001-layernorm",
+    about=("sinusoidal", "learned"),
+    rules=(
+        Rule("LayerNorms per block", ">", 1, FAILS),
+        Rule("LayerNorms per block", "<", 1, FAILS),
+    ),
+    otherwise=HOLDS,
+)
+def claim_001_layernorm(dim: int, n: int) -> Measured:
     layer = torch.nn.TransformerEncoderLayer(dim, 4, batch_first=True)
     norms = sum(isinstance(m, torch.nn.LayerNorm) for m in layer.modules())
-    return Claim(
-        id="claim-001-layernorm",
-        seed=SEED,
-        quote="在每个Block之后有一个Layer Norm层",
-        claim="One LayerNorm follows each block, to scale its output.",
-        about=("sinusoidal", "learned"),
+    return Measured(
         method="count the LayerNorms of one torch.nn.TransformerEncoderLayer (Vaswani et al.'s "
         "block)",
         result=f"{norms} per block: one after the attention and one after the feed-forward "
         "sub-layer",
         measured={"LayerNorms per block": norms},
-        rules=(
-            Rule("LayerNorms per block", ">", 1, FAILS),
-            Rule("LayerNorms per block", "<", 1, FAILS),
-        ),  # fmt: skip
-        otherwise=HOLDS,
         note="Vaswani et al. §3.1: LayerNorm(x + Sublayer(x)) after each of the two sub-layers; "
         "it also centres, not only scales.",
     )

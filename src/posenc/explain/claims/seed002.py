@@ -9,7 +9,7 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import f4, run_seed, seed_error, sinusoid
 
 SEED = "002_194117be01fb43d6.txt"
@@ -66,7 +66,14 @@ ORDER = (
 )
 
 
-def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Claim:
+@seed_claim(
+    "inv-002-08",
+    id="claim-002-table",
+    about=("sinusoidal",),
+    rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Measured:
     seed = torch.tensor([r[1:] for r in table], dtype=torch.float64)
     ours = sinusoid(torch.arange(3), 4)
     diff = (seed - ours).abs()
@@ -75,17 +82,10 @@ def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Cl
     for p in range(3):
         rows.append([str(p)] + [f"{f4(seed[p, c])} / {f4(ours[p, c])}" for c in range(4)])
     i, j = divmod(int(diff.argmax()), 4)
-    return Claim(
-        id="claim-002-table",
-        seed=SEED,
-        quote="方便起见,我们只取pos=0,1,2三个位置,假设embedding维度d=4",
-        claim="Worked example, d = 4, positions 0, 1, 2 (values approximate).",
-        about=("sinusoidal",),
+    return Measured(
         method="posenc.functional.sinusoidal_table(positions 0..2, d = 4), rounded to 4 places",
         result=f"max |seed - computed| = {worst:.1e} (largest at position {i}, dim {j})",
-        measured={"max |seed - computed|": worst},  # the seed prints 4 decimals
-        rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),),
-        otherwise=HOLDS,
+        measured={"max |seed - computed|": worst},
         note="Correct to the 4th decimal, which the seed itself calls approximate: cos(0.02) = "
         f"{f4(ours[2, 3])} is printed as 1.0000.",
         tables=[
@@ -98,26 +98,26 @@ def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Cl
     )
 
 
-def claim_002_order(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-03",
+    id="claim-002-order",
+    about=("nope", "sinusoidal"),
+    rules=(
+        Rule("change, no mask", ">=", 1e-5, FAILS),
+        Rule("change, causal mask", ">", 1e-3, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_order(dim: int, n: int) -> Measured:
     bi = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
     causal = analysis.permutation_change("nope", dim=dim, heads=4, causal=True)
     sin = analysis.permutation_change("sinusoidal", dim=dim, heads=4, causal=False)
-    return Claim(
-        id="claim-002-order",
-        seed=SEED,
-        quote="如果我们打乱输入词的顺序,Attention输出的加权和是一致的",
-        claim=ORDER,
-        about=("nope", "sinusoidal"),
+    return Measured(
         method="shuffle the tokens into one attention layer (fixed random weights, T = 16); "
         "|y(shuffled x) - shuffled y(x)| / |y(x)|",
         result=f"no encoding, no mask: {bi:.1e}; no encoding, causal mask: {causal:.3f}; "
         f"sinusoidal, no mask: {sin:.3f}",
         measured={"change, no mask": bi, "change, causal mask": causal},
-        rules=(
-            Rule("change, no mask", ">=", 1e-5, FAILS),
-            Rule("change, causal mask", ">", 1e-3, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="Without positions and without a mask the outputs are only shuffled along with the "
         "inputs (order is invisible). A causal mask alone already breaks that symmetry, so "
         "decoder-only models without an encoding (NoPE) can still learn order (Haviv et al. "
@@ -125,30 +125,36 @@ def claim_002_order(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_frequency_order(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-09",
+    id="claim-002-frequency-order",
+    about=("sinusoidal",),
+    rules=(Rule("pairs faster than the previous", "<", 1, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_frequency_order(dim: int, n: int) -> Measured:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     omega = 2 * math.pi / wl
     rising = int((torch.diff(omega) > 0).sum())  # pairs faster than the one before
     falling = rising == 0
-    return Claim(
-        id="claim-002-frequency-order",
-        seed=SEED,
-        quote="低维度会用低频来编码位置,高纬度则会用高频来编码位置",
-        claim="Frequency rises with the dimension: low dims encode position with low "
-        "frequencies, high dims with high ones; in the heatmap the left dims change slowly.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"angular speed ω_i (radians per position) of each pair, d = {dim}",
         result=f"ω_0 = {float(omega[0]):.3g} (dims 0, 1) ... ω_{len(omega) - 1} = "
         f"{float(omega[-1]):.2g} (dims {dim - 2}, {dim - 1}); falls monotonically: {falling}",
         measured={"pairs faster than the previous": rising},
-        rules=(Rule("pairs faster than the previous", "<", 1, FAILS),),
-        otherwise=HOLDS,
         note="It is the other way round: dims 0, 1 turn fastest (wavelength 2π) and the last "
         "pair slowest, as seed 004's clock has it (see the waveform and wavelength figures).",
     )
 
 
-def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
+@seed_claim(
+    "inv-002-25",
+    id="claim-002-transformer-xl",
+    about=("transformer_xl",),
+    rules=(Rule("shift residual of the seed's bias", ">", analysis.SHIFT_TOL, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Measured:
     L = 32
     torch.manual_seed(0)
     seed = run_seed(code)["TransformerXLRelativePositionBias"](L, dim)
@@ -160,20 +166,12 @@ def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
     enc = build("transformer_xl", dim=dim, heads=1, head_dim=dim, max_len=L)
     pos = torch.arange(L)
     ours = analysis.shift_residual(analysis.scores(enc, pos, pos, dim=dim, heads=1))
-    return Claim(
-        id="claim-002-transformer-xl",
-        seed=SEED,
-        quote="Transformer-XL (相对位置偏置)",
-        claim="Transformer-XL (relative position bias): code whose bias is "
-        "position_bias[:q_len, :k_len] of a learned [max_len, max_len] table.",
-        about=("transformer_xl",),
+    return Measured(
         method="shift residual of bias(i, j): largest spread over i of bias(i, i - k), "
         "relative; and |bias(i+1, j+1) - bias(i, j)|",
         result=f"seed's code: residual {seed_r:.2f}, bias(i+1, j+1) differs from bias(i, j) by "
         f"up to {d:.2f}; posenc's transformer_xl (fixed q, k at every position): {ours:.1e}",
         measured={"shift residual of the seed's bias": seed_r},
-        rules=(Rule("shift residual of the seed's bias", ">", analysis.SHIFT_TOL, FAILS),),
-        otherwise=HOLDS,
         note="The seed's table is indexed by absolute (i, j): an absolute bias, not a relative "
         "one. Transformer-XL scores (q_i + u)·k_j + (q_i + v)·W_r R_(i-j) with a sinusoidal "
         "R of the distance i - j and rel_shift (Dai et al. 2019), so shifting both positions "
@@ -182,7 +180,17 @@ def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Claim:
     )
 
 
-def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBERTA) -> Claim:
+@seed_claim(
+    "inv-002-27",
+    id="claim-002-t5-deberta",
+    about=("t5", "deberta"),
+    rules=(  # indexed by i - j is right; real T5 / DeBERTa buckets run at any length
+        Rule("shift residual", ">=", analysis.SHIFT_TOL, FAILS),
+        Rule("snippets failing past max_len", ">", 0, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBERTA) -> Measured:
     L = 512
     ns = run_seed(t5 + deberta)
     t5_bias = ns["T5RelativePositionBias"](L, 8)
@@ -210,24 +218,13 @@ def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBER
         ],
     ]
     errors = sum(e != "no error" for e in (t5_err, deb_err))  # T5's, DeBERTa's buckets: none
-    return Claim(
-        id="claim-002-t5-deberta",
-        seed=SEED,
-        quote="self.relative_position_bias = nn.Embedding(2 * max_len - 1, num_heads)",
-        claim="T5 and DeBERTa code: an nn.Embedding(2·max_len - 1, ...) indexed by "
-        "i - j + max_len - 1.",
-        about=("t5", "deberta"),
+    return Measured(
         method=f"run the seed's classes (max_len = {L}); count distinct learned entries for "
         f"distances |i - j| < {4 * L} with T5's and DeBERTa's real bucketing; call them with "
         f"q_len = k_len = {L + 1}",
         result=f"the seed's T5 bias is relative (shift residual {residual:.0e}) "
         "but unbucketed; both snippets fail past max_len (table below)",
         measured={"shift residual": residual, "snippets failing past max_len": errors},
-        rules=(  # indexed by i - j is right; real T5 / DeBERTa buckets run at any length
-            Rule("shift residual", ">=", analysis.SHIFT_TOL, FAILS),
-            Rule("snippets failing past max_len", ">", 0, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="Relative indexing is right, the rest is not T5's or DeBERTa's method: T5 shares "
         "log-spaced buckets (exact up to 8 per direction, then log-spaced to 128, one bucket "
         "beyond), so any length works; the seed's table has a separate parameter per distance "

@@ -10,8 +10,11 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.explain.claims import seed002
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import run_seed, sinusoid
+
+Q_SEEN = "median distance to the nearest seen position, in steps"
+Q_SUMS = "closest distinct sums, in neighbour steps"
 
 SEED = seed002.SEED
 INPUT = "input_embedding = word_embedding[pos] + positional_embedding[pos]"
@@ -21,7 +24,18 @@ def steps(pe: torch.Tensor) -> torch.Tensor:
     return (pe[1:] - pe[:-1]).norm(dim=-1)  # |p_(t+1) - p_t|
 
 
-def claim_002_rnn_vanishing(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-01",
+    id="claim-002-rnn-vanishing",
+    about=("nope",),
+    rules=(
+        Rule("|W^100|", ">=", 1e-2, FAILS),
+        Rule("|dh_100/dh_0|", ">=", 1e-2, FAILS),
+        Rule("|W^100|, small entries", ">", 1, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_rnn_vanishing(dim: int, n: int) -> Measured:
     H, g, f64 = 64, torch.Generator().manual_seed(0), torch.float64  # H hidden units
     w = torch.randn(H, H, generator=g, dtype=f64)
     w = w * 0.9 / torch.linalg.eigvals(w).abs().max()  # spectral radius 0.9
@@ -37,23 +51,11 @@ def claim_002_rnn_vanishing(dim: int, n: int) -> Claim:
         "|W^100|, small entries": small.matrix_power(100),
     }
     m = {k: float(torch.linalg.matrix_norm(v, 2)) for k, v in m.items()}  # spectral norms
-    return Claim(
-        id="claim-002-rnn-vanishing",
-        seed=SEED,
-        quote="如果W < 1, 且是长距离依赖",
-        claim="In an RNN information passes by repeated products with W; if W < 1, over a long "
-        "dependency the product becomes tiny and information is lost.",
-        about=("nope",),
+    return Measured(
         method=f"W ({H} x {H}, random) of spectral radius 0.9: spectral norms of W^100 and of "
         "dh_100/dh_0, h_t = tanh(W h_(t-1) + x_t); W^100 for W with entries in [0, 0.1)",
         result=", ".join(f"{k} = {v:.1e}" for k, v in m.items()) + f" (0.9^100 = {0.9**100:.1e})",
         measured=m,
-        rules=(
-            Rule("|W^100|", ">=", 1e-2, FAILS),
-            Rule("|dh_100/dh_0|", ">=", 1e-2, FAILS),
-            Rule("|W^100|, small entries", ">", 1, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="Right for a scalar. For a matrix 'W < 1' has to mean the spectral radius (the "
         "largest |eigenvalue|): then W^k and the gradient vanish geometrically (tanh' <= 1 "
         "only speeds it up), though the norm |W| > 1 can make W^k grow first. Small entries "
@@ -62,26 +64,24 @@ def claim_002_rnn_vanishing(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_periodic_new(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-11",
+    id="claim-002-periodic-new",
+    about=("sinusoidal",),
+    rules=(Rule(Q_SEEN, ">", 2, FAILS), Rule(Q_SEEN, ">", 1, CAVEAT)),
+    otherwise=HOLDS,
+)
+def claim_002_periodic_new(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(4096), dim)
     near = torch.cdist(pe[512:], pe[:512]).min(dim=1).values / float(steps(pe[:2]))
     med, wl = float(near.median()), 2 * math.pi / PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
-    q = "median distance to the nearest seen position, in steps"
-    return Claim(
-        id="claim-002-periodic-new",
-        seed=SEED,
-        quote="它可以通过重复的模型来表示新的位置",
-        claim="The encoding is periodic, so a new, larger position is not completely different: "
-        "repeating patterns represent it.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"d = {dim}: distance from each position 512..4095 to the nearest of 0..511, in "
         "neighbour steps |p_1 - p_0|; pairs with a wavelength <= 512",
         result=f"median {med:.2f} steps, closest {float(near.min()):.2f} (position "
         f"{512 + int(near.argmin())}); {int((wl <= 512).sum())} of {len(wl)} pairs turn fully "
         "within 0..511",
-        measured={q: med},
-        rules=(Rule(q, ">", 2, FAILS), Rule(q, ">", 1, CAVEAT)),
-        otherwise=HOLDS,
+        measured={Q_SEEN: med},
         note="The fast pairs repeat, but the slow ones reach angles never seen, so the vector "
         "never repeats (claim-000-unique): past the training range every position is new, "
         "several neighbour steps from any trained one. What carries over is the relation "
@@ -90,50 +90,56 @@ def claim_002_periodic_new(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_later_faster(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-12",
+    id="claim-002-later-faster",
+    about=("sinusoidal",),
+    rules=(Rule("late step / early step", "<", 1 + 1e-6, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_later_faster(dim: int, n: int) -> Measured:
     s = steps(sinusoid(torch.arange(4096), dim))
     ratio, spread = float(s[3584:].mean() / s[:512].mean()), float((s.max() - s.min()) / s.mean())
-    return Claim(
-        id="claim-002-later-faster",
-        seed=SEED,
-        quote="低频:表示位置值较小的部分",
-        claim="Low frequency belongs to small (early) positions, which change slowly; high "
-        "frequency to later positions, which change faster.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"step |p_(t+1) - p_t|, d = {dim}: mean over t = 3584..4094 / mean over 0..511; "
         "spread (max - min) / mean over 0..4094",
         result=f"{float(s[0]):.4f} at every t: late / early = {ratio:.12f}, spread {spread:.0e}",
         measured={"late step / early step": ratio},
-        rules=(Rule("late step / early step", "<", 1 + 1e-6, FAILS),),
-        otherwise=HOLDS,
         note="Frequency belongs to the dimension pair, not to the position: w_i = "
         "10000^(-2i/d), fastest in dims 0, 1 (claim-002-frequency-order). Every position moves "
         "by the same step, sqrt(2 sum_i (1 - cos w_i)).",
     )
 
 
-def claim_002_no_jump(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-14",
+    id="claim-002-no-jump",
+    about=("sinusoidal",),
+    rules=(Rule("largest relative step deviation", ">", 1e-6, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_no_jump(dim: int, n: int) -> Measured:
     s = steps(sinusoid(torch.arange(601), dim))
     dev = float((s - s[0]).abs().max() / s[0])
-    return Claim(
-        id="claim-002-no-jump",
-        seed=SEED,
-        quote="并不会出现“跳跃”或“不连续”的现象",
-        claim="Trained at 512 and run at 600, positions 513..600 show no jump or discontinuity.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"step |p_(t+1) - p_t|, t = 0..599, d = {dim}: largest deviation from the first",
         result=f"511 -> 512: {float(s[511]):.6f}, 512 -> 513: {float(s[512]):.6f}, 0 -> 1: "
         f"{float(s[0]):.6f}; largest relative deviation {dev:.0e}",
         measured={"largest relative step deviation": dev},
-        rules=(Rule("largest relative step deviation", ">", 1e-6, FAILS),),
-        otherwise=HOLDS,
         note="The encoding itself goes on smoothly past any length. Whether a model trained at "
         "512 uses positions 513..600 well is claim-002-sinusoidal-extrapolates; a learned "
         "table has no row 512 at all (claim-002-learned-cannot).",
     )
 
 
-def claim_002_add_same_size(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-16",
+    id="claim-002-add-same-size",
+    about=("sinusoidal",),
+    rules=(Rule(Q_SUMS, "<", 1e-6, FAILS), Rule("position read-out errors", ">", 0.01, CAVEAT)),
+    otherwise=HOLDS,
+)
+def claim_002_add_same_size(dim: int, n: int) -> Measured:
     V, T, g, rows = 32, 64, torch.Generator().manual_seed(0), []
     for d in sorted({32, 128, 512, dim}):
         e, p = torch.randn(V, d, generator=g).double(), sinusoid(torch.arange(T), d)
@@ -142,20 +148,12 @@ def claim_002_add_same_size(dim: int, n: int) -> Claim:
         rows.append([str(d), f"{err:.1%}"])
         if d == dim:
             wrong, apart = err, analysis.min_pairwise_distance(s)[0] / float(steps(p[:2]))
-    q = "closest distinct sums, in neighbour steps"
-    return Claim(
-        id="claim-002-add-same-size",
-        seed=SEED,
-        quote="位置编码和词嵌入的维度是一样的,所以直接把它们相加即可",
-        claim="The encoding has the word embedding's size, so simply adding them is enough.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"{V} random token embeddings + sinusoid of positions 0..{T - 1}: closest distinct "
         "sums; the position read back from a sum as the best-matching p_t (argmax <sum, p_t>)",
         result=f"d = {dim}: distinct sums >= {apart:.2f} neighbour steps apart (lossless); the "
         f"position read back is wrong in {wrong:.1%}",
-        measured={q: apart, "position read-out errors": wrong},
-        rules=(Rule(q, "<", 1e-6, FAILS), Rule("position read-out errors", ">", 0.01, CAVEAT)),
-        otherwise=HOLDS,
+        measured={Q_SUMS: apart, "position read-out errors": wrong},
         note="Equal size is what adding needs, not a reason it suffices. Nothing is lost (no "
         "two (token, position) pairs give the same sum), but token and position share the "
         "dims: the token blurs a read-out of the position (less as d grows), and attention's "
@@ -165,30 +163,30 @@ def claim_002_add_same_size(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_input_line(dim: int, n: int, *, code: str = INPUT) -> Claim:
+@seed_claim(
+    "inv-002-17",
+    id="claim-002-input-line",
+    about=("sinusoidal",),
+    rules=(
+        Rule("difference, sentence", "<", 1e-6, FAILS),
+        Rule("difference, table", "<", 1e-6, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_input_line(dim: int, n: int, *, code: str = INPUT) -> Measured:
     table = torch.randn(4096, dim, generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([[11, 503, 2047], [2047, 503, 11]])  # 我 爱 编程 / 编程 爱 我
     pe = {"positional_embedding": sinusoid(torch.arange(512), dim).float(), "pos": torch.arange(3)}
     runs = [(table, ids[0]), (table, ids[1]), (table[ids[0]], range(3)), (table[ids[1]], range(3))]
     x = [run_seed(code, word_embedding=w, token_ids=t, **pe)["input_embedding"] for w, t in runs]
     table_d, sentence_d = (float((x[i] - x[i + 1]).norm() / x[i].norm()) for i in (0, 2))
-    return Claim(
-        id="claim-002-input-line",
-        seed=SEED,
-        quote=INPUT,
-        claim="The model's input is word_embedding[pos] + positional_embedding[pos].",
-        about=("sinusoidal",),
+    return Measured(
         method=f"run the line for '我 爱 编程' and '编程 爱 我' (pos = 0, 1, 2; d = {dim}) with "
         "word_embedding the vocabulary table [4096, d], then the embedded sentence [3, d]",
         result=f"|input(A) - input(B)| / |input(A)|: table {table_d:.1e}"
         + (" (the same input)" if table_d < 1e-6 else "")
         + f", embedded sentence {sentence_d:.2f}",
         measured={"difference, table": table_d, "difference, sentence": sentence_d},
-        rules=(
-            Rule("difference, sentence", "<", 1e-6, FAILS),
-            Rule("difference, table", "<", 1e-6, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="Beside positional_embedding[pos], word_embedding[pos] reads as the vocabulary "
         "table looked up by position: every sentence of a length gets the same input. It "
         "must be word_embedding[token_ids] (or the already embedded sentence).",

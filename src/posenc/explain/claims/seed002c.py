@@ -12,7 +12,7 @@ from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
 from posenc.explain.claims import seed002
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = seed002.SEED
@@ -41,7 +41,17 @@ RUNS = [  # (class, driver, shown)
 RELATIVE = ("t5", "alibi", "rope", "transformer_xl", "deberta", "shaw")
 
 
-def claim_002_relative_map(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-18",
+    id="claim-002-relative-map",
+    about=("sinusoidal",),
+    rules=(
+        Rule("rotation error", ">", 1e-6, FAILS),
+        Rule("least-squares residual", ">", 1e-6, FAILS),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_relative_map(dim: int, n: int) -> Measured:
     pe, rot, fit = sinusoid(torch.arange(max(256, 2 * dim)), dim), 0.0, 0.0
     w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
     for k in (1, 8, 64):  # p_(t+k) = p_t R_k, R_k rotating each pair by k w_i
@@ -49,22 +59,11 @@ def claim_002_relative_map(dim: int, n: int) -> Claim:
         pred = torch.stack([s * cos + c * sin, c * cos - s * sin], -1).flatten(1)
         rot = max(rot, float((pred - pe[k:]).abs().max()))
         fit = max(fit, analysis.linear_residual(pe, k))
-    return Claim(
-        id="claim-002-relative-map",
-        seed=SEED,
-        quote="来学习出词与词之间的相对位置关系",
-        claim="Combining frequencies lets the model learn relative positions between words, "
-        "not memorise absolute ones.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"d = {dim}, t < {len(pe)}, k = 1, 8, 64: p_(t+k) against p_t rotated by k w_i "
         "per pair (one map for all t); the least-squares M_k of the table, relative residual",
         result=f"rotation: max error {rot:.0e}; least-squares M_k: residual {fit:.0e}",
         measured={"rotation error": rot, "least-squares residual": fit},
-        rules=(
-            Rule("rotation error", ">", 1e-6, FAILS),
-            Rule("least-squares residual", ">", 1e-6, FAILS),
-        ),
-        otherwise=HOLDS,
         note="Exact for the encoding: an offset k is one linear map, the same at every "
         "position (a rotation of each pair), the property Vaswani et al. chose the sinusoid "
         "for. A model must still learn to use it: through W_q, W_k the score is no longer a "
@@ -83,7 +82,17 @@ def probe_residual(table: torch.Tensor) -> float:
     return float((fit - y).norm() / (y - y.mean()).norm())
 
 
-def claim_002_absolute_relative(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-20",
+    id="claim-002-absolute-relative",
+    about=("sinusoidal", "learned"),
+    rules=(
+        Rule("shift residual, learned", "<", analysis.SHIFT_TOL, FAILS),
+        Rule("shift residual, sinusoidal", "<", analysis.SHIFT_TOL, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_002_absolute_relative(dim: int, n: int) -> Measured:
     T, P, D = 64, 256, 32
     pos, sin = torch.arange(T), sinusoid(torch.arange(T), dim)
     torch.manual_seed(0)
@@ -96,21 +105,11 @@ def claim_002_absolute_relative(dim: int, n: int) -> Claim:
         "probe residual, sinusoidal": probe_residual(sinusoid(torch.arange(P), D)),
         "probe residual, learned": probe_residual(learned.weight[:, :D].detach().double()),
     }
-    return Claim(
-        id="claim-002-absolute-relative",
-        seed=SEED,
-        quote="它并未直接提供这种信息",
-        claim="Absolute encodings do not directly provide relative position information.",
-        about=("sinusoidal", "learned"),
+    return Measured(
         method=f"shift residual of <p_i, p_j> (i, j < {T}, d = {dim}); linear probe of i - j from "
         f"[p_i, p_j] (i, j < {P}, d = {D}, relative residual); sinusoid, learned table at init",
         result=", ".join(f"{k}: {v:.1e}" for k, v in m.items()),
         measured=m,
-        rules=(
-            Rule("shift residual, learned", "<", analysis.SHIFT_TOL, FAILS),
-            Rule("shift residual, sinusoidal", "<", analysis.SHIFT_TOL, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="True of a learned table, not of the sinusoid this section defines: its "
         "<p_i, p_j> depends on i - j alone, and i - j is a linear function of [p_i, p_j]. "
         "Attention's W_q, W_k hide it again unless they learn to keep it "
@@ -118,25 +117,24 @@ def claim_002_absolute_relative(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_relative_distance(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-002-22",
+    id="claim-002-relative-distance",
+    about=RELATIVE,
+    rules=(Rule("largest shift residual", ">=", analysis.SHIFT_TOL, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_relative_distance(dim: int, n: int) -> Measured:
     pos, res = torch.arange(64), {}
     for name in RELATIVE:
         torch.manual_seed(0)
         enc = build(name, dim=dim, heads=4, head_dim=dim, train_len=64)
         res[name] = analysis.shift_residual(analysis.scores(enc, pos, pos, dim=dim, heads=4))
-    return Claim(
-        id="claim-002-relative-distance",
-        seed=SEED,
-        quote="而是依赖于它与其它词的距离",
-        claim="With a relative encoding attention depends on the distance between words, not "
-        "on their absolute positions.",
-        about=RELATIVE,
+    return Measured(
         method="shift residual (spread of score(i, i - k) over i) with one fixed q, k at every "
         f"position, T = 64, d = {dim}, 4 heads",
         result=", ".join(f"{k} {v:.0e}" for k, v in res.items()),
         measured={"largest shift residual": max(res.values())},
-        rules=(Rule("largest shift residual", ">=", analysis.SHIFT_TOL, FAILS),),
-        otherwise=HOLDS,
         note="Their positional scores depend on i - j alone (RoPE's to float32 rounding); the "
         "content part of attention still depends on the words. The seed's own Transformer-XL "
         "code is not relative (claim-002-transformer-xl), and T5 gives all distances past "
@@ -144,26 +142,25 @@ def claim_002_relative_distance(dim: int, n: int) -> Claim:
     )
 
 
-def claim_002_printed_shapes(dim: int, n: int, *, runs=RUNS) -> Claim:
+@seed_claim(
+    "inv-002-26",
+    id="claim-002-printed-shapes",
+    about=("transformer_xl", "t5", "deberta"),
+    rules=(Rule("printed lines that differ", ">", 0, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_002_printed_shapes(dim: int, n: int, *, runs=RUNS) -> Measured:
     rows = []
     for cls, driver, shown in runs:
         with contextlib.redirect_stdout(out := io.StringIO()):
             run_seed(cls + driver)
         rows.append([shown, out.getvalue().strip()])
     wrong = sum(a != b for a, b in rows)
-    return Claim(
-        id="claim-002-printed-shapes",
-        seed=SEED,
-        quote="输出:相对位置偏置的 shape: torch.Size([50, 50])",
-        claim="The Transformer-XL, T5 and DeBERTa snippets print [50, 50], [50, 50, 8] and "
-        "[50, 50, 256].",
-        about=("transformer_xl", "t5", "deberta"),
+    return Measured(
         method="run each snippet as printed (max_len 512, d_model 256 or 8 heads, q_len = k_len "
         "= 50); compare what it prints with the output the seed shows",
         result=f"{len(rows) - wrong} of {len(rows)} printed lines match",
         measured={"printed lines that differ": wrong},
-        rules=(Rule("printed lines that differ", ">", 0, FAILS),),
-        otherwise=HOLDS,
         note="The shapes are right; what they hold is not: Transformer-XL's table is absolute "
         "(claim-002-transformer-xl), T5's [q, k, heads] must be permuted to [heads, q, k] "
         "before it is added to the scores, and DeBERTa's [q, k, 256] are embeddings, not a "

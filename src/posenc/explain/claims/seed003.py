@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import f4, sinusoid
 
 SEED = "003_4f20139358f45fd7.txt"
@@ -18,7 +18,14 @@ EXAMPLE = [  # p_1..p_5 as printed, d = 4
 ]
 
 
-def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = EXAMPLE) -> Claim:
+@seed_claim(
+    "inv-003-17",
+    id="claim-003-worked-example",
+    about=("sinusoidal",),
+    rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = EXAMPLE) -> Measured:
     seed = torch.tensor(example, dtype=torch.float64)
     t = torch.arange(1, 6, dtype=torch.float64)
     correct = sinusoid(t, 4)  # 10000^(2/4) = 100 in the second pair
@@ -36,20 +43,12 @@ def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = E
         + [f"{f4(correct[i, c])}" for c in (2, 3)]
         for i, p in enumerate(t)
     ]
-    return Claim(
-        id="claim-003-worked-example",
-        seed=SEED,
-        quote="0.8415, 0.5403, 0.9950, 0.0998",
-        claim="Worked example, d = 4: p_t = [sin(t/1), cos(t/1), sin(t/10^(2/4)), "
-        "cos(t/10^(2/4))], e.g. p_1 = [0.8415, 0.5403, 0.9950, 0.0998].",
-        about=("sinusoidal",),
+    return Measured(
         method="recompute dims 2, 3 with the seed's own formula (10^(2/4)) and with the correct "
         "10000^(2/4) = 100 (posenc.functional.sinusoidal_table)",
         result=f"dims 0, 1 are right; dims 2, 3 are wrong: off by up to {err_correct:.3f} from "
         f"the correct values and by {err_written:.3f} from the seed's own formula",
-        measured={"max error against the correct values": err_correct},  # 4 decimals printed
-        rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
-        otherwise=HOLDS,
+        measured={"max error against the correct values": err_correct},
         note="The formula should use 10000^(2i/d) = 100 for the second pair, not 10^(2/4); and "
         "the printed third/fourth values do not follow even 10^(2/4): they match "
         f"[cos(t/10), sin(t/10)] (to {err_guess:.0e}), cos and sin swapped with divisor 10.",
@@ -71,45 +70,43 @@ def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = E
     )
 
 
-def claim_003_bounded(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-003-12",
+    id="claim-003-bounded",
+    about=("sinusoidal",),
+    rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_003_bounded(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(4096), dim)
     top = float(pe.abs().max())
-    return Claim(
-        id="claim-003-bounded",
-        seed=SEED,
-        quote="正弦和余弦函数的值域为 $[-1, 1]$,因此生成的位置向量元素也是有界的",
-        claim="Sine and cosine lie in [-1, 1], so the encoding is bounded.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"max |value| over positions 0..4095, d = {dim}",
         result=f"{top:.6f}",
         measured={"max |value|": top},
-        rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),),
-        otherwise=HOLDS,
         note="Unlike the 'cumulative' encoding t (posenc's index), which grows without bound.",
     )
 
 
-def claim_003_near_similar(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-003-11",
+    id="claim-003-near-similar",
+    about=("sinusoidal",),
+    rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
+    otherwise=HOLDS,
+)
+def claim_003_near_similar(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(2 * n), dim)
     d = torch.stack([(pe[k:] - pe[: 2 * n - k]).norm(dim=-1).mean() for k in range(n)])
     drops = torch.nonzero(torch.diff(d) < 0).flatten()
     first = int(drops[0]) + 1 if drops.numel() else None
-    return Claim(
-        id="claim-003-near-similar",
-        seed=SEED,
-        quote="相距较近的位置会有相似的向量表示,而相距较远的位置则会有较大的差异",
-        claim="Nearby positions get similar vectors; distant positions differ more.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"|p_t - p_(t+k)| against k = 0..{n - 1} (d = {dim})",
-        result=(
-            f"grows from 0 at k = 0, but first shrinks again at k = {first}; "
-            f"{drops.numel()} of {n - 1} steps go down"
-            if first
-            else "grows monotonically"
-        ),
+        result=f"grows from 0 at k = 0, but first shrinks again at k = {first}; "
+        f"{drops.numel()} of {n - 1} steps go down"
+        if first
+        else "grows monotonically",
         measured={"steps where the distance shrinks": int(drops.numel())},
-        rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
-        otherwise=HOLDS,
         note="Near positions are close, but distance is not monotonic in k: the fast pairs "
         "come round again, so some far positions are closer than nearer ones.",
     )

@@ -8,7 +8,7 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Claim, Rule, Table
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
 from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
 
 SEED = "004_04aee0f491a3b5de.txt"
@@ -49,7 +49,14 @@ def fixed_stages(code: str) -> list[tuple[str, str]]:
     return stages
 
 
-def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
+@seed_claim(
+    "inv-004-14",
+    id="claim-004-code",
+    about=("sinusoidal",),
+    rules=(Rule("error as written (inf: does not run)", ">=", 1e-5, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Measured:
     seq_len, d_model = 16, 8
     ref = sinusoid(torch.arange(seq_len), d_model)
     stages = fixed_stages(code)
@@ -67,12 +74,7 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
     square = run_seed(stages[2][1])["absolute_positional_encoding"](8, 8).double()
     sq_diff = float((square - sinusoid(torch.arange(8), 8)).abs().max())
     as_written = diffs[0]  # None: it does not run
-    return Claim(
-        id="claim-004-code",
-        seed=SEED,
-        quote="def absolute_positional_encoding(seq_len, d_model):",
-        claim="This function computes the absolute (sinusoidal) encoding.",
-        about=("sinusoidal",),
+    return Measured(
         method=f"run the seed's code as written, then with each fix (seq_len = {seq_len}, "
         f"d_model = {d_model}); compare with posenc.functional.sinusoidal_table",
         result=f"as written it runs and matches to {as_written:.0e}"
@@ -82,9 +84,7 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
         else "still fails after the fixes",
         measured={
             "error as written (inf: does not run)": math.inf if as_written is None else as_written
-        },  # fmt: skip
-        rules=(Rule("error as written (inf: does not run)", ">=", 1e-5, FAILS),),
-        otherwise=HOLDS,
+        },
         note="Three bugs: torch.arrange does not exist; math.sin/math.cos take Python numbers, "
         "not tensors; div_term steps over seq_len where it must step over d_model. The last one "
         f"hides when seq_len = d_model (8 × 8 runs and matches: {sq_diff:.0e}). Its comment "
@@ -95,35 +95,41 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Claim:
     )
 
 
-def claim_004_relative_dot(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-07",
+    id="claim-004-relative-dot",
+    about=("sinusoidal", "rope"),
+    rules=(
+        Rule("residual alone", ">=", analysis.SHIFT_TOL, FAILS),
+        Rule("residual through W_q, W_k", ">", analysis.SHIFT_TOL, CAVEAT),
+    ),
+    otherwise=HOLDS,
+)
+def claim_004_relative_dot(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(n), dim)
     alone = dot_residual(pe)
     g = torch.Generator().manual_seed(0)
     wq, wk = torch.randn(2, dim, dim, generator=g, dtype=torch.float64) / dim**0.5
     through = analysis.shift_residual(((pe @ wq) @ (pe @ wk).T)[None])
-    return Claim(
-        id="claim-004-relative-dot",
-        seed=SEED,
-        quote=r"\cos\theta_1\cos\theta_2+\sin\theta_1\sin\theta_2 =\cos(\theta_1 - \theta_2)",
-        claim="In Q·K^T the encodings meet as cos θ1 cos θ2 + sin θ1 sin θ2 = cos(θ1 - θ2): the "
-        "dot product carries the relative distance.",
-        about=("sinusoidal", "rope"),
+    return Measured(
         method="shift residual (spread of score(i, i - k) over i, relative) of <p_i, p_j>, and "
         "of <p_i W_q, p_j W_k> with random W_q, W_k",
         result=f"<p_i, p_j>: {alone:.1e}; through random W_q, W_k: {through:.2f}",
         measured={"residual alone": alone, "residual through W_q, W_k": through},
-        rules=(
-            Rule("residual alone", ">=", analysis.SHIFT_TOL, FAILS),
-            Rule("residual through W_q, W_k", ">", analysis.SHIFT_TOL, CAVEAT),
-        ),
-        otherwise=HOLDS,
         note="True for the encodings alone. Attention multiplies by W_q and W_k first, and a "
         "general W_q W_k^T mixes pairs, so the score depends on absolute positions again; "
         "RoPE rotates q and k after the projections, which makes the identity exact.",
     )
 
 
-def claim_004_frequency_range(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-09",
+    id="claim-004-frequency-range",
+    about=("sinusoidal",),
+    rules=(Rule("decades between the lowest ω and 1/10000", ">", 0.05, CAVEAT),),
+    otherwise=HOLDS,
+)
+def claim_004_frequency_range(dim: int, n: int) -> Measured:
     rows = []
     lows = []
     for d in (4, 16, dim, 512):
@@ -131,113 +137,104 @@ def claim_004_frequency_range(dim: int, n: int) -> Claim:
         lows.append(float(inv.min()))
         rows.append([str(d), f"{float(inv.max()):.3g}", f"{float(inv.min()):.3g}"])
     far = max(abs(math.log10(x / 1e-4)) for x in lows)
-    return Claim(
-        id="claim-004-frequency-range",
-        seed=SEED,
-        quote="使得频率的变化范围永远在[1/10000, 1]区间",
-        claim="Divided by d, the frequencies always span [1/10000, 1], whatever d.",
-        about=("sinusoidal",),
+    return Measured(
         method="highest and lowest ω_i = 10000^(-2i/d) for several d",
         result="highest is always 1; lowest is 10000^(-(d-2)/d): table below",
         measured={"decades between the lowest ω and 1/10000": far},
-        rules=(Rule("decades between the lowest ω and 1/10000", ">", 0.05, CAVEAT),),
-        otherwise=HOLDS,
         note="1/10000 is only approached as d grows (i stops at d/2 - 1): for d = 4 the lowest "
         "frequency is 1/100.",
         tables=[Table(["d", "highest ω", "lowest ω"], rows)],
     )
 
 
-def claim_004_clock(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-04",
+    id="claim-004-clock",
+    about=("sinusoidal", "rope"),
+    rules=(Rule("pairs no slower than the previous", ">", 0, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_004_clock(dim: int, n: int) -> Measured:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     speed = 2 * math.pi / wl
     not_slower = int((torch.diff(speed) >= 0).sum())  # pairs no slower than the one before
     ok = not_slower == 0
-    return Claim(
-        id="claim-004-clock",
-        seed=SEED,
-        quote="像不像时钟？蓝色是秒针，绿色是分针，橙色是时针。",
-        claim="Each pair of dims is a hand on a clock; the lower the dims, the faster the hand "
-        "(seconds, minutes, hours).",
-        about=("sinusoidal", "rope"),
+    return Measured(
         method=f"angular speed of each pair, d = {dim} (see the clock figure)",
         result=f"pair 0: {float(speed[0]):.3g} rad/position ... pair {len(speed) - 1}: "
         f"{float(speed[-1]):.2g}; strictly decreasing: {ok}",
         measured={"pairs no slower than the previous": not_slower},
-        rules=(Rule("pairs no slower than the previous", ">", 0, FAILS),),
-        otherwise=HOLDS,
     )
 
 
-def claim_004_linear_fall(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-08",
+    id="claim-004-linear-fall",
+    about=("sinusoidal", "rope"),
+    rules=(Rule("largest / smallest fall", ">", 1.01, FAILS),),  # linear: equal falls
+    otherwise=HOLDS,
+)
+def claim_004_linear_fall(dim: int, n: int) -> Measured:
     w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)  # ω_i, i = 0..d/2-1
     steps = -torch.diff(w)  # the fall from one pair to the next
     ratios = w[1:] / w[:-1]
-    return Claim(
-        id="claim-004-linear-fall",
-        seed=SEED,
-        quote="三角函数的频率线性减小",
-        claim="As i grows the frequency falls linearly.",
-        about=("sinusoidal", "rope"),
+    return Measured(
         method=f"ω_i = 10000^(-2i/d), d = {dim}: the fall ω_i - ω_(i+1) and the ratio "
         "ω_(i+1) / ω_i from pair to pair",
         result=f"falls by {float(steps[0]):.3g} first and {float(steps[-1]):.2g} last; ratio "
         f"{float(ratios.min()):.4f}..{float(ratios.max()):.4f} (constant)",
         measured={"largest / smallest fall": float(steps.max() / steps.min())},
-        rules=(Rule("largest / smallest fall", ">", 1.01, FAILS),),  # linear: equal falls
-        otherwise=HOLDS,
         note="The fall is geometric (a constant ratio 10000^(-2/d)): linear in log ω, not in ω.",
     )
 
 
-def claim_004_pairing(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-11",
+    id="claim-004-pairing",
+    about=("sinusoidal", "scaled_sinusoidal"),
+    rules=(
+        Rule("residual, sin only", "<", analysis.SHIFT_TOL, FAILS),
+        Rule("residual, halves", ">=", analysis.SHIFT_TOL, FAILS),
+    ),
+    otherwise=CAVEAT,
+)
+def claim_004_pairing(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(n), dim)
     halves = torch.cat([pe[:, 0::2], pe[:, 1::2]], -1)  # [sin..., cos...]: not interleaved
     sines = pe[:, 0::2]  # no cos partners
 
     layouts = {"interleaved": pe, "halves": halves, "sin only": sines}
     r = {name: dot_residual(p) for name, p in layouts.items()}
-    return Claim(
-        id="claim-004-pairing",
-        seed=SEED,
-        quote="为什么奇偶位置要设计为正余弦",
-        claim="Even dims are sin and odd dims cos so that Q·K builds cos(A - B), a relative "
-        "distance.",
-        about=("sinusoidal", "scaled_sinusoidal"),
+    return Measured(
         method="spread over t of <p_t, p_(t+k)> (shift residual) for the interleaved table, the "
         "same columns as [sin..., cos...], and the sines alone",
         result=", ".join(f"{k}: {v:.1e}" for k, v in r.items()),
         measured={"residual, halves": r["halves"], "residual, sin only": r["sin only"]},
-        rules=(
-            Rule("residual, sin only", "<", analysis.SHIFT_TOL, FAILS),
-            Rule("residual, halves", ">=", analysis.SHIFT_TOL, FAILS),
-        ),
-        otherwise=CAVEAT,
         note="sin A sin B + cos A cos B = cos(A - B) needs each frequency's sin and cos: the "
         "pairing. Where the columns sit does not matter (x-transformers' [sin..., cos...] "
         "layout gives the same dot products); interleaving is a convention, not the reason.",
     )
 
 
-def claim_004_comment(dim: int, n: int) -> Claim:
+@seed_claim(
+    "inv-004-13",
+    id="claim-004-comment",
+    about=("sinusoidal",),
+    rules=(Rule("max |left - right|", ">", 1e-9, FAILS),),
+    otherwise=HOLDS,
+)
+def claim_004_comment(dim: int, n: int) -> Measured:
     d = 8
     i = torch.arange(d // 2, dtype=torch.float64)
     wanted = 1 / 10000 ** (2 * i / d)
     written = torch.exp(2 * i / d) * math.log(10000)  # the comment, as written
     right = torch.exp(-(2 * i / d) * math.log(10000))
     err = float((written - wanted).abs().max())
-    return Claim(
-        id="claim-004-comment",
-        seed=SEED,
-        quote="exp(2 * i / d) * log(10000)",
-        claim="The code's comment: 1 / 10000^(2i/d) = exp(2i/d) * log(10000).",
-        about=("sinusoidal",),
+    return Measured(
         method="both sides at d = 8, i = 0..3, float64",
         result=f"left {', '.join(f'{x:.3g}' for x in wanted)}; right as written "
         f"{', '.join(f'{x:.3g}' for x in written)} (off by up to {err:.3g})",
         measured={"max |left - right|": err},
-        rules=(Rule("max |left - right|", ">", 1e-9, FAILS),),
-        otherwise=HOLDS,
         note="The identity is 1 / 10000^(2i/d) = exp(-(2i/d) * log(10000)) "
         f"(matches to {float((right - wanted).abs().max()):.0e}); the code itself computes "
         "that, only its comment is wrong.",

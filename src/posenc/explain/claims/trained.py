@@ -3,11 +3,11 @@
 docs/arena/claims/run.sh trains the cells these read (labels below), beside the main run
 (docs/arena/arena.sqlite) and the passkey run (docs/arena/passkey/arena.sqlite). Each check
 states the labels, task and lengths it compares and the rule on the numbers; without a database,
-or without those cells in it, it says "not measured here" and names the command. Values are
-medians over the seeds a database holds.
+or without those cells in it, the evidence is absent (posenc.verdict.Absent: "not measured
+here") and the note names the command. Values are medians over the seeds a database holds.
 
     Evidence        the arena's numbers for (label, task, metric, length), and the rows it used
-    trained_claim   one inventory item checked against Evidence
+    from_arena      a check's numbers measured from Evidence (Absent without a database)
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from posenc.explain.claims import inventory
 from posenc.explain.claims.arena import arena_results
-from posenc.explain.claims.base import UNMEASURED, Claim, Rule, Table
+from posenc.explain.claims.base import Absent, Measured, Table
 
 RUN = "docs/arena/claims/run.sh"
 ARENA = "docs/arena/arena.sqlite,docs/arena/passkey/arena.sqlite,docs/arena/claims/arena.sqlite"
@@ -62,44 +61,27 @@ class Evidence:
         return statistics.fmean(self.get(label, task, metric, n, train_len) for n in lens)
 
 
-def item(item_id: str) -> tuple[str, inventory.Item]:
-    """(seed file, inventory item) of an inventory id."""
-    for seed in inventory.SEEDS:
-        for it in seed.ITEMS:
-            if it.id == item_id:
-                return seed.SEED, it
-    raise KeyError(item_id)
-
-
 Measure = Callable[[Evidence], tuple[dict[str, float], str]]
 
 
-def trained_claim(
-    item_id: str, *, id: str, about: tuple[str, ...], method: str, arena, measure: Measure,
-    rules: tuple[Rule, ...], otherwise: str, note: str = "",
-) -> Claim:  # fmt: skip
-    """Check inventory item `item_id` with measure(Evidence) -> (measured, result text)."""
-    seed, it = item(item_id)
-    said = dict(id=id, seed=seed, quote=it.quote, claim=it.claim, about=about, method=method)
+def from_arena(arena, measure: Measure, *, method: str, note: str = "") -> Measured:
+    """measure(Evidence) -> (numbers, result text), with the table of the arena numbers read.
+    No database, or a number it lacks, is evidence absent by design (posenc.verdict.Absent)."""
     if arena is None:
-        return Claim(
-            **said,
-            result="no arena database given (posenc explain --claims --arena DB[,DB...])",
-            verdict=UNMEASURED,
+        raise Absent(
+            "no arena database given (posenc explain --claims --arena DB[,DB...])",
             note=f"Needs trained models: `bash {RUN}`, then --arena {ARENA}.",
+            method=method,
         )
     ev = Evidence(arena)
     try:
         measured, result = measure(ev)
     except Missing as gap:
-        return Claim(
-            **said, result=f"not in the database: {gap}", verdict=UNMEASURED,
-            note=f"`bash {RUN}` trains the cells this reads.",
-        )  # fmt: skip
+        raise Absent(
+            f"not in the database: {gap}", note=f"`bash {RUN}` trains the cells this reads.",
+            method=method,
+        ) from None  # fmt: skip
     header = ["label", "task", "train", "eval", "metric", "median", "seeds"]
     rows = list(dict.fromkeys(tuple(r) for r in ev.used))
     table = Table(header, [list(r) for r in rows], "the arena numbers this check read")
-    return Claim(
-        **said, result=result, tables=[table], measured=measured, rules=rules,
-        otherwise=otherwise, note=note,
-    )  # fmt: skip
+    return Measured(measured=measured, result=result, method=method, note=note, tables=[table])

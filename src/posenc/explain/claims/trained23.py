@@ -7,7 +7,7 @@ import torch
 from posenc import functional as PF
 from posenc.analysis.measures import table_jump, table_periodicity
 from posenc.arena.tasks import build_task
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Rule
+from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, seed_claim
 from posenc.explain.claims.trained import (
     CONCAT,
     LEARNED_COPY,
@@ -15,7 +15,7 @@ from posenc.explain.claims.trained import (
     LEARNED_LONG,
     LEARNED_PASSKEY,
     Evidence,
-    trained_claim,
+    from_arena,
 )
 from posenc.explain.claims.trained01 import PASSKEY_LENS
 
@@ -39,28 +39,36 @@ def past_512(label: str):
     return measure
 
 
-def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None):
-    return trained_claim(
-        "inv-002-15", id="claim-002-sinusoidal-extrapolates", about=("sinusoidal",),
+@seed_claim("inv-002-15", id="claim-002-sinusoidal-extrapolates", about=("sinusoidal",),
+            rules=(Rule("loss rise past 512 (nats)", "<", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
+def claim_002_sinusoidal_extrapolates(dim: int, n: int, arena=None) -> Measured:
+    return from_arena(
+        arena,
+        past_512("sinusoidal"),
         method="arena, lm trained at 512 tokens and run at 600 (the seed's example): the loss "
         "per token on the new positions 512..599 against the trained ones; handles them if it "
-        "rises by less than 0.1 nats", arena=arena, measure=past_512("sinusoidal"),
-        rules=(Rule("loss rise past 512 (nats)", "<", 0.1, HOLDS),), otherwise=FAILS,
+        "rises by less than 0.1 nats",
     )  # fmt: skip
 
 
-def claim_002_learned_cannot(dim: int, n: int, arena=None):
-    return trained_claim(
-        "inv-002-34", id="claim-002-learned-cannot", about=("learned",),
+@seed_claim("inv-002-34", id="claim-002-learned-cannot", about=("learned",),
+            rules=(Rule("loss rise past 512 (nats)", ">=", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
+def claim_002_learned_cannot(dim: int, n: int, arena=None) -> Measured:
+    return from_arena(
+        arena,
+        past_512(LEARNED_LONG),
         method=f"arena, lm trained at 512 tokens with {LEARNED_LONG}: a table longer than the "
         "training length, so positions 512..599 have rows (untrained ones); the loss per token "
         "there against positions 0..511; cannot generalize if it rises by 0.1 nats or more",
-        arena=arena, measure=past_512(LEARNED_LONG),
-        rules=(Rule("loss rise past 512 (nats)", ">=", 0.1, HOLDS),), otherwise=FAILS,
     )  # fmt: skip
 
 
-def claim_002_nope_drops(dim: int, n: int, arena=None):
+@seed_claim("inv-002-06", id="claim-002-nope-drops", about=("nope", "sinusoidal"),
+            rules=(Rule("sinusoidal - nope, exact match at L", ">", 0.05, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
+def claim_002_nope_drops(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         gaps = {t: ev.at_l("sinusoidal", t) - ev.at_l("nope", t)
                 for t in ALGORITHMIC}  # fmt: skip
@@ -69,18 +77,20 @@ def claim_002_nope_drops(dim: int, n: int, arena=None):
             f"{t}: sinusoidal - nope = {g:+.3f}" for t, g in gaps.items()
         )
 
-    return trained_claim(
-        "inv-002-06", id="claim-002-nope-drops", about=("nope", "sinusoidal"),
+    return from_arena(
+        arena,
+        measure,
         method="arena (causal decoders), copy / reverse / sort at L = 8: NoPE against the "
-        "sinusoid, mean exact-match gap; drops if the gap exceeds 0.05", arena=arena,
-        measure=measure, rules=(Rule("sinusoidal - nope, exact match at L", ">", 0.05, HOLDS),),
-        otherwise=FAILS,
+        "sinusoid, mean exact-match gap; drops if the gap exceeds 0.05",
         note="A causal mask gives order by itself (Kazemnejad et al. 2023); without one, "
         "attention without positions is permutation-equivariant (claim-000-rnn-order).",
     )  # fmt: skip
 
 
-def claim_002_relative_long(dim: int, n: int, arena=None):
+@seed_claim("inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
+            rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
+def claim_002_relative_long(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         sin = ev.get("sinusoidal", "lm", "ppl", 256)
         rel = {e: ev.get(e, "lm", "ppl", 256) for e in RELATIVE}
@@ -90,16 +100,19 @@ def claim_002_relative_long(dim: int, n: int, arena=None):
             f"lm trained at 32, perplexity at 256 (8L): {text}; sinusoidal {sin:.3g}"
         )
 
-    return trained_claim(
-        "inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
+    return from_arena(
+        arena,
+        measure,
         method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi and RoPE against "
-        "the absolute sinusoid (the learned table has no rows there)", arena=arena,
-        measure=measure, rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
-        otherwise=HOLDS,
+        "the absolute sinusoid (the learned table has no rows there)",
     )  # fmt: skip
 
 
-def claim_002_learned_flexible(dim: int, n: int, arena=None):
+@seed_claim("inv-002-33", id="claim-002-learned-flexible", about=("learned", "sinusoidal"),
+            rules=(Rule("learned / sinusoidal perplexity at L", "<", 0.98, HOLDS),
+                   Rule("learned / sinusoidal perplexity at L", ">", 1.02, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
+def claim_002_learned_flexible(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         ratio = ev.at_l("learned", "lm", "ppl") / ev.at_l("sinusoidal", "lm", "ppl")
         copy = ev.at_l(LEARNED_COPY, "copy"), ev.at_l("sinusoidal", "copy")
@@ -108,18 +121,18 @@ def claim_002_learned_flexible(dim: int, n: int, arena=None):
             f"match: learned {copy[0]:.3f}, sinusoidal {copy[1]:.3f}"
         )
 
-    return trained_claim(
-        "inv-002-33", id="claim-002-learned-flexible", about=("learned", "sinusoidal"),
+    return from_arena(
+        arena,
+        measure,
         method="arena, within the training length: lm perplexity at L = 32 (and copy's exact "
         "match); more expressive if the learned table's perplexity is 2% lower or better",
-        arena=arena, measure=measure,
-        rules=(Rule("learned / sinusoidal perplexity at L", "<", 0.98, HOLDS),
-               Rule("learned / sinusoidal perplexity at L", ">", 1.02, FAILS)),
-        otherwise=CAVEAT,
     )  # fmt: skip
 
 
-def claim_002_learned_distribution(dim: int, n: int, arena=None):
+@seed_claim("inv-002-35", id="claim-002-learned-distribution", about=("learned",),
+            rules=(Rule("drift of unseen rows / seen rows", "<", 0.1, HOLDS),),
+            otherwise=FAILS)  # fmt: skip
+def claim_002_learned_distribution(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         seen = ev.at_l(LEARNED_COPY, "copy", "table_drift@seen")
         unseen = ev.at_l(LEARNED_COPY, "copy", "table_drift@unseen")
@@ -128,18 +141,21 @@ def claim_002_learned_distribution(dim: int, n: int, arena=None):
             f"{seen:.3f} of their size from init, rows it never reached {unseen:.3g}"
         )
 
-    return trained_claim(
-        "inv-002-35", id="claim-002-learned-distribution", about=("learned",),
+    return from_arena(
+        arena,
+        measure,
         method="arena, copy at L = 8 with a 64-row table: how far each row moved from its "
         "init, rows the training sequences reached against rows they never reached",
-        arena=arena, measure=measure,
-        rules=(Rule("drift of unseen rows / seen rows", "<", 0.1, HOLDS),), otherwise=FAILS,
         note="The table learns only the positions its data covers: a row no sequence reaches "
         "gets no gradient and keeps its random init.",
     )  # fmt: skip
 
 
-def claim_002_learned_random(dim: int, n: int, arena=None):
+@seed_claim("inv-002-36", id="claim-002-learned-random", about=("learned",),
+            rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
+                   Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
+            otherwise=HOLDS)  # fmt: skip
+def claim_002_learned_random(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         rows, width = build_task("copy").tokens(8), 64  # the arena's copy model: D = 64
         ref = PF.sinusoidal_table(torch.arange(rows), width)
@@ -152,36 +168,40 @@ def claim_002_learned_random(dim: int, n: int, arena=None):
             f"its periodicity {period:.2f}x; it moved {drift:.2f} of its size from its init"
         )
 
-    return trained_claim(
-        "inv-002-36", id="claim-002-learned-random", about=("learned",),
+    return from_arena(
+        arena,
+        measure,
         method="arena, copy at L = 8: the trained table over the 18 positions training "
         "reached, |p_(t+1) - p_t| / |p_t| and the share of each column's power in its top "
-        "frequency, against the sinusoid of the same size", arena=arena, measure=measure,
-        rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
-               Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
-        otherwise=HOLDS,
+        "frequency, against the sinusoid of the same size",
         note="Training moves the rows far from their random init (the drift above), yet "
         "neighbouring rows stay unrelated: nothing in training ties position t to t + 1.",
     )  # fmt: skip
 
 
-def claim_003_fusion(dim: int, n: int, arena=None):
+@seed_claim("inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
+            rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),),
+            otherwise=HOLDS)  # fmt: skip
+def claim_003_fusion(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         cat, add = ev.at_l(CONCAT, "copy"), ev.at_l("sinusoidal", "copy")
         return {"the worse fusion, exact match at L": min(cat, add)}, (
             f"copy at L = 8, exact match: concatenated [x, p] {cat:.3f}, added x + p {add:.3f}"
         )
 
-    return trained_claim(
-        "inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
+    return from_arena(
+        arena,
+        measure,
         method="arena, copy at L = 8: the sinusoid concatenated (width 2D, projected back to "
         "D) against added; both are working fusions if each reaches 0.5 exact match",
-        arena=arena, measure=measure,
-        rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),), otherwise=HOLDS,
     )  # fmt: skip
 
 
-def claim_003_long_term(dim: int, n: int, arena=None):
+@seed_claim("inv-003-02", id="claim-003-long-term", about=("nope", "sinusoidal", "learned"),
+            rules=(Rule("best with positions - nope", ">", 0.05, HOLDS),
+                   Rule("best with positions - nope", "<", -0.05, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
+def claim_003_long_term(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         acc = {e: ev.mean(e, "passkey", "accuracy", PASSKEY_LENS)
                for e in ("nope", "sinusoidal", LEARNED_PASSKEY)}  # fmt: skip
@@ -190,17 +210,19 @@ def claim_003_long_term(dim: int, n: int, arena=None):
             f"{e} {a:.3f}" for e, a in acc.items()
         )
 
-    return trained_claim(
-        "inv-003-02", id="claim-003-long-term", about=("nope", "sinusoidal", "learned"),
+    return from_arena(
+        arena,
+        measure,
         method="arena, passkey trained at 32, accuracy averaged over 32..256 tokens: the better "
-        "of the sinusoid and a learned table against no positions", arena=arena, measure=measure,
-        rules=(Rule("best with positions - nope", ">", 0.05, HOLDS),
-               Rule("best with positions - nope", "<", -0.05, FAILS)),
-        otherwise=CAVEAT,
+        "of the sinusoid and a learned table against no positions",
     )  # fmt: skip
 
 
-def claim_003_learned_data(dim: int, n: int, arena=None):
+@seed_claim("inv-003-07", id="claim-003-learned-data", about=("learned", "sinusoidal"),
+            rules=(Rule("learned / sinusoidal loss at 1/8 of training", ">", 1.02, HOLDS),
+                   Rule("learned / sinusoidal loss at 1/8 of training", "<", 0.98, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
+def claim_003_learned_data(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         at = lambda e, f: ev.get(e, "lm", f"train_loss@{f:g}", 64, 64)  # noqa: E731
         early, end = (at(LEARNED_CURVE, f) / at("sinusoidal", f) for f in (0.125, 1.0))
@@ -209,18 +231,20 @@ def claim_003_learned_data(dim: int, n: int, arena=None):
             f"steps, {end:.3f} at the end; the table adds 512 x 128 parameters"
         )
 
-    return trained_claim(
-        "inv-003-07", id="claim-003-learned-data", about=("learned", "sinusoidal"),
+    return from_arena(
+        arena,
+        measure,
         method="arena, lm at L = 64 (fresh text every step, so data grows with steps): the "
         "learning curves of a learned table and the sinusoid; needs more data if its loss "
-        "after 1/8 of the steps is 2% higher or more", arena=arena, measure=measure,
-        rules=(Rule("learned / sinusoidal loss at 1/8 of training", ">", 1.02, HOLDS),
-               Rule("learned / sinusoidal loss at 1/8 of training", "<", 0.98, FAILS)),
-        otherwise=CAVEAT,
+        "after 1/8 of the steps is 2% higher or more",
     )  # fmt: skip
 
 
-def claim_003_bounded_trains(dim: int, n: int, arena=None):
+@seed_claim("inv-003-13", id="claim-003-bounded-trains", about=("index", "phase"),
+            rules=(Rule("index / phase loss at 1/4 of training", ">", 1.05, HOLDS),
+                   Rule("index / phase loss at 1/4 of training", "<", 0.95, FAILS)),
+            otherwise=CAVEAT)  # fmt: skip
+def claim_003_bounded_trains(dim: int, n: int, arena=None) -> Measured:
     def measure(ev: Evidence):
         idx, phase = (ev.at_l(e, "copy", "train_loss@0.25") for e in ("index", "phase"))
         acc = ev.at_l("index", "copy"), ev.at_l("phase", "copy")
@@ -229,14 +253,11 @@ def claim_003_bounded_trains(dim: int, n: int, arena=None):
             f"phase in [0, 1] {phase:.3f}; final exact match {acc[0]:.3f} / {acc[1]:.3f}"
         )
 
-    return trained_claim(
-        "inv-003-13", id="claim-003-bounded-trains", about=("index", "phase"),
+    return from_arena(
+        arena,
+        measure,
         method="arena, copy at L = 8: the unbounded raw index against the bounded phase t/T "
         "(both one concatenated feature); bounded helps if the index's loss is 5% higher",
-        arena=arena, measure=measure,
-        rules=(Rule("index / phase loss at 1/4 of training", ">", 1.05, HOLDS),
-               Rule("index / phase loss at 1/4 of training", "<", 0.95, FAILS)),
-        otherwise=CAVEAT,
     )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ be. Statements that are not checkable (history, attribution, opinion, definition
 only where a reader might take them for a claim.
 
     item        Item, KINDS, STATUSES
-    seed000..4  SEED (the file name in shared/seeds/) and ITEMS, in text order
+    seed000..4  SEED (the file name in posenc/explain/seeds/) and ITEMS, in text order
 """
 
 from __future__ import annotations
