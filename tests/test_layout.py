@@ -4,11 +4,7 @@ outside the CLIs' lazy subcommand loading, small modules. Read from the source w
 import ast
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
-MAX_LINES = 300
-# Modules that are mostly data (quoted seed texts, tables) may be longer.
 DATA_MODULES: set[str] = set()
 # posenc modules that need an optional dependency at import (triton): loaded where used.
 OPTIONAL = {"posenc.kernels.triton_rope"}
@@ -110,11 +106,3 @@ def test_no_function_level_imports_of_posenc_outside_the_clis():
         if dep not in OPTIONAL
     ]
     assert not found, "\n".join(found)
-
-
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_modules_are_small(module):
-    if module in DATA_MODULES:
-        return
-    lines = len(MODULES[module].read_text().splitlines())
-    assert lines <= MAX_LINES, f"{module} has {lines} lines (max {MAX_LINES})"

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from posenc.stretch import report
+from posenc.verdict import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 
 C = 100  # the context of the synthetic model
 
@@ -60,17 +61,15 @@ def verdict(g, cid):
     return next(f for f in report.findings(g) if f.id == cid)
 
 
-@pytest.mark.parametrize(
-    "far, verdict_", [(40.0, report.REPRODUCED), (11.0, report.NOT_REPRODUCED)]
-)
+@pytest.mark.parametrize("far, verdict_", [(40.0, REPRODUCED), (11.0, NOT_REPRODUCED)])
 def test_direct_extrapolation_flips_at_its_threshold(far, verdict_):
     g = grid(BASE | {("none", 200): far})
     f = verdict(g, "stretch-direct-extrapolation")
     assert f.verdict == verdict_ and f.measured["ppl_ratio"] == pytest.approx(far / 10)
 
 
-@pytest.mark.parametrize("short, verdict_", [(10.6, report.REPRODUCED),
-                                             (10.4, report.NOT_REPRODUCED)])  # fmt: skip
+@pytest.mark.parametrize("short, verdict_", [(10.6, REPRODUCED),
+                                             (10.4, NOT_REPRODUCED)])  # fmt: skip
 def test_pi_cost_flips_at_five_percent(short, verdict_):
     g = grid(BASE | {("linear(factor=2)", 50): 12.0, ("linear(factor=2)", 100): short})
     assert verdict(g, "stretch-pi-short-cost").verdict == verdict_
@@ -80,16 +79,16 @@ def test_ntk_and_dynamic_yarn_findings_read_their_scalings():
     lines = {(lb, n): v for lb in ("ntk(factor=2)", "dynamic", "dynamic_yarn")
              for n, v in ((50, 12.0), (100, 10.0), (200, 10.5))}  # fmt: skip
     g = grid(BASE | lines)
-    assert verdict(g, "stretch-ntk-zero-shot").verdict == report.REPRODUCED
-    assert verdict(g, "stretch-dynamic-yarn").verdict == report.REPRODUCED
+    assert verdict(g, "stretch-ntk-zero-shot").verdict == REPRODUCED
+    assert verdict(g, "stretch-dynamic-yarn").verdict == REPRODUCED
     g = grid(BASE | lines | {("dynamic_yarn", 200): 30.0, ("ntk(factor=2)", 50): 13.0})
-    assert verdict(g, "stretch-ntk-zero-shot").verdict == report.NOT_REPRODUCED
-    assert verdict(g, "stretch-dynamic-yarn").verdict == report.NOT_REPRODUCED
+    assert verdict(g, "stretch-ntk-zero-shot").verdict == NOT_REPRODUCED
+    assert verdict(g, "stretch-dynamic-yarn").verdict == NOT_REPRODUCED
 
 
 def test_findings_say_not_measured_without_their_scalings_or_lengths():
     g = grid({("none", 50): 12.0, ("none", 100): 10.0})
-    assert {f.verdict for f in report.findings(g)} == {report.UNMEASURED}
+    assert {f.verdict for f in report.findings(g)} == {NOT_MEASURED}
 
 
 def test_report_files_and_json(tmp_path):

@@ -28,6 +28,8 @@ import warnings
 
 import torch
 
+from posenc.hf.patch import patch, rotary_modules
+
 TOL = 1e-4
 MAX_PARAMS = 3_000_000  # a tiny form larger than this is "does not build tiny"
 SMALL = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
@@ -155,15 +157,11 @@ def _diff(a: list, b: list) -> float:
 
 def check(model_type: str, cls: str) -> dict:
     """One row: status, reason, the largest logit differences (plain, yarn, dynamic)."""
-    from posenc.hf import patch
-
     row = dict(model_type=model_type, status="n/a", reason="", plain=None)
     try:
         model, kwargs = tiny(model_type, cls)
     except Exception as error:
         return {**row, "reason": f"does not build tiny: {error}"}
-    from posenc.hf.patch import rotary_modules
-
     if not rotary_modules(model):
         return {**row, "reason": "its model has no rotary embedding module"}
     calls = []

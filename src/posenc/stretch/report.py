@@ -26,8 +26,17 @@ import numpy as np
 from posenc import plots as P
 from posenc.arena.report import _html_table, _md_table
 from posenc.stretch.scalings import SCALINGS
-from posenc.verdict import NOT_MEASURED as UNMEASURED
-from posenc.verdict import NOT_REPRODUCED, REPRODUCED, Claim, Rule
+from posenc.verdict import (
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Absent,
+    Claim,
+    Measured,
+    Rule,
+    Source,
+    finding,
+)
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
 
@@ -150,99 +159,136 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
 # ---------------------------------------------------------------------------------- findings
 
 
-def _at(g: Grid, label: str, n: int | None):
-    return None if n is None else g.ppl.get((label, n))
+def _lengths(g: Grid):
+    """(the longest length <= context, the first past it, the longest if >= 2x context)."""
+    inside = max((n for n in g.lengths if n <= g.context), default=None)
+    past = min((n for n in g.lengths if n > g.context), default=None)
+    far = max(g.lengths) if max(g.lengths) >= 2 * g.context else None
+    return inside, past, far
+
+
+def _ratio(g: Grid, label: str | None, n: int | None) -> float | None:
+    """label's perplexity at n over the unscaled model's at the longest length <= context."""
+    inside = _lengths(g)[0]
+    if label is None or n is None or ("none", inside) not in g.ppl or (label, n) not in g.ppl:
+        return None
+    return g.ppl[(label, n)] / g.ppl[("none", inside)]
+
+
+def _first(g: Grid, prefix: str) -> str | None:
+    return next((lb for lb in g.labels if lb.partition("(")[0] == prefix), None)
+
+
+def _need(**values) -> None:
+    missing = [k for k, v in values.items() if v is None]
+    if missing:
+        raise Absent(f"needs {', '.join(missing)} (its scalings or lengths are not in this run)")
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f}%"
+
+
+@finding(
+    id="stretch-direct-extrapolation",
+    claim="Direct extrapolation past the trained context fails: perplexity rises sharply and "
+    "retrieval collapses",
+    source=Source(paper="Chen et al. 2023 (PI): LLaMA 7B at 2048, ppl > 10^3 by ~2.5k tokens; "
+                  "passkey retrieval to chance"),
+    rules=(Rule("ppl_ratio", "<", 1.5, NOT_REPRODUCED),
+           Rule("retrieval_past", ">", 0.5, NOT_REPRODUCED)),
+    otherwise=REPRODUCED, absent=NOT_MEASURED,
+)  # fmt: skip
+def direct_extrapolation(g: Grid) -> Measured:
+    inside, past, far = _lengths(g)
+    n = far or past
+    ppl_ratio = _ratio(g, "none", n)
+    _need(ppl_ratio=ppl_ratio)
+    ret = retrieval_at(
+        g,
+        "none",
+        max(
+            (m for m in g.lengths if m > g.context and retrieval_at(g, "none", m) is not None),
+            default=n,
+        ),
+    )
+    text = f"unscaled ppl at {n} / at {inside} = {ppl_ratio:.2f}"
+    if ret is not None:
+        text += f"; its retrieval past the context: {ret:.2f}"
+    return Measured(measured={"ppl_ratio": ppl_ratio, "retrieval_past": ret}, result=text)
+
+
+@finding(
+    id="stretch-pi-short-cost",
+    claim="Position interpolation without fine-tuning costs quality within the original context",
+    source=Source(paper="Chen et al. 2023: interpolated positions degrade perplexity at short "
+                  "lengths until ~1000 fine-tuning steps"),
+    rules=(Rule("pi_cost", ">=", 0.05, REPRODUCED),), otherwise=NOT_REPRODUCED,
+    absent=NOT_MEASURED,
+)  # fmt: skip
+def pi_short_cost(g: Grid) -> Measured:
+    pi = _first(g, "linear")
+    cost = short_cost(g, pi) if pi else None
+    _need(pi_cost=cost)
+    return Measured(
+        measured={"pi_cost": cost},
+        result=f"{pi}: largest ppl rise at <= {g.context} tokens {_pct(cost)}",
+    )
+
+
+@finding(
+    id="stretch-ntk-zero-shot",
+    claim="NTK-aware and dynamic NTK scaling extend the context zero-shot with little "
+    "short-context cost",
+    source=Source(paper="bloc97 2023, emozilla 2023: perplexity near its short-context value to "
+                  "~2x (NTK) and beyond (dynamic); dynamic leaves lengths <= the context alone"),
+    rules=(Rule("ntk_cost", ">", 0.05, NOT_REPRODUCED),
+           Rule("dynamic_cost", ">", 0.05, NOT_REPRODUCED),
+           Rule("ntk_long", ">", 1 + WORKS, NOT_REPRODUCED),
+           Rule("dynamic_long", ">", 1 + WORKS, NOT_REPRODUCED)),
+    otherwise=REPRODUCED, absent=NOT_MEASURED,
+)  # fmt: skip
+def ntk_zero_shot(g: Grid) -> Measured:
+    inside, past, far = _lengths(g)
+    n, ntk, dyn = far or past, _first(g, "ntk"), _first(g, "dynamic")
+    m = {"ntk_cost": short_cost(g, ntk) if ntk else None,
+         "dynamic_cost": short_cost(g, dyn) if dyn else None,
+         "ntk_long": _ratio(g, ntk, n), "dynamic_long": _ratio(g, dyn, n)}  # fmt: skip
+    _need(**m)
+    return Measured(measured=m, result=(
+        f"short-context cost: ntk {_pct(m['ntk_cost'])}, dynamic {_pct(m['dynamic_cost'])}; "
+        f"ppl at {n} / unscaled at {inside}: ntk {m['ntk_long']:.2f}, dynamic "
+        f"{m['dynamic_long']:.2f}"))  # fmt: skip
+
+
+@finding(
+    id="stretch-dynamic-yarn",
+    claim="Dynamic-YaRN extends the context beyond 2x without fine-tuning",
+    source=Source(paper="Peng et al. 2023 (YaRN): Dynamic-YaRN keeps LLaMA's perplexity low past "
+                  "2x its context with no fine-tuning"),
+    rules=(Rule("dynamic_yarn_far", ">", 1 + WORKS, NOT_REPRODUCED),
+           Rule("retrieval_share", "<", 0.5, NOT_REPRODUCED)),
+    otherwise=REPRODUCED, absent=NOT_MEASURED,
+)  # fmt: skip
+def dynamic_yarn(g: Grid) -> Measured:
+    inside, _, far = _lengths(g)
+    dy = _first(g, "dynamic_yarn")
+    ratio = _ratio(g, dy, far)
+    _need(dynamic_yarn_far=ratio)
+    base, ret = within(g)[1], retrieval_at(g, dy, far)
+    share = ret / base if ret is not None and base else None
+    text = f"dynamic_yarn ppl at {far} / unscaled at {inside}: {ratio:.2f}"
+    if share is not None:
+        text += f"; retrieval at {far}: {ret:.2f} ({share:.2f} of the unscaled model's within)"
+    return Measured(measured={"dynamic_yarn_far": ratio, "retrieval_share": share}, result=text)
+
+
+FINDINGS = (direct_extrapolation, pi_short_cost, ntk_zero_shot, dynamic_yarn)
 
 
 def findings(g: Grid) -> list[Claim]:
     """The published findings on context extension, each decided from this model's numbers."""
-    C = g.context
-    inside = max((n for n in g.lengths if n <= C), default=None)
-    longest = max(g.lengths)
-    far = longest if longest >= 2 * C else None
-    past = min((n for n in g.lengths if n > C), default=None)
-    base = _at(g, "none", inside)
-    out = []
-
-    def ratio(label, n):
-        p = _at(g, label, n)
-        return None if p is None or base is None else p / base
-
-    def claim(cid, text, paper, measured, rules, otherwise, result):
-        if any(v is None for v in measured.values()):
-            missing = ", ".join(k for k, v in measured.items() if v is None)
-            return Claim(id=cid, claim=text, paper=paper, verdict=UNMEASURED,
-                         result=f"needs {missing} (not in this run)")  # fmt: skip
-        return Claim(id=cid, claim=text, paper=paper, result=result(measured),
-                     measured=measured, rules=rules, otherwise=otherwise)  # fmt: skip
-
-    long_n = far or past
-    m = {"ppl_ratio": ratio("none", long_n), "retrieval_past": retrieval_at(g, "none", long_n)}
-    if m["retrieval_past"] is None:
-        m.pop("retrieval_past")
-    out.append(claim(
-        "stretch-direct-extrapolation",
-        "Direct extrapolation past the trained context fails: perplexity rises sharply and "
-        "retrieval collapses",
-        "Chen et al. 2023 (PI): LLaMA 7B at 2048, ppl > 10^3 by ~2.5k tokens; passkey to chance",
-        m,
-        (Rule("ppl_ratio", "<", 1.5, NOT_REPRODUCED),
-         *((Rule("retrieval_past", ">", 0.5, NOT_REPRODUCED),) if "retrieval_past" in m else ())),
-        REPRODUCED,
-        lambda m: f"unscaled ppl at {long_n} / at {inside} = {m['ppl_ratio']:.2f}" + (
-            f"; retrieval at {long_n}: {m['retrieval_past']:.2f}" if "retrieval_past" in m else ""),
-    ))  # fmt: skip
-    pi = [lb for lb in g.labels if lb.startswith("linear")]
-    m = {"pi_cost": short_cost(g, pi[0]) if pi else None}
-    out.append(claim(
-        "stretch-pi-short-cost",
-        "Position interpolation without fine-tuning costs quality within the original context",
-        "Chen et al. 2023: interpolated positions degrade perplexity at short lengths until "
-        "~1000 fine-tuning steps",
-        m, (Rule("pi_cost", ">=", 0.05, REPRODUCED),), NOT_REPRODUCED,
-        lambda m: f"{pi[0]}: largest ppl rise at <= {C} tokens {100 * m['pi_cost']:+.1f}%",
-    ))  # fmt: skip
-    ntk = next((lb for lb in g.labels if lb.startswith("ntk")), None)
-    dyn = next((lb for lb in g.labels if lb.startswith("dynamic") and "yarn" not in lb), None)
-    m = {"ntk_cost": short_cost(g, ntk) if ntk else None,
-         "dynamic_cost": short_cost(g, dyn) if dyn else None,
-         "ntk_long": ratio(ntk, long_n) if ntk else None,
-         "dynamic_long": ratio(dyn, long_n) if dyn else None}  # fmt: skip
-    out.append(claim(
-        "stretch-ntk-zero-shot",
-        "NTK-aware and dynamic NTK scaling extend the context zero-shot with little "
-        "short-context cost",
-        "bloc97 2023, emozilla 2023: perplexity near its short-context value to ~2x (NTK) and "
-        "beyond (dynamic); dynamic leaves lengths <= the context unchanged",
-        m,
-        (Rule("ntk_cost", ">", 0.05, NOT_REPRODUCED),
-         Rule("dynamic_cost", ">", 0.05, NOT_REPRODUCED),
-         Rule("ntk_long", ">", 1 + WORKS, NOT_REPRODUCED),
-         Rule("dynamic_long", ">", 1 + WORKS, NOT_REPRODUCED)),
-        REPRODUCED,
-        lambda m: (f"short-context cost: ntk {100 * m['ntk_cost']:+.1f}%, dynamic "
-                   f"{100 * m['dynamic_cost']:+.1f}%; ppl at {long_n} / unscaled at {inside}: "
-                   f"ntk {m['ntk_long']:.2f}, dynamic {m['dynamic_long']:.2f}"),
-    ))  # fmt: skip
-    dy = next((lb for lb in g.labels if lb.startswith("dynamic_yarn")), None)
-    m = {"dynamic_yarn_far": ratio(dy, far) if dy else None}
-    if dy and far and retrieval_at(g, dy, far) is not None:
-        m["dynamic_yarn_retrieval"] = retrieval_at(g, dy, far)
-    out.append(claim(
-        "stretch-dynamic-yarn",
-        "Dynamic-YaRN extends the context beyond 2x without fine-tuning",
-        "Peng et al. 2023 (YaRN): Dynamic-YaRN keeps LLaMA's perplexity low past 2x its "
-        "context with no fine-tuning",
-        m,
-        (Rule("dynamic_yarn_far", ">", 1 + WORKS, NOT_REPRODUCED),
-         *((Rule("dynamic_yarn_retrieval", "<", 0.5 * (within(g)[1] or 0), NOT_REPRODUCED),)
-           if "dynamic_yarn_retrieval" in m else ())),
-        REPRODUCED,
-        lambda m: f"dynamic_yarn ppl at {far} / unscaled at {inside}: "
-                  f"{m['dynamic_yarn_far']:.2f}" + (f"; retrieval at {far}: "
-                  f"{m['dynamic_yarn_retrieval']:.2f}" if "dynamic_yarn_retrieval" in m else ""),
-    ))  # fmt: skip
-    return out
+    return [check(g) for check in FINDINGS]
 
 
 # ------------------------------------------------------------------------------------ tables
