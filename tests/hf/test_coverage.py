@@ -9,6 +9,8 @@ parity on >= 90% of the types that build, none wrong; `python -m posenc.hf.cover
 Never silently wrong: a rotary module whose numbers differ from its config is refused.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -53,6 +55,11 @@ def test_form_identified(model_type, known):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("POSENC_HF_SWEEP"),
+    reason="the full sweep of every model type (~130 tiny models) runs on demand: "
+    "POSENC_HF_SWEEP=1; issue 26 keeps it open until its table is generated",
+)
 def test_full_sweep_target():
     rows = coverage.sweep()
     s = coverage.summary(rows)
