@@ -113,3 +113,10 @@ def test_the_readme_tables_are_the_recorded_run():
     text = (root / "README.md").read_text()
     got = text.split("<!-- stretch:begin -->\n")[1].split("<!-- stretch:end -->")[0]
     assert got == want
+
+
+def test_a_tie_in_perplexity_goes_to_the_smaller_short_context_cost():
+    ppl = BASE | {("longrope(factor=2)", 50): 12.3, ("longrope(factor=2)", 100): 10.1,
+                  ("longrope(factor=2)", 200): 9.001, ("dynamic_yarn", 50): 12.0,
+                  ("dynamic_yarn", 100): 10.0, ("dynamic_yarn", 200): 9.004}  # fmt: skip
+    assert report.recommend(grid(ppl), 0.05)[0][1] == "dynamic_yarn"

@@ -9,7 +9,7 @@ over the unscaled model at the lengths <= C — stays within `tolerance`; it *wo
 its perplexity at T is at most (1 + WORKS) x the unscaled model's at C and, where retrieval
 was measured, it retrieves at T at least half as often as the unscaled model does within C.
 The recommendation is the eligible scaling that works with the best retrieval at T (then the
-lowest perplexity), else "none works zero-shot here".
+lowest perplexity, then the smallest short-context cost), else "none works zero-shot here".
 """
 
 from __future__ import annotations
@@ -143,12 +143,12 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
             works = base_ppl is not None and ppl <= (1 + WORKS) * base_ppl
             if base_ret is not None and ret is not None:
                 works = works and ret >= 0.5 * base_ret
-            cands.append((eligible and works, ret if ret is not None else -1.0, -ppl, label,
-                          cost, ppl))  # fmt: skip
+            # ties (to 0.01 in perplexity) go to the smaller short-context cost
+            cands.append((eligible and works, ret if ret is not None else -1.0, -round(ppl, 2),
+                          -(cost or 0.0), label, cost, ppl))  # fmt: skip
         if not cands:
             continue
-        best = max(cands)
-        ok, ret, _, label, cost, ppl = best
+        ok, ret, _, _, label, cost, ppl = max(cands)
         nums = (f"ppl {ppl:.2f} (unscaled at {g.context}: {base_ppl:.2f})" if base_ppl else
                 f"ppl {ppl:.2f}") + (f", retrieval {ret:.2f}" if ret >= 0 else "") + (
                 f", short-context cost {100 * cost:+.1f}%" if cost is not None else "")  # fmt: skip
@@ -308,10 +308,10 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
     docs = ", ".join(f"{n}: {g.docs.get(n, 0)}" for n in g.lengths)
     out.append((f"Perplexity by length (documents per length: {docs})", head, rows))
     for t in g.tasks:
-        rows = [[lb] + [_f(g.retrieval.get((t, lb, n))) for n in g.lengths] + [""]
-                for lb in g.labels]  # fmt: skip
-        out.append((f"{t}: exact match by length (mean over depths and seeds)", head[:-1] + [""],
-                    rows))  # fmt: skip
+        lens = [n for n in g.lengths if any((t, lb, n) in g.retrieval for lb in g.labels)]
+        rows = [[lb] + [_f(g.retrieval.get((t, lb, n))) for n in lens] for lb in g.labels]
+        h = ["scaling"] + [f"{n}" + (" (C)" if n == g.context else "") for n in lens]
+        out.append((f"{t}: exact match by length (mean over depths and seeds)", h, rows))
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
     out.append((f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%)",
                 ["target", "recommendation", "numbers"], rec))  # fmt: skip
