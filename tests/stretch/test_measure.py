@@ -55,15 +55,14 @@ def test_prefix_losses_equal_transformers_rebuilt_model(tiny, label):
 
 
 def test_lengths_share_a_pass_exactly_when_frequencies_agree(tiny):
-    from posenc.hf import patch
-
     _, model, _ = tiny
-    patch(model, scaling={"rope_type": "dynamic", "factor": 1.0})
+    patch = runner.repatch
+    patch(model, {"rope_type": "dynamic", "factor": 1.0})
     fp = [measure.fingerprint(model, n, 16) for n in (32, 128, 129, 256)]
     assert fp[0] == fp[1] != fp[2] != fp[3]  # dynamic: unchanged up to the context
-    patch(model)
+    patch(model, None)
     assert measure.fingerprint(model, 32, 16) == fp[0]  # ... where it is the unscaled model
-    patch(model, scaling={"rope_type": "yarn", "factor": 2.0})
+    patch(model, {"rope_type": "yarn", "factor": 2.0})
     assert len({measure.fingerprint(model, n, 16) for n in (32, 128, 256)}) == 1
 
 
@@ -76,10 +75,8 @@ def test_prefix_rows_bands():
 
 
 def test_answer_decodes_with_the_cache_as_a_full_forward_would(tiny):
-    from posenc.hf import patch
-
     _, model, _ = tiny
-    patch(model, scaling={"rope_type": "yarn", "factor": 2.0})
+    runner.repatch(model, {"rope_type": "yarn", "factor": 2.0})
     ids = torch.randint(0, 500, (150,)).tolist()
     got = measure.answer(model, ids, 5, 0)
     seq = list(ids)

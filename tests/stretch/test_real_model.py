@@ -53,9 +53,7 @@ def test_stretch_numbers_equal_transformers_rebuilt_model(smollm2):
 
 def test_it_retrieves_a_pass_key_at_512_tokens(smollm2):
     _, model, tokenizer = smollm2
-    from posenc.hf import patch
-
-    patch(model)
+    runner.repatch(model, None)
     hits = []
     for depth in (0.2, 0.8):
         p = data.prompt("passkey", tokenizer, 512, depth, 0)

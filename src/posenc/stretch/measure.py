@@ -17,15 +17,16 @@ import hashlib
 import torch
 import torch.nn.functional as F
 
+from posenc.hf.patch import PosencRotaryEmbedding
 from posenc.stretch.data import first_number
 
 LOGIT_CHUNK = 1024  # positions per LM-head chunk: [1024, V] float32 logits at a time
 
 
 def rope_of(model):
-    """The posenc rope that a patched model's rotary_emb uses."""
-    enc = model.base_model.rotary_emb.encodings
-    return next(iter(enc.values()))
+    """The posenc rope that a patched model's (first) rotary module uses."""
+    module = next(m for m in model.modules() if isinstance(m, PosencRotaryEmbedding))
+    return next(iter(module.encodings.values())).encoding
 
 
 def fingerprint(model, length: int, head_dim: int) -> str:

@@ -32,6 +32,7 @@ from posenc.arena.runner import fmt_time, stale
 from posenc.arena.store import Row
 from posenc.arena.workers import ProcessExecutor, run_jobs
 from posenc.hf import patch
+from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
 from posenc.stretch.scalings import Scaling
 
@@ -140,13 +141,19 @@ def loaded(job: Job):
     return _LOADED[key]
 
 
+def repatch(model, params: dict | None):
+    """posenc.hf.patch over the model's own rotary modules (kept the first time, put back before
+    each patch): the same model takes one scaling after another."""
+    own = model.__dict__.setdefault("_stretch_own_rotary", dict(rotary_modules(model)))
+    for name, module in own.items():
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, attr, module)
+    return patch(model) if params is None else patch(model, scaling=dict(params))
+
+
 def patched(job: Job):
     model, tokenizer = loaded(job)
-    if job.params is None:
-        patch(model)
-    else:
-        patch(model, scaling=dict(job.params))
-    return model, tokenizer
+    return repatch(model, job.params), tokenizer
 
 
 def run_job(job: Job) -> list[tuple]:
