@@ -251,6 +251,7 @@ def test_registry_signature_and_rope_theta_override():
         "ntk",
         "dynamic",
         "yarn",
+        "dynamic_yarn",
         "llama3",
         "longrope",
         "proportional",
@@ -261,6 +262,24 @@ def test_registry_signature_and_rope_theta_override():
     # a ported v5 `rope_parameters` dict carries its own base
     a, _ = rope_inv_freq(4, 10000.0, {"rope_type": "default", "rope_theta": 100.0})
     torch.testing.assert_close(a, inv)
+
+
+@pytest.mark.parametrize("seq_len", [None, 1, 1024, 2048, 3000, 4096, 16384])
+def test_dynamic_yarn_is_yarn_at_the_length_over_the_context(seq_len):
+    """Dynamic-YaRN (Peng et al. 2023): the unscaled frequencies up to the context L0, exactly;
+    past it YaRN with factor seq_len / L0."""
+    params = {"rope_type": "dynamic_yarn", "original_max_position_embeddings": 2048}
+    got, af = ROPE_SCALING["dynamic_yarn"](64, 1e4, params, seq_len)
+    if seq_len is None or seq_len <= 2048:
+        want, want_af = ROPE_SCALING["default"](64, 1e4, {}, None)
+    else:
+        yarn = {
+            "rope_type": "yarn",
+            "factor": seq_len / 2048,
+            "original_max_position_embeddings": 2048,
+        }
+        want, want_af = ROPE_SCALING["yarn"](64, 1e4, yarn, seq_len)
+    assert torch.equal(got, want) and af == want_af
 
 
 # ------------------------------------------------------------------------------- bad input
