@@ -134,10 +134,15 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
     progress, written = Progress(jobs), 0
 
     def claim(job: Job) -> str:
-        fresh = [c for c, sizes in job.cells if missing_sizes(store, c, sizes)]
-        if not fresh:
+        fresh = lambda: [c for c, sizes in job.cells if missing_sizes(store, c, sizes)]  # noqa: E731
+        if not fresh():
             return "done"
-        return "take" if store.claim(job.key, owner, LEASE_SECONDS, stale) else "held"
+        if not store.claim(job.key, owner, LEASE_SECONDS, stale):
+            return "held"
+        if not fresh():  # another run wrote it between the check and the lease
+            store.release(job.key, owner)
+            return "done"
+        return "take"
 
     def on_result(job: Job, results) -> None:
         nonlocal written

@@ -284,6 +284,9 @@ def run(cfg: StretchConfig, store) -> int:
             return "done"
         if not store.claim(job.key, owner, LEASE_SECONDS, stale):
             return "held"
+        if not missing(store, job):  # another run wrote it between the check and the lease
+            store.release(job.key, owner)
+            return "done"
         state["t"].setdefault(job.key, time.time())
         return "take"
 
