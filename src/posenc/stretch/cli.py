@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-from posenc.checks import OneLineParser
+from posenc.checks import OneLineParser, check_out_file, check_writable
 from posenc.stretch import data
 from posenc.stretch.scalings import QUICK, SCALINGS, parse_all
 
@@ -150,20 +150,6 @@ def parse_depths(text: str) -> list[float]:
     return sorted(set(out))
 
 
-def check_writable(path: str, flag: str, folder: bool) -> None:
-    """ValueError naming the flag unless `path` can be written; creates nothing."""
-    path = os.path.abspath(path)
-    if folder and os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"{flag} {path} is a file, not a folder")
-    if not folder and os.path.isdir(path):
-        raise ValueError(f"{flag} {path} is a folder; give a file name")
-    parent = path if folder else os.path.dirname(path)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {path} cannot be written")
-
-
 def config_from_args(args):
     """Check every flag (ValueError, one line), find the model, build the run's config."""
     from posenc.arena.cli import check_device, positive
@@ -198,10 +184,10 @@ def config_from_args(args):
         from posenc.arena.cluster import import_ray
 
         import_ray()
-    check_writable(args.out, "--out", folder=True)
-    check_writable(args.db, "--db", folder=False)
+    check_writable(args.out, "--out")
+    check_out_file(args.db, "--db")
     if args.json:
-        check_writable(args.json, "--json", folder=False)
+        check_out_file(args.json, "--json")
     spec = models.resolve(args.model)
     config = read_config(spec)
     context, head_dim = models.context_length(config), models.head_dim(config)
@@ -308,9 +294,9 @@ def main_report(argv: list[str]) -> int:
     from posenc.arena.store import Store
 
     args = report_parser().parse_args(argv)
-    check_writable(args.out, "--out", folder=True)
+    check_writable(args.out, "--out")
     if args.json:
-        check_writable(args.json, "--json", folder=False)
+        check_out_file(args.json, "--json")
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
     finish(rows, args.out, args.json, args.tolerance)
