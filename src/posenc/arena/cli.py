@@ -231,23 +231,25 @@ def load_tasks(cfg: ArenaConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return dispatch("posenc arena", "cells", main_run, main_report, argv)
+
+
+def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
+    """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
+    2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] == ["report"]:
-            return main_report(argv[1:])
-        return main_run(argv)
+        return report(argv[1:]) if argv[:1] == ["report"] else run(argv)
     except (ValueError, TypeError, OSError) as err:
         if os.environ.get("POSENC_DEBUG"):
             raise
-        print(f"posenc arena: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    except RuntimeError as err:  # failed cells: the others are saved
-        print(f"posenc arena: {err}", file=sys.stderr)
+    except RuntimeError as err:  # failed jobs: the others are saved
+        print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            "posenc arena: interrupted (finished cells are saved; rerun to resume)", file=sys.stderr
-        )
+        print(f"{prog}: interrupted (finished {unit} are saved; rerun to resume)", file=sys.stderr)
         return 130
 
 

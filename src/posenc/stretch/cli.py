@@ -243,23 +243,9 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv[:1] == ["report"]:
-            return main_report(argv[1:])
-        return main_run(argv)
-    except (ValueError, TypeError, OSError) as err:
-        if os.environ.get("POSENC_DEBUG"):
-            raise
-        print(f"posenc stretch: error: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:  # failed jobs: the others are saved
-        print(f"posenc stretch: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("posenc stretch: interrupted (finished jobs are saved; rerun to resume)",
-              file=sys.stderr)  # fmt: skip
-        return 130
+    from posenc.arena.cli import dispatch
+
+    return dispatch("posenc stretch", "jobs", main_run, main_report, argv)
 
 
 def finish(rows, out: str, json_path: str | None, tolerance: float) -> None:

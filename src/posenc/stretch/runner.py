@@ -20,7 +20,6 @@ import socket
 import sys
 import time
 import uuid
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
@@ -30,7 +29,7 @@ from posenc import __version__
 from posenc.arena.cluster import RayExecutor
 from posenc.arena.runner import fmt_time, stale
 from posenc.arena.store import Row
-from posenc.arena.workers import ProcessExecutor, run_jobs
+from posenc.arena.workers import InlineExecutor, ProcessExecutor, run_jobs
 from posenc.hf import patch
 from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
@@ -213,32 +212,12 @@ def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
 # ----------------------------------------------------------------------------- in the parent
 
 
-class Inline:
-    """Runs each job at submit, in this process (--workers 1)."""
-
-    slots = 1
-
-    def submit(self, fn, job):
-        fut: Future = Future()
-        try:
-            fut.set_result(fn(job))
-        except Exception as err:  # noqa: BLE001 - reported by the caller, like a worker's
-            fut.set_exception(err)
-        return fut
-
-    def lost(self, err: BaseException) -> bool:
-        return False
-
-    def shutdown(self) -> None:
-        pass
-
-
 def executor(cfg: StretchConfig):
     if cfg.ray:
         return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
                            gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
     if cfg.workers == 1:
-        return Inline()
+        return InlineExecutor({})  # as a worker: one job at a time, its threads set per job
     return ProcessExecutor(cfg.workers, {})
 
 
