@@ -57,6 +57,17 @@ def test_retrieval_decides_between_scalings_that_work():
     assert report.recommend(grid(ppl, ret), 0.05)[0][1] == "a"
 
 
+def test_a_scaling_that_loses_retrieval_within_the_context_is_not_eligible():
+    ppl = BASE | {(lb, n): v for lb in ("a", "b") for n, v in ((50, 12), (100, 10), (200, 10.2))}
+    ret = {("none", 50): 1.0, ("a", 50): 1.0, ("b", 50): 0.5, ("a", 200): 0.5, ("b", 200): 1.0}
+    ((_, rec, _),) = report.recommend(grid(ppl, ret), 0.05)
+    assert rec == "a"  # b retrieves more at 200 but loses half of it at 50
+    ret[("b", 50)] = 0.96  # a drop within the tolerance
+    ((_, rec, why),) = report.recommend(grid(ppl, ret), 0.05)
+    assert rec == "b" and "retrieval lost at <= 100: 0.04" in why
+    assert report.retrieval_loss(grid(ppl, ret), "none") == 0.0
+
+
 def verdict(g, cid):
     return next(f for f in report.findings(g) if f.id == cid)
 

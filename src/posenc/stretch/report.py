@@ -5,7 +5,9 @@ Perplexity at a length is the geometric mean over the documents that are that lo
 
 Recommendation for a target length T past the context C (the rule, stated in the report):
 a scaling is *eligible* when its short-context cost — the largest relative rise of perplexity
-over the unscaled model at the lengths <= C — stays within `tolerance`; it *works* at T when
+over the unscaled model at the lengths <= C — stays within `tolerance`, and so does its retrieval
+loss there (the largest drop of its exact-match rate below the unscaled model's, where retrieval
+was measured at lengths <= C); it *works* at T when
 its perplexity at T is at most (1 + WORKS) x the unscaled model's at C and, where retrieval
 was measured, it retrieves at T at least half as often as the unscaled model does within C.
 The recommendation is the eligible scaling that works with the best retrieval at T (then the
@@ -114,6 +116,14 @@ def short_cost(g: Grid, label: str) -> float | None:
     return max(rises) if rises else None
 
 
+def retrieval_loss(g: Grid, label: str) -> float | None:
+    """Largest drop of the exact-match rate below the unscaled model's at lengths <= context."""
+    drops = [g.retrieval[(t, "none", n)] - g.retrieval[(t, label, n)]
+             for t in g.tasks for n in g.lengths if n <= g.context
+             and (t, label, n) in g.retrieval and (t, "none", n) in g.retrieval]  # fmt: skip
+    return max(drops) if drops else None
+
+
 def within(g: Grid) -> tuple[float | None, float | None]:
     """The unscaled model's perplexity at the longest length <= context, and its retrieval
     rate over the lengths <= context."""
@@ -139,19 +149,23 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
             cost, ppl, ret = short_cost(g, label), g.ppl.get((label, n)), retrieval_at(g, label, n)
             if ppl is None:
                 continue
-            eligible = label == "none" or (cost is not None and cost <= tolerance)
+            loss = retrieval_loss(g, label)
+            eligible = label == "none" or (
+                cost is not None and cost <= tolerance and (loss is None or loss <= tolerance)
+            )
             works = base_ppl is not None and ppl <= (1 + WORKS) * base_ppl
             if base_ret is not None and ret is not None:
                 works = works and ret >= 0.5 * base_ret
             # ties (to 0.01 in perplexity) go to the smaller short-context cost
             cands.append((eligible and works, ret if ret is not None else -1.0, -round(ppl, 2),
-                          -(cost or 0.0), label, cost, ppl))  # fmt: skip
+                          -(cost or 0.0), label, cost, ppl, loss))  # fmt: skip
         if not cands:
             continue
-        ok, ret, _, _, label, cost, ppl = max(cands)
+        ok, ret, _, _, label, cost, ppl, loss = max(cands)
         nums = (f"ppl {ppl:.2f} (unscaled at {g.context}: {base_ppl:.2f})" if base_ppl else
                 f"ppl {ppl:.2f}") + (f", retrieval {ret:.2f}" if ret >= 0 else "") + (
-                f", short-context cost {100 * cost:+.1f}%" if cost is not None else "")  # fmt: skip
+                f", short-context cost {100 * cost:+.1f}%" if cost is not None else "") + (
+                f", retrieval lost at <= {g.context}: {loss:.2f}" if loss else "")  # fmt: skip
         out.append((n, label if ok else "none works zero-shot here", f"best: {label}: {nums}"))
     return out
 
