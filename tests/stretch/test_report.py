@@ -66,6 +66,9 @@ def test_a_scaling_that_loses_retrieval_within_the_context_is_not_eligible():
     ((_, rec, why),) = report.recommend(grid(ppl, ret), 0.05)
     assert rec == "b" and "retrieval lost at <= 100: 0.04" in why
     assert report.retrieval_loss(grid(ppl, ret), "none") == 0.0
+    ret[("b", 50)] = 1.0  # no loss: nothing to say
+    ((_, rec, why),) = report.recommend(grid(ppl, ret), 0.05)
+    assert rec == "b" and "retrieval lost" not in why
 
 
 def verdict(g, cid):

@@ -162,10 +162,15 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
         if not cands:
             continue
         ok, ret, _, _, label, cost, ppl, loss = max(cands)
-        nums = (f"ppl {ppl:.2f} (unscaled at {g.context}: {base_ppl:.2f})" if base_ppl else
-                f"ppl {ppl:.2f}") + (f", retrieval {ret:.2f}" if ret >= 0 else "") + (
-                f", short-context cost {100 * cost:+.1f}%" if cost is not None else "") + (
-                f", retrieval lost at <= {g.context}: {loss:.2f}" if loss else "")  # fmt: skip
+        nums = f"ppl {ppl:.2f}"
+        if base_ppl:
+            nums += f" (unscaled at {g.context}: {base_ppl:.2f})"
+        if ret >= 0:
+            nums += f", retrieval {ret:.2f}"
+        if cost is not None:
+            nums += f", short-context cost {100 * cost:+.1f}%"
+        if (loss or 0) > 0:
+            nums += f", retrieval lost at <= {g.context}: {loss:.2f}"
         out.append((n, label if ok else "none works zero-shot here", f"best: {label}: {nums}"))
     return out
 
