@@ -58,7 +58,7 @@ def tiny_config(model_type: str):
                      linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2)
     text |= MOE if moe else {}
     cls = getattr(tf, config_cls)
-    vision_keys = set(cls.sub_configs["vision_config"]().to_dict())
+    vision_keys = set(cls().vision_config.to_dict())
     vision = {k: v for k, v in VISION.items() if k in vision_keys}
     if model_type == "qwen2_vl":
         vision["hidden_size"] = 64  # Qwen2-VL's merger outputs the vision hidden size
