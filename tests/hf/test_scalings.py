@@ -132,7 +132,7 @@ def test_phimoe_short_and_long_mscale():
     from transformers.models.phimoe.modeling_phimoe import PhimoeRotaryEmbedding
 
     rng = random.Random(0)
-    for trial in range(4):
+    for _ in range(4):
         head_dim, original = rng.choice([16, 32]), rng.choice([64, 4096])
         params = {"rope_type": "longrope", "rope_theta": 1e4,
                   "short_factor": [rng.uniform(1, 2) for _ in range(head_dim // 2)],

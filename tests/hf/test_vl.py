@@ -54,8 +54,13 @@ def tiny_config(model_type: str):
                 num_key_value_heads=1, head_dim=32, vocab_size=V, rope_parameters=rope,
                 partial_rotary_factor=rope.get("partial_rotary_factor", 1.0))  # fmt: skip
     if model_type.startswith("qwen3_5"):  # one linear-attention layer, one full
-        text |= dict(layer_types=["linear_attention", "full_attention"], linear_key_head_dim=16,
-                     linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2)
+        text |= dict(
+            layer_types=["linear_attention", "full_attention"],
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_num_key_heads=2,
+            linear_num_value_heads=2,
+        )
     text |= MOE if moe else {}
     cls = getattr(tf, config_cls)
     vision_keys = set(cls().vision_config.to_dict())
@@ -63,8 +68,14 @@ def tiny_config(model_type: str):
     if model_type == "qwen2_vl":
         vision["hidden_size"] = 64  # Qwen2-VL's merger outputs the vision hidden size
     if glm:
-        tokens = dict(image_token_id=IMG, video_token_id=VID, image_start_token_id=VS,
-                      image_end_token_id=VE, video_start_token_id=AS, video_end_token_id=AE)
+        tokens = dict(
+            image_token_id=IMG,
+            video_token_id=VID,
+            image_start_token_id=VS,
+            image_end_token_id=VE,
+            video_start_token_id=AS,
+            video_end_token_id=AE,
+        )
     elif model_type == "qwen2_5_omni":
         audio = dict(num_mel_bins=16, encoder_layers=1, encoder_attention_heads=2,
                      encoder_ffn_dim=32, d_model=32, output_dim=64, n_window=4,
@@ -157,8 +168,12 @@ def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
     if model_type == "qwen2_5_omni":
         ids = kw["input_ids"]
         types = (ids == IMG).long() + 2 * (ids == VID).long() + 3 * (ids == AUD).long()
-        pos = omni_positions(types, **grids, second_per_grids=kw.get("video_second_per_grid"),
-                             position_id_per_seconds=model.config.position_id_per_seconds)
+        pos = omni_positions(
+            types,
+            **grids,
+            second_per_grids=kw.get("video_second_per_grid"),
+            position_id_per_seconds=model.config.position_id_per_seconds,
+        )
         return pos.permute(2, 0, 1)
     extra = {}
     if model_type == "qwen2_5_vl":

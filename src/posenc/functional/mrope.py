@@ -199,8 +199,8 @@ def mrope_positions(
             raise ValueError("split_frames gives every frame its own block at time 0: "
                              "tokens_per_second does not apply")  # fmt: skip
         grids[2] = [(1, h, w) for t, h, w in grids[2] for _ in range(t)]
-    intervals = {1: [(1,)] * len(grids[1]),
-                 2: _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))}  # fmt: skip
+    videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
+    intervals = {1: [(1,)] * len(grids[1]), 2: videos}
     return _positions(token_types, types, grids, intervals, merge, advance, attention_mask, 0)
 
 
