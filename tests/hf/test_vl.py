@@ -194,6 +194,7 @@ def forwards(model_type: str) -> list[list]:
     return [[image], [video]] if model_type.startswith("glm") else [[image, video]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", MODELS)
 def test_patch_keeps_vl_logits(model_type, tiny):
     """text + image + video, position ids computed by the model (get_rope_index): the patched
