@@ -9,7 +9,7 @@ import torch
 
 import posenc
 from posenc.encodings.rotary_mrope import MRoPE
-from posenc.functional import mrope_axes, mrope_positions
+from posenc.functional import mrope_axes, mrope_positions, omni_positions
 
 LAYOUTS = {"chunked": False, "interleaved": True}
 
@@ -218,6 +218,23 @@ def test_positions_golden_and_advance():
                        torch.arange(4)[:, None].expand(4, 3))  # fmt: skip
 
 
+def test_split_frames_and_omni_time_axis():
+    """split_frames: a t-frame video is t blocks of one frame, each at time 0 of its start;
+    Omni: the time axis counts position_id_per_seconds per second, audio counts as text, and
+    text after a block starts after its largest index."""
+    types = torch.tensor([0, 2, 0, 2, 0])  # two frames of a 1 x 1 merged grid, a stamp between
+    split = mrope_positions(types, video_grid_thw=[[2, 2, 2]], split_frames=True)
+    frames = mrope_positions(types, video_grid_thw=[[1, 2, 2], [1, 2, 2]])
+    assert torch.equal(split, frames) and split[:, 0].tolist() == [0, 1, 2, 3, 4]
+    types = torch.tensor([0, 2, 2, 0, 3, 3, 0])  # text, a 2-frame video, text, audio, text
+    pos = omni_positions(types, video_grid_thw=[[2, 2, 2]], second_per_grids=[0.5],
+                         position_id_per_seconds=10)  # fmt: skip
+    assert pos[:, 0].tolist() == [0, 1, 6, 7, 8, 9, 10]  # frame 1 at 1 + int(1 * 0.5 * 10)
+    assert pos[1:3, 1:].tolist() == [[1, 1], [1, 1]]
+    padded = omni_positions(torch.tensor([[0, 0, 0]]), attention_mask=torch.tensor([[0, 1, 1]]))
+    assert padded[0, :, 0].tolist() == [1, 0, 1]  # padding at 1, as transformers' Omni
+
+
 def test_positions_drive_attention_and_the_model():
     types = torch.tensor([[0, 0, 1, 1, 1, 1, 0, 0]])
     pos = mrope_positions(types, [[1, 4, 4]])  # [1, 8, 3]
@@ -286,6 +303,20 @@ def test_bad_positions_and_head_dims():
         (lambda: mrope_positions(torch.tensor([0]), spatial_merge_size=0), "spatial_merge_size"),
         (lambda: mrope_positions(torch.tensor([[0, 0]]), attention_mask=torch.ones(2)),
          "attention_mask must have token_types' shape"),
+        (lambda: mrope_positions(torch.tensor([0, 2]), video_grid_thw=[[1, 2, 2]],
+                                 split_frames=True, tokens_per_second=2),
+         "split_frames gives every frame its own block"),
+        (lambda: mrope_positions(torch.tensor([0, 2, 2, 0]), video_grid_thw=[[2, 2, 2]],
+                                 split_frames=True),
+         r"video_grid_thw\[0\] = \[1, 2, 2\] gives 1 tokens .* has 2"),
+        (lambda: omni_positions(torch.tensor([0, 4])), "token_types must hold 0 .* 3 .audio."),
+        (lambda: omni_positions(torch.tensor([0, 2]), video_grid_thw=[[1, 2, 2]],
+                                second_per_grids=[1.0, 2.0]),
+         "second_per_grids must have one entry per video"),
+        (lambda: omni_positions(torch.tensor([0]), position_id_per_seconds=0),
+         "position_id_per_seconds"),
+        (lambda: omni_positions(torch.tensor([0, 1, 0]), [[1, 2, 2]], spatial_merge_size=0),
+         "spatial_merge_size"),
     ],
 )  # fmt: skip
 def test_bad_positions_input(call, match):

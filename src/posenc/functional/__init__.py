@@ -6,7 +6,8 @@ Shapes follow the legend in posenc.base.
 
     absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
     rotary        rope_inv_freq, rope_cos_sin, apply_rope (+ _qk, _cos_sin, _fast variants)
-    mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL)
+    mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL ... GLM-4V),
+                  omni_positions (Qwen2.5-Omni)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     rotary_learned  axial frequencies (rope_nd), PoPE, FoPE, LieRE (import the module)
     bias          alibi_slopes, t5_bucket, sandwich_curve
@@ -24,7 +25,7 @@ from posenc.functional.absolute import (
 )
 from posenc.functional.bias import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
 from posenc.functional.content import dape_logits, forget_bias, run_ends, stick_breaking
-from posenc.functional.mrope import mrope_angles, mrope_axes, mrope_positions
+from posenc.functional.mrope import mrope_angles, mrope_axes, mrope_positions, omni_positions
 from posenc.functional.relative import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.rope_scaling import ROPE_SCALING
 from posenc.functional.rotary import (
@@ -58,6 +59,7 @@ __all__ = [
     "mrope_angles",
     "mrope_axes",
     "mrope_positions",
+    "omni_positions",
     "position_angles",
     "rel_shift",
     "relative_sinusoid",

@@ -1,5 +1,6 @@
 """Multimodal RoPE (Qwen2-VL): which position axis each rotary pair follows, the angles, and the
-(t, h, w) positions of a text + image + video sequence.
+(t, h, w) positions of a text + image + video (+ audio) sequence: mrope_positions (Qwen2-VL,
+Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V), omni_positions (Qwen2.5-Omni's time-aligned ids).
 
 Positions carry posenc's trailing axis: [T, 3] or [B, T, 3] = (t, h, w). transformers'
 position_ids [3, B, T] are `position_ids.permute(1, 2, 0)` here (and ours `.permute(2, 0, 1)`
@@ -12,7 +13,7 @@ import itertools
 
 import torch
 
-from posenc.checks import check_float, check_int, check_tensor
+from posenc.checks import check_bool, check_float, check_int, check_tensor
 from posenc.functional.absolute import position_angles
 
 AXES = ("t", "h", "w")
@@ -91,40 +92,52 @@ def _grids(name: str, grid_thw) -> list[tuple[int, int, int]]:
     return out
 
 
+def _seconds(name: str, seconds, videos: int) -> list:
+    """One seconds-per-grid entry per video (a tensor's entries stay 0-d tensors, as in
+    transformers: their dtype sets the rounding of the time index)."""
+    seconds = list(seconds)
+    if len(seconds) != videos:
+        raise ValueError(f"{name} must have one entry per video ({videos}), got {len(seconds)}")
+    for s in seconds:
+        check_float(name, float(s), ge=0)
+    return seconds
+
+
 def _video_intervals(tokens_per_second, second_per_grid_ts, videos: int) -> list:
-    """Each video's time index step: 1 (Qwen2-VL), tokens_per_second * seconds (Qwen2.5-VL)."""
+    """Each video's time index factors: (1,) (Qwen2-VL), (tokens_per_second * seconds,)
+    (Qwen2.5-VL)."""
     if tokens_per_second is None:
         if second_per_grid_ts is not None:
             raise ValueError("second_per_grid_ts needs tokens_per_second (Qwen2.5-VL's "
                              "vision_config.tokens_per_second)")  # fmt: skip
-        return [1] * videos
+        return [(1,)] * videos
     check_float("tokens_per_second", tokens_per_second, gt=0)
     if second_per_grid_ts is None:
-        return [tokens_per_second] * videos
-    seconds = list(second_per_grid_ts)  # a tensor's entries stay 0-d tensors, as in transformers
-    if len(seconds) != videos:
-        raise ValueError(f"second_per_grid_ts must have one entry per video ({videos}), "
-                         f"got {len(seconds)}")  # fmt: skip
-    for s in seconds:
-        check_float("second_per_grid_ts", float(s), ge=0)
-    return [tokens_per_second * s for s in seconds]
+        return [(tokens_per_second,)] * videos
+    seconds = _seconds("second_per_grid_ts", second_per_grid_ts, videos)
+    return [(tokens_per_second * s,) for s in seconds]
 
 
-def _vision_block(start: int, thw, merge: int, interval) -> torch.Tensor:
+def _vision_block(start: int, thw, merge: int, factors) -> torch.Tensor:
     """[t * h * w, 3] (t, h, w) indices of one image / video over its merged grid, row-major,
-    offset by `start`; the time index is int(i * interval)."""
+    offset by `start`; the time index is int(i * factors[0] * factors[1] ...), multiplied in
+    that order (as the model's own float32 rounding does)."""
     t, h, w = thw[0], thw[1] // merge, thw[2] // merge
-    ti = (torch.arange(t) * interval).long() + start
+    ti = torch.arange(t)
+    for factor in factors:
+        ti = ti * factor
+    ti = ti.long() + start
     grid = torch.meshgrid(ti, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
     return torch.stack(grid, dim=-1).reshape(-1, 3)
 
 
-def _row(kinds: list[int], grids: dict, used: dict, intervals: list, merge: int, advance: str):
-    """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken."""
+def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int, advance: str):
+    """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken,
+    intervals {kind: [time index factors per grid]}."""
     start, at, pieces = 0, 0, []  # at: the token index in the row
     for kind, run in itertools.groupby(kinds):
         n = len(list(run))
-        if kind == 0:  # text: one index on all three axes
+        if kind in (0, 3):  # text (and audio): one index on all three axes
             pieces.append(torch.arange(start, start + n)[:, None].expand(n, 3))
             start, at = start + n, at + n
             continue
@@ -132,7 +145,7 @@ def _row(kinds: list[int], grids: dict, used: dict, intervals: list, merge: int,
         if i == len(grids[kind]):
             raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type {kind}")
         thw = grids[kind][i]
-        block = _vision_block(start, thw, merge, 1 if kind == 1 else intervals[i])
+        block = _vision_block(start, thw, merge, intervals[kind][i])
         if len(block) != n:
             raise ValueError(
                 f"{name}[{i}] = {list(thw)} gives {len(block)} tokens (t * (h // {merge}) * "
@@ -156,9 +169,11 @@ def mrope_positions(
     second_per_grid_ts=None,
     attention_mask: torch.Tensor | None = None,
     advance: str = "grid",
+    split_frames: bool = False,
 ) -> torch.Tensor:
     """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
-    transformers' Qwen2-VL / Qwen2.5-VL `get_rope_index` builds them.
+    transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and GLM-4V builds
+    them.
 
     token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
     run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
@@ -169,22 +184,75 @@ def mrope_positions(
     transformers 5) or after the block's largest index (advance="max", transformers 4 and
     Qwen's code; they differ where a video's time index outruns its grid). Video time index
     t_i = i (Qwen2-VL) or int(i * tokens_per_second * second_per_grid_ts[v]) when
-    tokens_per_second is given (Qwen2.5-VL; seconds default to 1). Qwen3-VL: give each video
-    frame its own grid (t = 1), the timestamp text between frames separating them.
+    tokens_per_second is given (Qwen2.5-VL; seconds default to 1). split_frames (Qwen3-VL,
+    Qwen3.5, GLM-4V): each video row (t, h, w) is t frames (1, h, w), each its own block (the
+    timestamp text between frames separates them).
     attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
     """
+    types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
+    merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
+    if advance not in ADVANCES:
+        raise ValueError(f"advance must be one of {ADVANCES}, got {advance!r}")
+    grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
+    if check_bool("split_frames", split_frames):
+        if tokens_per_second is not None:
+            raise ValueError("split_frames gives every frame its own block at time 0: "
+                             "tokens_per_second does not apply")  # fmt: skip
+        grids[2] = [(1, h, w) for t, h, w in grids[2] for _ in range(t)]
+    videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
+    intervals = {1: [(1,)] * len(grids[1]), 2: videos}
+    return _positions(token_types, types, grids, intervals, merge, advance, attention_mask, 0)
+
+
+def omni_positions(
+    token_types: torch.Tensor,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    *,
+    spatial_merge_size: int = 2,
+    position_id_per_seconds: float = 25,
+    second_per_grids=None,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video + audio sequence,
+    as transformers' Qwen2.5-Omni thinker `get_rope_index` builds them (audio not interleaved
+    into a video: use_audio_in_video=False).
+
+    token_types [T] or [B, T]: 0 text, 1 image, 2 video, 3 audio. The time axis counts
+    position_id_per_seconds ids per second: a video's time index is int(i *
+    second_per_grids[v] * position_id_per_seconds) (seconds default to 1; an image's int(i *
+    position_id_per_seconds)); its height / width indices as in mrope_positions. Text and
+    audio tokens get one index on all three axes, and every token after a block starts after
+    the block's largest index (mrope_positions' advance="max"). attention_mask [B, T] (0:
+    padding): padding is skipped and gets position 1, as in transformers.
+    """
+    types = _types(token_types, (0, 1, 2, 3), "0 (text), 1 (image), 2 (video) or 3 (audio)")
+    merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
+    check_float("position_id_per_seconds", position_id_per_seconds, gt=0)
+    grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
+    seconds = [1.0] * len(grids[2])
+    if second_per_grids is not None:
+        seconds = _seconds("second_per_grids", second_per_grids, len(grids[2]))
+    pps = position_id_per_seconds
+    intervals = {1: [(1, pps)] * len(grids[1]),  # as transformers multiplies: i * s * pps
+                 2: [(torch.as_tensor(s).float(), pps) for s in seconds]}  # fmt: skip
+    return _positions(token_types, types, grids, intervals, merge, "max", attention_mask, 1)
+
+
+def _types(token_types, allowed: tuple, names: str) -> torch.Tensor:
+    """token_types [T] or [B, T] checked, as [B, T] on the CPU."""
     check_tensor("token_types", token_types)
     if token_types.dim() not in (1, 2) or token_types.is_floating_point():
         raise ValueError(f"token_types must be a [T] or [B, T] integer tensor, got "
                          f"{token_types.dtype} {tuple(token_types.shape)}")  # fmt: skip
     types = (token_types[None] if token_types.dim() == 1 else token_types).cpu()  # [B, T]
-    if not torch.isin(types, torch.tensor([0, 1, 2])).all():
-        raise ValueError("token_types must hold 0 (text), 1 (image) or 2 (video)")
-    merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
-    if advance not in ADVANCES:
-        raise ValueError(f"advance must be one of {ADVANCES}, got {advance!r}")
-    grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
-    intervals = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
+    if not torch.isin(types, torch.tensor(allowed)).all():
+        raise ValueError(f"token_types must hold {names}")
+    return types
+
+
+def _positions(token_types, types, grids, intervals, merge, advance, attention_mask, pad):
+    """[B, T, 3] positions of every row (padding at `pad`), shaped as token_types."""
     keep = torch.ones_like(types, dtype=torch.bool)
     if attention_mask is not None:
         check_tensor("attention_mask", attention_mask)
@@ -192,7 +260,7 @@ def mrope_positions(
             want, got = tuple(token_types.shape), tuple(attention_mask.shape)
             raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
         keep = attention_mask.reshape(types.shape).cpu().bool()
-    out = torch.zeros(*types.shape, 3, dtype=torch.int64)  # padding stays at 0
+    out = torch.full((*types.shape, 3), pad, dtype=torch.int64)  # padding stays at `pad`
     used = {1: 0, 2: 0}
     for b in range(types.shape[0]):
         out[b, keep[b]] = _row(types[b][keep[b]].tolist(), grids, used, intervals, merge, advance)

@@ -52,6 +52,8 @@ KNOWN_KEYS = {
     "high_freq_factor",
     "short_factor",
     "long_factor",
+    "short_mscale",
+    "long_mscale",
 }
 
 
@@ -116,6 +118,7 @@ ROPE_SCALING: dict[str, Callable[..., tuple[torch.Tensor, float]]] = {
 BOUNDS = {
     "rope_theta": dict(gt=1.0), "factor": dict(gt=0.0), "beta_fast": dict(gt=0.0),
     "beta_slow": dict(gt=0.0), "mscale": dict(gt=0.0), "mscale_all_dim": dict(gt=0.0),
+    "short_mscale": dict(gt=0.0), "long_mscale": dict(gt=0.0),
     "attention_factor": dict(gt=0.0), "low_freq_factor": dict(gt=0.0),
     "high_freq_factor": dict(gt=0.0), "partial_rotary_factor": dict(gt=0.0),
     "original_max_position_embeddings": dict(ge=1), "max_position_embeddings": dict(ge=1),

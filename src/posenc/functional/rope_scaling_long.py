@@ -123,7 +123,8 @@ def llama3(dim: int, base: float, params: dict, seq_len: int | None = None):
 def longrope(dim: int, base: float, params: dict, seq_len: int | None = None):
     """LongRoPE / Phi-3: per-pair rescale factors, `long_factor` when seq_len > L0, else
     `short_factor`. attention_factor: given, else sqrt(1 + ln(factor) / ln(L0)) (1 if factor <= 1),
-    where factor defaults to max_position_embeddings / L0."""
+    where factor defaults to max_position_embeddings / L0; Phi-3.5-MoE's `short_mscale` /
+    `long_mscale`, where given, replace it (short up to L0, long past it)."""
     short_factor = _need(params, "short_factor", "longrope")
     long_factor = _need(params, "long_factor", "longrope")
     original = _original_len(params, "longrope")
@@ -146,6 +147,9 @@ def longrope(dim: int, base: float, params: dict, seq_len: int | None = None):
         attention_factor = (
             1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
         )
-    ext = long_factor if seq_len and seq_len > original else short_factor
-    ext = torch.tensor(ext, dtype=torch.float32)
+    long = bool(seq_len and seq_len > original)
+    mscale = params.get("long_mscale" if long else "short_mscale")  # Phi-3.5-MoE (Phimoe)
+    if mscale is not None:
+        attention_factor = mscale
+    ext = torch.tensor(long_factor if long else short_factor, dtype=torch.float32)
     return 1.0 / (ext * base ** _exponents(dim)), float(attention_factor)

@@ -1,0 +1,311 @@
+"""posenc.hf.patch on transformers' mrope vision-language models, and posenc's position ids
+(mrope_positions, omni_positions) against each model's own get_rope_index.
+
+Every model is built tiny from its config classes (2 text layers, hidden 64, head dim 32, a
+one-block vision tower with patch size 2; random weights, no download). A type whose tiny form
+does not build with the installed transformers is skipped with the reason."""
+
+import random
+
+import pytest
+import torch
+
+from posenc.functional import mrope_positions, omni_positions
+
+tf = pytest.importorskip("transformers")
+
+TOL = 1e-4
+V, IMG, VID, VS, VE, AUD, AS, AE = 64, 50, 51, 52, 53, 54, 55, 56  # vocab, special tokens
+# model_type -> (config class, model class, interleaved mrope, frames apart, MoE)
+MODELS = {
+    "qwen2_vl": ("Qwen2VLConfig", "Qwen2VLForConditionalGeneration", False, False, False),
+    "qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", False, False, False),
+    "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", True, True, False),
+    "qwen3_vl_moe": ("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration", True, True, True),
+    "qwen3_5": ("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", True, True, False),
+    "qwen3_5_moe": ("Qwen3_5MoeConfig", "Qwen3_5MoeForConditionalGeneration", True, True, True),
+    "glm4v": ("Glm4vConfig", "Glm4vForConditionalGeneration", False, True, False),
+    "glm4v_moe": ("Glm4vMoeConfig", "Glm4vMoeForConditionalGeneration", False, True, True),
+    "glm46v": ("Glm46VConfig", "Glm46VForConditionalGeneration", False, True, False),
+    "qwen2_5_omni": ("Qwen2_5OmniThinkerConfig", "Qwen2_5OmniThinkerForConditionalGeneration",
+                     False, False, False),
+}  # fmt: skip
+MOE = dict(num_experts=4, num_local_experts=4, n_routed_experts=4, moe_intermediate_size=32,
+           num_experts_per_tok=2, n_shared_experts=1, decoder_sparse_step=1,
+           first_k_dense_replace=1, n_group=1, topk_group=1,
+           shared_expert_intermediate_size=32)  # fmt: skip
+VISION = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64,
+              patch_size=2, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
+              embed_dim=32, fullatt_block_indexes=[0], window_size=8, tokens_per_second=2,
+              num_position_embeddings=16, deepstack_visual_indexes=[0],
+              image_size=8)  # fmt: skip
+
+
+def tiny_config(model_type: str):
+    config_cls, _, interleaved, _, moe = MODELS[model_type]
+    glm = model_type.startswith("glm")
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    # sections over R/2 pairs: GLM-4V rotates half the head (partial_rotary_factor 0.5)
+    rope |= {"mrope_section": [2, 3, 3], "partial_rotary_factor": 0.5} if glm else (
+        {"mrope_section": [8, 4, 4], "mrope_interleaved": True} if interleaved
+        else {"mrope_section": [4, 6, 6]}
+    )  # fmt: skip
+    text = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=32, vocab_size=V, rope_parameters=rope,
+                partial_rotary_factor=rope.get("partial_rotary_factor", 1.0))  # fmt: skip
+    if model_type.startswith("qwen3_5"):  # one linear-attention layer, one full
+        text |= dict(
+            layer_types=["linear_attention", "full_attention"],
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_num_key_heads=2,
+            linear_num_value_heads=2,
+        )
+    text |= MOE if moe else {}
+    cls = getattr(tf, config_cls)
+    vision_keys = set(cls().vision_config.to_dict())
+    vision = {k: v for k, v in VISION.items() if k in vision_keys}
+    if model_type == "qwen2_vl":
+        vision["hidden_size"] = 64  # Qwen2-VL's merger outputs the vision hidden size
+    if glm:
+        tokens = dict(
+            image_token_id=IMG,
+            video_token_id=VID,
+            image_start_token_id=VS,
+            image_end_token_id=VE,
+            video_start_token_id=AS,
+            video_end_token_id=AE,
+        )
+    elif model_type == "qwen2_5_omni":
+        audio = dict(num_mel_bins=16, encoder_layers=1, encoder_attention_heads=2,
+                     encoder_ffn_dim=32, d_model=32, output_dim=64, n_window=4,
+                     max_source_positions=64)  # fmt: skip
+        return cls(text_config=text, vision_config=vision, audio_config=audio,
+                   audio_token_index=AUD, image_token_index=IMG, video_token_index=VID,
+                   audio_start_token_id=AS, audio_end_token_id=AE, vision_start_token_id=VS,
+                   vision_end_token_id=VE)  # fmt: skip
+    else:
+        tokens = dict(image_token_id=IMG, video_token_id=VID, vision_start_token_id=VS,
+                      vision_end_token_id=VE)  # fmt: skip
+    return cls(text_config=text, vision_config=vision, **tokens)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """tiny(model_type) -> (a fresh tiny model in eval mode, seeded), or a skip with the reason
+    where its tiny form does not build with the installed transformers."""
+    tf.logging.set_verbosity_error()
+    errors = {}
+
+    def build(model_type):
+        if model_type in errors:
+            pytest.skip(errors[model_type])
+        try:
+            torch.manual_seed(0)
+            model_cls = getattr(tf, MODELS[model_type][1])
+            return model_cls(tiny_config(model_type)).eval()
+        except Exception as error:  # noqa: BLE001 - recorded as the skip reason
+            errors[model_type] = f"{model_type} does not build tiny here: {error!r}"[:300]
+            pytest.skip(errors[model_type])
+
+    return build
+
+
+def inner(model):
+    """The module holding get_rope_index (the base model, or the Omni thinker itself)."""
+    base = getattr(model, "model", None)
+    return base if hasattr(base, "get_rope_index") else model
+
+
+# ------------------------------------------------------------------------------------- inputs
+
+
+def sequence(model_type: str, blocks: list, rng) -> tuple[list, list, list, list]:
+    """(token ids, token types, image grids, video grids) of text around `blocks` [(kind,
+    (t, h, w))], merge size 2, each block between start / end tokens; a frames-apart model's
+    video has a timestamp (text) between frames, and GLM's videos use the image token."""
+    frames_apart = MODELS[model_type][3]
+    ids, types, images, videos = [1 + rng.randrange(40)], [0], [], []
+    for kind, (t, h, w) in blocks:
+        plane = h * w // 4
+        token = IMG if kind == 1 or model_type.startswith("glm") else VID
+        run = [token] * plane + [5, 6] if frames_apart and kind == 2 else [token] * (t * plane)
+        run = run * t if frames_apart and kind == 2 else run
+        ids += [VS, *run, VE, 1 + rng.randrange(40)]
+        types += [0, *[kind if x == token else 0 for x in run], 0, 0]
+        (images if kind == 1 else videos).append([t, h, w])
+    return ids, types, images, videos
+
+
+def forward_inputs(model_type: str, blocks: list, seed: int = 0) -> dict:
+    """The keyword arguments of one forward over text + `blocks`: ids, mask, pixels, grids."""
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    ids, types, images, videos = sequence(model_type, blocks, rng)
+    dim = 3 * 2 * 2 * 2  # channels * temporal patch * patch^2
+    kw = dict(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=int))
+    if images:
+        kw["image_grid_thw"] = torch.tensor(images)
+        kw["pixel_values"] = torch.randn(sum(t * h * w for t, h, w in images), dim, generator=gen)
+    if videos:
+        kw["video_grid_thw"] = torch.tensor(videos)
+        n = sum(t * h * w for t, h, w in videos)
+        kw["pixel_values_videos"] = torch.randn(n, dim, generator=gen)
+    if model_type == "qwen2_5_omni":
+        kw["video_second_per_grid"] = torch.tensor([1.5] * len(videos)) if videos else None
+    else:
+        kw["mm_token_type_ids"] = torch.tensor([types])
+    if model_type == "qwen2_5_vl" and videos:
+        kw["second_per_grid_ts"] = torch.tensor([1.5] * len(videos))
+    return kw
+
+
+def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
+    """posenc's [3, B, T] position ids of a forward's inputs, with the model's settings."""
+    vision = model.config.vision_config
+    grids = dict(image_grid_thw=kw.get("image_grid_thw"), video_grid_thw=kw.get("video_grid_thw"),
+                 spatial_merge_size=vision.spatial_merge_size,
+                 attention_mask=kw["attention_mask"])  # fmt: skip
+    if model_type == "qwen2_5_omni":
+        ids = kw["input_ids"]
+        types = (ids == IMG).long() + 2 * (ids == VID).long() + 3 * (ids == AUD).long()
+        pos = omni_positions(
+            types,
+            **grids,
+            second_per_grids=kw.get("video_second_per_grid"),
+            position_id_per_seconds=model.config.position_id_per_seconds,
+        )
+        return pos.permute(2, 0, 1)
+    extra = {}
+    if model_type == "qwen2_5_vl":
+        extra = dict(tokens_per_second=vision.tokens_per_second,
+                     second_per_grid_ts=kw.get("second_per_grid_ts"))  # fmt: skip
+    split = MODELS[model_type][3]
+    pos = mrope_positions(kw["mm_token_type_ids"], **grids, **extra, split_frames=split)
+    return pos.permute(2, 0, 1)
+
+
+# ------------------------------------------------------------------------- patch with parity
+
+
+def forwards(model_type: str) -> list[list]:
+    """The blocks of each forward checked: text + image + video (GLM: its videos share the
+    image token, so an image and a video go in separate forwards)."""
+    image, video = (1, (1, 4, 6)), (2, (2, 4, 4))
+    return [[image], [video]] if model_type.startswith("glm") else [[image, video]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", MODELS)
+def test_patch_keeps_vl_logits(model_type, tiny):
+    """text + image + video, position ids computed by the model (get_rope_index): the patched
+    model's logits equal the unpatched one's (<= 1e-4); given posenc's position ids instead,
+    the same logits; given plain text positions, other logits (the mrope axes matter)."""
+    from posenc.hf import patch
+    from posenc.hf.patch import PosencRotaryEmbedding
+
+    model = tiny(model_type)
+    for blocks in forwards(model_type):
+        kw = forward_inputs(model_type, blocks)
+        with torch.no_grad():
+            ref = model(**kw).logits
+            inner(model).rope_deltas = None
+        ours = posenc_ids(model, model_type, kw)
+        flat = torch.arange(ours.shape[-1]).expand(3, 1, -1)
+        if not any(isinstance(m, PosencRotaryEmbedding) for m in model.modules()):
+            assert patch(model) is model
+        with torch.no_grad():
+            got = model(**kw).logits
+            inner(model).rope_deltas = None
+            given = model(**kw, position_ids=ours).logits
+            inner(model).rope_deltas = None
+            text = model(**kw, position_ids=flat).logits
+            inner(model).rope_deltas = None
+        assert (got - ref).abs().max() <= TOL, (model_type, blocks)
+        assert (given - ref).abs().max() <= TOL, (model_type, blocks)
+        assert (text - ref).abs().max() > 10 * TOL, (model_type, blocks)
+    assert any(isinstance(m, PosencRotaryEmbedding) for m in model.modules())
+
+
+# --------------------------------------------------------------------------- position builders
+
+
+def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
+    """Left-padded rows of random text / image / video (/ audio for Omni) layouts with merge
+    size m: token ids, types, mask, grids, Omni's audio lengths, seconds per video grid."""
+    frames_apart, omni = MODELS[model_type][3], model_type == "qwen2_5_omni"
+    seqs, images, videos, audio = [], [], [], []
+    for _ in range(rows):
+        ids, types = [], []
+        for _ in range(rng.randint(1, 4)):
+            text = [1 + rng.randrange(40) for _ in range(rng.randint(1, 3))]
+            ids, types = ids + text, types + [0] * len(text)
+            kind = rng.choice([1, 2, 3] if omni else [1, 2])
+            if kind == 3:  # Omni's audio: its token count from the feature length
+                length = rng.randint(8, 40)
+                n = ((length - 1) // 2 + 1 - 2) // 2 + 1
+                audio.append(length)
+                ids, types = ids + [AS] + [AUD] * n + [AE], types + [0] + [3] * n + [0]
+                continue
+            t = rng.randint(1, 2) if kind == 1 and omni else (1 if kind == 1 else rng.randint(1, 4))
+            thw = [t, m * rng.randint(1, 3), m * rng.randint(1, 3)]
+            (images if kind == 1 else videos).append(thw)
+            plane = thw[1] * thw[2] // m**2
+            token = IMG if kind == 1 or model_type.startswith("glm") else VID
+            if kind == 2 and frames_apart:
+                run = ([token] * plane + [5] * rng.randint(1, 2)) * t
+            else:
+                run = [token] * (t * plane)
+            ids += [VS, *run, VE]
+            types += [0, *[kind if x == token else 0 for x in run], 0]
+        ids, types = ids + [7], types + [0]
+        seqs.append((ids, types))
+    T = max(len(ids) for ids, _ in seqs)
+    pad = lambda row: [0] * (T - len(row)) + row  # noqa: E731
+    grid = lambda g: torch.tensor(g) if g else None  # noqa: E731
+    seconds = [rng.choice([0.5, 0.3, 0.7, 1.0, 1.5, 2.0, 0.1]) for _ in videos]
+    return dict(
+        ids=torch.tensor([pad(ids) for ids, _ in seqs]),
+        types=torch.tensor([pad(types) for _, types in seqs]),
+        mask=torch.tensor([pad([1] * len(ids)) for ids, _ in seqs]),
+        images=grid(images), videos=grid(videos),
+        audio=torch.tensor(audio) if audio else None,
+        seconds=torch.tensor(seconds) if videos else None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", MODELS)
+def test_positions_match_the_models_get_rope_index(model_type, tiny):
+    """Random layouts (1-3 left-padded rows, several images / videos / audio clips of random
+    grids, text between, merge sizes 1, 2 and 4, time scales): posenc's builder gives the
+    model's own get_rope_index ids."""
+    model = inner(tiny(model_type))
+    rng = random.Random(model_type)
+    vision = model.config.vision_config
+    for trial in range(10):
+        m = rng.choice([1, 2, 4])
+        b = random_batch(model_type, rng, m, 1 + trial % 3)
+        vision.spatial_merge_size = m
+        grids = dict(image_grid_thw=b["images"], video_grid_thw=b["videos"])
+        if model_type == "qwen2_5_omni":
+            model.config.position_id_per_seconds = pps = rng.choice([25, 2, 13])
+            model.spatial_merge_size = m
+            ref, _ = model.get_rope_index(b["ids"], **grids, attention_mask=b["mask"],
+                                          audio_seqlens=b["audio"],
+                                          second_per_grids=b["seconds"])  # fmt: skip
+            got = omni_positions(b["types"], **grids, spatial_merge_size=m,
+                                 position_id_per_seconds=pps, attention_mask=b["mask"],
+                                 second_per_grids=b["seconds"])  # fmt: skip
+        else:
+            extra, ours = {}, {}
+            if model_type == "qwen2_5_vl":
+                vision.tokens_per_second = tps = rng.choice([1, 2, 4])
+                ours["tokens_per_second"] = tps
+                if b["seconds"] is not None and trial % 2:  # else 1 second per grid, in both
+                    extra["second_per_grid_ts"] = ours["second_per_grid_ts"] = b["seconds"]
+            ref, _ = model.get_rope_index(b["ids"], b["types"], **grids, **extra,
+                                          attention_mask=b["mask"])  # fmt: skip
+            got = mrope_positions(b["types"], **grids, spatial_merge_size=m, **ours,
+                                  attention_mask=b["mask"],
+                                  split_frames=MODELS[model_type][3])  # fmt: skip
+        assert got.shape == (*b["types"].shape, 3) and got.dtype == torch.int64
+        assert torch.equal(got, ref.permute(1, 2, 0)), (model_type, trial)
