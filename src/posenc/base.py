@@ -57,8 +57,9 @@ fused kernels never do):
     sdpa             rotate, bias (materialized as a float mask); refuses SCORE_HOOKS.
     flex             rotate, bias through score_mod; refuses SCORE_HOOKS and a bias without
                      `score_mod` (one that depends on q / k).
-    distance         a bias with `distance` only (consecutive positions, CPU, no mask); refuses
-                     any other encoding, naming what it provides.
+    distance         a bias through distance_bias, for an encoding that provides `distance`
+                     (consecutive positions, CPU, no mask); refuses any other encoding, naming
+                     what it provides.
 The `content` family holds the schemes whose attention depends on the tokens' content, not on
 positions alone (FoX's forget gates, DAPE's MLP over the logits, stick-breaking): positions
 only order the tokens and decide the causal mask.
@@ -108,13 +109,14 @@ STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 
 
 class PositionalEncoding(nn.Module):
-    """Base class. Subclasses set the class attributes and override their family's hooks.
+    """Base class. Subclasses set the class attributes, declare `provides` and override
+    exactly the hooks they declare.
 
     Class attributes:
         provides:      the capabilities it declares, a frozenset of CAPABILITIES' names (the
                        module docstring): exactly the hooks the class overrides.
-        family:        one of FAMILIES: descriptive (listing, grouping, captions), never
-                       what code dispatches on.
+        family:        one of FAMILIES: descriptive (listing, grouping, captions, which
+                       picture explain draws), never what attention or the model read.
         paper:         short citation, e.g. "Vaswani et al. 2017".
         summary:       one line for `posenc list`.
         position_dims: P, the number of position components (1, 2 or 3).
@@ -148,11 +150,10 @@ class PositionalEncoding(nn.Module):
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        unknown = sorted(set(cls.provides) - set(CAPABILITIES))
-        if not isinstance(cls.provides, frozenset) or unknown:
+        if not isinstance(cls.provides, frozenset) or not cls.provides <= CAPABILITIES.keys():
             raise TypeError(
                 f"{cls.__name__}.provides must be a frozenset of {', '.join(CAPABILITIES)}; "
-                f"unknown: {unknown or type(cls.provides).__name__}"
+                f"got {cls.provides!r}"
             )
 
     def token_scale(self, dim: int) -> float:

@@ -62,8 +62,8 @@ class Randomized(PositionalEncoding):
     attribute the inner has (its settings) is read from it. So what the inner provides (the
     `distance` form of a bias included), the wrapper provides, by construction. The
     class-level family is "none" since the wrapper itself adds no signal; an instance reports
-    its inner's family. The inner is built with train_len =
-    sample_len (training positions reach it: tables cover it, T5 / FIRE scale to it).
+    its inner's family. The inner is built with train_len = sample_len (training positions
+    reach it: tables cover it, T5 / FIRE scale to it).
     """
 
     family = "none"
