@@ -88,7 +88,7 @@ def test_every_integer_dtype_gives_the_int64_attention(name, causal, backend):
         pytest.skip("no form for causal=False")
     ran = [check_dtypes(enc, GAPPY, causal, backend, True)]  # gaps and left padding
     ran.append(check_dtypes(enc, CONSECUTIVE, causal, backend, False))
-    if backend == "distance" and getattr(enc, "distance_only", False):
+    if backend == "distance" and "distance" in enc.provides:
         assert ran[1], "the distance backend must run consecutive positions without a mask"
     if not any(ran):
         pytest.skip(f"{backend} runs no call of {name}")

@@ -13,24 +13,36 @@ Positions are explicit tensors: `[T]` (shared by the batch) or `[B, T]` (left pa
 sequences, decoding offsets), with a trailing `[..., P]` axis for 2-D / 3-D encodings.
 The default is `arange(T)`; for queries when decoding, the last Tq of `arange(Tk)`.
 
-An encoding overrides only the hooks of its family; the others are identity / None. HOOKS
-names them all, so a wrapper (`randomized`) forwards every one by iterating it:
-    embed(x, positions)          absolute: added to (or concatenated with) token embeddings
-    embed_dim(dim)               width of embed()'s output
-    token_scale(dim)             factor on the token embeddings before embed() (sqrt(D), Vaswani)
-    rotate(q, k, q_pos, k_pos)   rotary: rotates queries and keys (their last dim may change,
-                                 for both alike: PoPE's polar form is 2 Dh wide; v keeps Dh)
-    bias(q, k, q_pos, k_pos)     bias / relative: [B or 1, H, Tq, Tk], added to q.k * scale
-    score_mod(q_pos, k_pos)      FlexAttention score_mod with the same values as bias()
-    values(probs, q_pos, k_pos)  extra attention output (Shaw's relative values)
-    softmax_scale(head_dim)      the factor on q.k
-    sample_positions(positions)  training-time positions (randomized); identity otherwise
-    angles(positions)            rotary: [T, R/2] rotation angles (figures, analysis), else None
-    transform_logits(logits, q, k, q_pos, k_pos)
-                                 content: post-processes the logits [B, H, Tq, Tk] (DAPE's MLP)
-    normalize(logits, allowed, q_pos, k_pos)
-                                 content: the attention weights in place of the softmax
-                                 (stick-breaking), or None for the softmax
+Each encoding DECLARES what it provides, in one place on its class: `provides`, a frozenset of
+the names of CAPABILITIES (an instance may narrow it in __init__: Shaw without value tables;
+a wrapper copies its inner's). Every capability is one hook method; the hooks an encoding does
+not provide are identity / None here, and the contract test checks that a class overrides
+exactly the hooks it declares. Attention, the model, the wrappers, the arena and explain read
+the declaration (has_bias, score_hooks, content_dependent, ... are derived from it), never
+which methods a class overrides nor its family:
+    embed             embed(x, positions): absolute, added to (or concatenated with) the token
+                      embeddings x [B, T, D]
+    embed_dim         embed_dim(dim): embed() widens x (concatenation)
+    token_scale       token_scale(dim): a factor on the token embeddings before embed()
+                      (sqrt(D), Vaswani)
+    rotate            rotate(q, k, q_pos, k_pos): rotary, rotates (or scales) queries and keys
+                      (their last dim may change, for both alike: PoPE's polar form is 2 Dh
+                      wide; v keeps Dh)
+    angles            angles(positions): [T, R/2] float64 rotation angles (figures, analysis)
+    bias              bias(q, k, q_pos, k_pos): [B or 1, H, Tq, Tk], added to q.k * scale
+    score_mod         score_mod(q_pos, k_pos): bias() as a FlexAttention score_mod (a bias of
+                      positions alone)
+    distance          distance_bias(distances, q_pos): bias() as a function of the distance
+                      q_pos - k_pos alone, [H, N] (the `distance` backend)
+    values            values(probs, q_pos, k_pos): extra attention output (Shaw's relative
+                      values)
+    softmax_scale     softmax_scale(head_dim): the factor on q.k, other than 1/sqrt(Dh)
+    sample_positions  sample_positions(positions): training-time positions (randomized)
+    transform_logits  transform_logits(logits, q, k, q_pos, k_pos): content, post-processes
+                      the logits [B, H, Tq, Tk] (DAPE's MLP)
+    normalize         normalize(logits, allowed, q_pos, k_pos): content, the attention weights
+                      in place of the softmax (stick-breaking)
+HOOKS names the methods, so a wrapper (`randomized`) forwards every one by iterating it.
 
 The order inside attention, for a block of queries: rotate -> logits = q.k * softmax_scale +
 bias -> transform_logits -> mask -> softmax, or normalize -> @ v -> + values. Every hook is a
@@ -38,13 +50,16 @@ function of (query i, key j) pairs that sees every key of a query's row: so a bl
 (`chunked`) and a KV-cache decode step (the last Tq queries over all cached keys) give the same
 numbers as the full forward.
 
-What each backend can honour (SCORE_HOOKS are the hooks that need the [B, H, Tq, Tk] logits or
-weights in hand; `eager` and `chunked` materialize them per block of queries, the fused kernels
-never do):
-    eager, chunked   every hook.
+What each backend can honour (SCORE_HOOKS are the capabilities that need the [B, H, Tq, Tk]
+logits or weights in hand; `eager` and `chunked` materialize them per block of queries, the
+fused kernels never do):
+    eager, chunked   every capability.
     sdpa             rotate, bias (materialized as a float mask); refuses SCORE_HOOKS.
-    flex             rotate, bias through score_mod (position-only biases); refuses SCORE_HOOKS
-                     and biases that depend on q / k (no score_mod).
+    flex             rotate, bias through score_mod; refuses SCORE_HOOKS and a bias without
+                     `score_mod` (one that depends on q / k).
+    distance         a bias through distance_bias, for an encoding that provides `distance`
+                     (consecutive positions, CPU, no mask); refuses any other encoding, naming
+                     what it provides.
 The `content` family holds the schemes whose attention depends on the tokens' content, not on
 positions alone (FoX's forget gates, DAPE's MLP over the logits, stick-breaking): positions
 only order the tokens and decide the causal mask.
@@ -60,26 +75,30 @@ vocabulary across posenc (CONTRIBUTING.md has the table):
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import torch
 from torch import nn
 
 FAMILIES = ("absolute", "rotary", "bias", "relative", "content", "none")
-HOOKS = (
-    "embed",
-    "embed_dim",
-    "token_scale",
-    "rotate",
-    "bias",
-    "score_mod",
-    "values",
-    "softmax_scale",
-    "sample_positions",
-    "angles",
-    "transform_logits",
-    "normalize",
-)
-# Hooks that need the [B, H, Tq, Tk] logits or attention weights in hand: eager / chunked only.
+# capability -> the hook method that implements it (the module docstring says what each is).
+CAPABILITIES: dict[str, str] = {
+    "embed": "embed",
+    "embed_dim": "embed_dim",
+    "token_scale": "token_scale",
+    "rotate": "rotate",
+    "bias": "bias",
+    "score_mod": "score_mod",
+    "distance": "distance_bias",
+    "values": "values",
+    "softmax_scale": "softmax_scale",
+    "sample_positions": "sample_positions",
+    "angles": "angles",
+    "transform_logits": "transform_logits",
+    "normalize": "normalize",
+}
+HOOKS = tuple(CAPABILITIES.values())
+# Capabilities that need the [B, H, Tq, Tk] logits or attention weights in hand: eager / chunked.
 SCORE_HOOKS = ("values", "transform_logits", "normalize")
 # Facts an instance reports (class attributes, or set per instance by a wrapper).
 FACTS = (
@@ -90,10 +109,14 @@ STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 
 
 class PositionalEncoding(nn.Module):
-    """Base class. Subclasses set the class attributes and override their family's hooks.
+    """Base class. Subclasses set the class attributes, declare `provides` and override
+    exactly the hooks they declare.
 
     Class attributes:
-        family:        one of FAMILIES.
+        provides:      the capabilities it declares, a frozenset of CAPABILITIES' names (the
+                       module docstring): exactly the hooks the class overrides.
+        family:        one of FAMILIES: descriptive (listing, grouping, captions, which
+                       picture explain draws), never what attention or the model read.
         paper:         short citation, e.g. "Vaswani et al. 2017".
         summary:       one line for `posenc list`.
         position_dims: P, the number of position components (1, 2 or 3).
@@ -109,6 +132,7 @@ class PositionalEncoding(nn.Module):
                        causal=False) refuses it; ALiBi and T5 build with bidirectional=True.
     """
 
+    provides: frozenset[str] = frozenset()
     family: str = "none"
     paper: str = ""
     summary: str = ""
@@ -123,6 +147,14 @@ class PositionalEncoding(nn.Module):
     max_len: int | None = None
     # Whether the model calls sample_positions in eval mode too (randomized, Ruoss's protocol).
     sample_at_eval: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(cls.provides, frozenset) or not cls.provides <= CAPABILITIES.keys():
+            raise TypeError(
+                f"{cls.__name__}.provides must be a frozenset of {', '.join(CAPABILITIES)}; "
+                f"got {cls.provides!r}"
+            )
 
     def token_scale(self, dim: int) -> float:
         """Factor on token embeddings [B, T, D] before embed(): sqrt(D) where the encoding is
@@ -162,6 +194,13 @@ class PositionalEncoding(nn.Module):
         Only for encodings whose bias depends on positions alone. q_pos [Tq], k_pos [Tk] are
         the positions that q_idx / kv_idx index into.
         """
+        return None
+
+    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor | None:
+        """bias() as a function of the distance alone: distances [N] int64 -> [H, N], the value
+        at every (i, j) with q_pos[i] - k_pos[j] = distance, differentiable in the parameters.
+        None where it is not one for these query positions q_pos [T] / [B, T]. The `distance`
+        backend reads it instead of a [B, H, Tq, Tk] bias (O(Tq + Tk) values)."""
         return None
 
     def values(
@@ -221,28 +260,39 @@ class PositionalEncoding(nn.Module):
         self.reset_buffers()  # non-persistent buffers are not in the state dict: rebuild them
 
     def overrides(self, hook: str) -> bool:
-        """Whether this encoding (or the one a wrapper forwards to) implements `hook`."""
-        method = getattr(getattr(self, hook), "__func__", None)
-        return method is not getattr(PositionalEncoding, hook)
+        """Deprecated: `capability in encoding.provides`. Whether this encoding declares the
+        capability whose hook method is `hook`."""
+        warnings.warn(
+            "PositionalEncoding.overrides(hook) is deprecated: read the declaration, "
+            "`capability in encoding.provides` (posenc.base.CAPABILITIES)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        by_hook = {method: cap for cap, method in CAPABILITIES.items()}
+        if hook not in by_hook:
+            raise ValueError(f"hook must be one of {', '.join(HOOKS)}, got {hook!r}")
+        return by_hook[hook] in self.provides
 
     @property
     def has_bias(self) -> bool:
-        return self.overrides("bias")
+        return "bias" in self.provides
 
     @property
     def has_values(self) -> bool:
-        return self.overrides("values")
+        return "values" in self.provides
 
     @property
     def score_hooks(self) -> tuple[str, ...]:
-        """The hooks of SCORE_HOOKS this encoding uses (sdpa and flex run none of them)."""
-        uses = {"values": self.has_values}  # Shaw overrides values() but may not use it
-        return tuple(h for h in SCORE_HOOKS if uses.get(h, self.overrides(h)))
+        """The capabilities of SCORE_HOOKS it declares (sdpa, flex and distance run none)."""
+        return tuple(h for h in SCORE_HOOKS if h in self.provides)
 
     @property
     def content_dependent(self) -> bool:
-        """True where the attention depends on q/k beyond q.k (no score_mod possible)."""
-        return self.family in ("relative", "content")
+        """True where the attention depends on q / k beyond q.k: a score hook, or a bias
+        with no score_mod (position-only biases declare one)."""
+        return bool(self.score_hooks) or (
+            "bias" in self.provides and "score_mod" not in self.provides
+        )
 
 
 def one_directional(encoding: PositionalEncoding) -> str:

@@ -155,7 +155,7 @@ def main_show(argv: list[str]) -> int:
     enc = posenc.build(
         args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1)
     ).eval()
-    if enc.family == "absolute":
+    if "embed" in enc.provides:
         check_show_size(cls, a, b, args, enc.embed_dim(args.dim))
     pos = torch.arange(a, b)
     torch.set_printoptions(precision=4, sci_mode=False, linewidth=160)
@@ -182,7 +182,7 @@ def check_show_size(cls, a: int, b: int, args, width: int | None = None) -> None
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     T, D, H = b - a, args.dim, args.heads
-    size = max(b * D, T * (width or 0), H * T * T if cls.family != "absolute" else 0)
+    size = max(b * D, T * (width or 0), H * T * T if "embed" not in cls.provides else 0)
     if size > SHOW_LIMIT:
         raise ValueError(
             f"--positions {a}:{b} with --dim {D} --heads {H}: the table would hold ~{size:.2g} "
@@ -197,7 +197,7 @@ def show_table(enc, pos, args):
     T, D, H = len(pos), args.dim, args.heads
     if enc.position_dims > 1:
         pos = torch.stack([pos] * enc.position_dims, dim=-1)
-    if enc.family == "absolute":
+    if "embed" in enc.provides:
         x = torch.zeros(1, T, D, dtype=torch.float64)  # float64: cos(0.01) = 0.99995 -> 1.0000
         table = enc.embed(x, pos)[0]  # [T, embed_dim(D)]: concatenating encodings are wider
         W = table.shape[-1]
@@ -205,10 +205,19 @@ def show_table(enc, pos, args):
         if W != D:
             what += f" ({D} token dims, zero here, then {W - D} concatenated)"
         return table, what
-    if enc.family == "rotary":
+    if "angles" in enc.provides:
         angles = enc.angles(pos)  # [T, R/2]
         return angles, "rotation angle (radians) of each rotary pair; rows: positions"
-    if enc.family in ("bias", "relative"):
+    if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick: pictured
+        # by their score with the content held fixed (a choice of picture: the family's)
+        from posenc import analysis
+
+        if not 0 <= args.head < H:
+            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
+        mats = analysis.scores(enc, pos, pos, dim=D, heads=H)
+        what = f"head {args.head}: {analysis.score_label(enc)}, the content held fixed"
+        return mats[min(args.head, mats.shape[0] - 1)], what + "; rows: query i, columns: key j"
+    if enc.has_bias:
         if not 0 <= args.head < H:
             raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
         q = torch.zeros(1, H, T, D)
@@ -219,14 +228,6 @@ def show_table(enc, pos, args):
         if enc.content_dependent:
             what += " (zero content: the position-only part)"
         return bias[0, args.head], what
-    if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick
-        from posenc import analysis
-
-        if not 0 <= args.head < H:
-            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
-        mats = analysis.scores(enc, pos, pos, dim=D, heads=H)
-        what = f"head {args.head}: {analysis.score_label(enc)}, the content held fixed"
-        return mats[min(args.head, mats.shape[0] - 1)], what + "; rows: query i, columns: key j"
     return None, "no positions"
 
 

@@ -3,8 +3,9 @@
 The layers (Context, Attention, MLP, Block) are in posenc.layers; this module is the model.
 
 Where the encoding acts:
-- absolute encodings (family "absolute") embed the token embeddings once, at the input; if
-  `embed_dim(D) != D` (onehot, index, phase concatenate features) a Linear projects back to D.
+- absolute encodings (those that provide `embed`: posenc.base.CAPABILITIES) embed the token
+  embeddings once, at the input; if `embed_dim(D) != D` (onehot, index, phase concatenate
+  features) a Linear projects back to D.
 - rotary / bias / relative encodings act inside attention. By default ONE encoding module is
   shared by all layers (as T5 and ALiBi do); `share_encoding=False` gives each layer its own.
 - a per-layer schedule: `encoding` a list of `depth` names or (name, kwargs) pairs, each
@@ -102,7 +103,7 @@ class TransformerLM(nn.Module):
         else:
             self.encodings = nn.ModuleList(self.build_encoding(*spec) for spec in specs)
             check_schedule(self.encodings)
-        self.absolute = self.encoding.family == "absolute"
+        self.absolute = "embed" in self.encoding.provides  # acts once, at the input
         if specs is None and not share_encoding and not self.absolute:
             self.encodings.extend(self.build_encoding(encoding) for _ in range(depth - 1))
         self.tok_emb = nn.Embedding(vocab_size, dim)
@@ -208,7 +209,7 @@ class TransformerLM(nn.Module):
         else:
             positions = check_model_positions(positions, B, T, P).to(tokens.device)
         enc = self.encoding
-        if (self.training or enc.sample_at_eval) and enc.overrides("sample_positions"):
+        if (self.training or enc.sample_at_eval) and "sample_positions" in enc.provides:
             if cache is None:
                 positions = enc.sample_positions(positions)
             else:  # one draw for the whole cache: decode steps continue it, in order
@@ -311,12 +312,12 @@ def check_schedule(encodings) -> None:
     """A per-layer schedule: no absolute encoding (those act once, at the input), one kind
     of positions (position_dims) for every layer, and randomized positions in all or none."""
     for i, enc in enumerate(encodings):
-        if enc.family == "absolute":
+        if "embed" in enc.provides:
             raise ValueError(
                 f"encoding[{i}] ({type(enc).__name__}) is absolute: it acts once, at the input; "
                 "a per-layer schedule takes rotary, bias, relative or none encodings"
             )
-    sampling = {(enc.sample_len, enc.sample_at_eval) if enc.overrides("sample_positions")
+    sampling = {(enc.sample_len, enc.sample_at_eval) if "sample_positions" in enc.provides
                 else None for enc in encodings}  # fmt: skip
     if len(sampling) > 1:
         raise ValueError(

@@ -242,9 +242,12 @@ def test_an_explicit_backend_that_cannot_run_refuses_with_its_reason(name):
 
     enc = posenc.build(name, dim=H * DH, heads=H, head_dim=DH, max_len=64)
     q, k, v = torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH)
-    if getattr(enc, "distance_bias", None) is None:  # no distance-only form at all
-        with pytest.raises(ValueError, match="backend='distance' cannot run"):
+    if name in ("rope", "nope", "dape", "stickbreaking"):  # the examples: none has one
+        assert "distance" not in enc.provides
+    if "distance" not in enc.provides:  # no distance-only form at all: refused, by what it is
+        with pytest.raises(ValueError, match="backend='distance' cannot run") as err:
             posenc.attention(q, k, v, enc, backend="distance")
+        assert f"{type(enc).__name__} has no bias of the distance alone" in str(err.value)
     for backend, runner in REGISTRY.items():
         why = runner.can_run(prepare(q, k, v, enc, None, None, True, None, None))
         if why is not None:

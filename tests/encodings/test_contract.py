@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import posenc
-from posenc import TransformerLM
+from posenc import PositionalEncoding, TransformerLM
+from posenc.base import CAPABILITIES, SCORE_HOOKS
 
 NAMES = sorted(posenc.ENCODINGS)
 B, H, HKV, DH, D, V = 2, 4, 2, 8, 32, 11
@@ -42,6 +43,96 @@ def test_class_attributes(name):
     assert cls.position_dims in (1, 2, 3) and cls.paper and cls.summary
     with pytest.raises(TypeError):
         posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=64, not_a_keyword=1)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_declaration_is_the_hooks_it_implements(name):
+    """`provides` (base.CAPABILITIES) names exactly the hooks the class overrides; an instance
+    may declare less (Shaw without value tables), never more; a wrapper declares its inner's
+    capabilities plus its own."""
+    cls = posenc.ENCODINGS[name]
+    enc = make(name)
+    assert isinstance(cls.provides, frozenset) and cls.provides <= set(CAPABILITIES)
+    inner = getattr(enc, "inner", None)
+    if isinstance(inner, PositionalEncoding):  # the wrapper forwards every hook
+        assert enc.provides == inner.provides | cls.provides
+        return
+    overridden = {
+        cap for cap, hook in CAPABILITIES.items()
+        if getattr(cls, hook) is not getattr(PositionalEncoding, hook)
+    }  # fmt: skip
+    assert cls.provides == overridden, (sorted(cls.provides), sorted(overridden))
+    assert enc.provides <= cls.provides
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_is_not_declared_is_the_identity_and_what_is_acts(name):
+    """A hook it does not declare gives the base's identity / None; one it declares gives a
+    value, and the `distance` form equals bias() at every pair that far apart. The facts the
+    backends read (has_bias, score_hooks, content_dependent) follow from the declaration."""
+    enc = make(name).eval()
+    caps, P, T = enc.provides, enc.position_dims, 5
+    pos = arange_positions(T, P)
+    x = torch.randn(B, T, D)
+    q, k, _ = qkv(T, T)
+    k = k.repeat_interleave(H // HKV, dim=1)
+    logits = torch.randn(B, H, T, T)
+    probs = logits.softmax(-1)
+    d = torch.arange(-(T - 1), T)
+    plain = {
+        "embed": lambda: enc.embed(x, pos) is x,
+        "embed_dim": lambda: enc.embed_dim(D) == D,
+        "token_scale": lambda: enc.token_scale(D) == 1.0,
+        "rotate": lambda: all(a is b for a, b in zip(enc.rotate(q, k, pos, pos), (q, k))),
+        "bias": lambda: enc.bias(q, k, pos, pos) is None,
+        "score_mod": lambda: enc.score_mod(pos, pos) is None,
+        "distance": lambda: enc.distance_bias(d, pos) is None,
+        "values": lambda: enc.values(probs, pos, pos) is None,
+        "softmax_scale": lambda: enc.softmax_scale(DH) == DH**-0.5,
+        "sample_positions": lambda: enc.train().sample_positions(pos) is pos,
+        "angles": lambda: enc.angles(pos) is None,
+        "transform_logits": lambda: enc.transform_logits(logits, q, k, pos, pos) is logits,
+        "normalize": lambda: enc.normalize(logits, None, pos, pos) is None,
+    }
+    assert set(plain) == set(CAPABILITIES)
+    for cap, is_plain in plain.items():
+        if cap not in caps:
+            assert is_plain(), f"{name} does not declare {cap!r} but its {cap} hook acts"
+    enc.eval()
+    acts = {  # the declared hooks that always give something on these inputs
+        "embed": lambda: enc.embed(x, pos).shape[:2] == (B, T),
+        "bias": lambda: enc.bias(q, k, pos, pos) is not None,
+        "score_mod": lambda: callable(enc.score_mod(pos, pos)),
+        "angles": lambda: enc.angles(pos).shape[-2] == T,
+        "normalize": lambda: enc.normalize(logits, None, pos, pos).shape == logits.shape,
+    }
+    for cap in caps & set(acts):
+        assert acts[cap](), f"{name} declares {cap!r} but its {cap} hook gives nothing"
+    if "distance" in caps:  # bias[b, h, i, j] = vec[h, (i - j) + T - 1]
+        vec = enc.distance_bias(d, pos)
+        want = vec[:, (pos[:, None] - pos[None, :]) + T - 1]  # [H, T, T]
+        bias = enc.bias(q, k, pos, pos)
+        torch.testing.assert_close(bias.float(), want[None].expand_as(bias).float())
+    assert enc.has_bias == ("bias" in caps) and enc.has_values == ("values" in caps)
+    assert set(enc.score_hooks) == caps & set(SCORE_HOOKS)
+    position_only = "bias" not in caps or "score_mod" in caps
+    assert enc.content_dependent == (bool(enc.score_hooks) or not position_only)
+
+
+def test_a_declaration_names_known_capabilities_and_overrides_is_deprecated():
+    """A typo in `provides` fails when the class is defined; overrides(hook), the old
+    method-identity check, reads the declaration with a DeprecationWarning."""
+    with pytest.raises(TypeError, match="provides must be a frozenset of embed"):
+        type("Bad", (PositionalEncoding,), {"provides": frozenset({"rotary"})})
+    with pytest.raises(TypeError, match="provides must be a frozenset"):
+        type("Bad", (PositionalEncoding,), {"provides": {"rotate"}})
+    for name in NAMES:
+        enc = make(name)
+        for cap, hook in CAPABILITIES.items():
+            with pytest.warns(DeprecationWarning, match="provides"):
+                assert enc.overrides(hook) == (cap in enc.provides)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="hook must be one of"):
+        enc.overrides("rotary")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -49,7 +49,9 @@ SCRIPT = textwrap.dedent(
     from posenc.explain.cli import main as explain
     assert posenc.__file__.startswith(sys.argv[1]), posenc.__file__
     enc = posenc.build("linear_bias", heads=2)
-    assert enc.family == "bias" and enc.has_bias
+    assert enc.family == "bias" and enc.has_bias and enc.provides == {"bias", "score_mod"}
+    wrapped = posenc.build("randomized", encoding="linear_bias", heads=2)
+    assert wrapped.provides == enc.provides | {"sample_positions"}
     model = posenc.TransformerLM(vocab_size=7, dim=8, depth=1, heads=2, encoding="linear_bias")
     assert model(torch.randint(0, 7, (1, 5))).shape == (1, 5, 7)
     cfg = ArenaConfig(tasks=["copy"], encodings=["linear_bias"], seeds=1, steps=2, train_len=2,

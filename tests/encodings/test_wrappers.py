@@ -162,12 +162,14 @@ WRAPPED = sorted(n for n, c in wrappers.WRAPPABLE.items() if c.position_dims == 
 
 @pytest.mark.parametrize("name", WRAPPED)
 def test_randomized_runs_on_every_backend_its_encoding_runs_on(name):
-    """What the inner provides (distance_bias included), the wrapper provides: every backend
-    says the same of both (can_run), and those that run give the same numbers (eval mode)."""
+    """What the inner provides (its `distance` form included), the wrapper provides: it
+    declares the inner's capabilities, every backend says the same of both (can_run), and
+    those that run give the same numbers (eval mode: positions are not sampled)."""
     torch.manual_seed(0)
     kw = dict(dim=32, heads=4, head_dim=8, max_len=64)
     inner = posenc.build(name, **kw).eval()
     wrapped = Randomized(encoding=inner).eval()
+    assert wrapped.provides == inner.provides | {"sample_positions"}
     torch.manual_seed(1)
     q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
     for positions in (None, torch.arange(3, 9)):
@@ -182,7 +184,7 @@ def test_randomized_runs_on_every_backend_its_encoding_runs_on(name):
                     outs = [posenc.attention(q, k, v, e, positions, positions, backend=backend)
                             for e in (inner, wrapped)]  # fmt: skip
                 torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
-    if getattr(inner, "distance_only", False):  # randomized(alibi) on the distance backend
+    if "distance" in inner.provides:  # randomized(alibi) on the distance backend
         assert REGISTRY["distance"].can_run(calls[1]) is None
 
 

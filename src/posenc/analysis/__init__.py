@@ -108,10 +108,11 @@ def measure(
             out.append(uniqueness(curve.T, what="distances"))
     out.append(_boundedness(enc, vectors, curve, dim=dim, heads=heads, n=max_pos))
     S = scores(enc, pos, pos, dim=dim, heads=heads)
-    what = {"absolute": "<p_i, p_j>", "rotary": "<R_i q, R_j k>"}.get(enc.family, "bias(i, j)")
+    what = "<p_i, p_j>" if "embed" in enc.provides else "bias(i, j)"
+    what = "<R_i q, R_j k>" if "angles" in enc.provides else what
     out.append(shift_invariance(S, what=what))
     if vectors is not None:  # rotary: the rotated query alone (q and k rotate alike)
-        out.append(linear_relation(vectors[:, :dim] if enc.family == "rotary" else vectors))
+        out.append(linear_relation(vectors[:, :dim] if "angles" in enc.provides else vectors))
     else:
         out.append(na("linear relation", "no position vectors (the encoding acts on scores)"))
     angles = enc.angles(torch.arange(4 * max_pos)) if enc.position_dims == 1 else None

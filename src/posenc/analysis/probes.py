@@ -23,15 +23,15 @@ def lay_out(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
 def position_vectors(enc: PositionalEncoding, positions: torch.Tensor, *, dim: int):
     """What the encoding attaches to each position, [T, F] float64; None for score encodings.
 
-    absolute: embed(zeros) (for concatenating encodings the zeros of x come along);
-    rotary: a fixed query and key ones(Dh) / sqrt(Dh) rotated to each position, [T, 2 Dh]
-    (they differ for xPos, which scales q and k apart).
+    absolute (provides `embed`): embed(zeros) (for concatenating encodings the zeros of x come
+    along); rotary (provides `angles`): a fixed query and key ones(Dh) / sqrt(Dh) rotated to
+    each position, [T, 2 Dh] (they differ for xPos, which scales q and k apart).
     """
     pos = lay_out(enc, positions)
     T = len(positions)
-    if enc.family == "absolute":
+    if "embed" in enc.provides:
         return enc.embed(torch.zeros(1, T, dim), pos)[0].double()
-    if enc.family == "rotary":
+    if "angles" in enc.provides:
         q = torch.full((1, 1, T, dim), dim**-0.5)
         q, k = enc.rotate(q, q, pos, pos)
         return torch.cat([q[0, 0], k[0, 0]], dim=-1).double()
@@ -55,8 +55,8 @@ def scores(
     transform_logits at q.k = 0, and for a normalize hook (stick-breaking) the attention
     weights it gives equal logits (score_label says which); no encoding: zeros.
     """
-    if enc.family in ("absolute", "rotary"):
-        if enc.family == "rotary":
+    if enc.provides & {"embed", "angles"}:
+        if "angles" in enc.provides:
             q = torch.full((1, 1, len(q_pos), dim), dim**-0.5)
             k = torch.full((1, 1, len(k_pos), dim), dim**-0.5)
             q, k = enc.rotate(q, k, lay_out(enc, q_pos), lay_out(enc, k_pos))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from posenc.arena.config import LSTM_TAKES
 from posenc.encodings import build
 from posenc.hf import patch
 from posenc.model import TransformerLM
@@ -78,7 +79,7 @@ class LSTMLM(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, dim)
         kwargs = dict(dim=dim, train_len=train_len, **(encoding_kwargs or {}))
         self.encoding = build(encoding, **kwargs)
-        if self.encoding.family not in ("absolute", "none"):
+        if not self.encoding.provides <= LSTM_TAKES:  # what it would not apply
             raise ValueError(f"the lstm backbone takes absolute encodings or nope, not {encoding}")
         width = self.encoding.embed_dim(dim)
         self.in_proj = nn.Linear(width, dim) if width != dim else nn.Identity()

@@ -173,6 +173,10 @@ def backbone_of(label: str) -> tuple[str, str]:
     return (head, rest) if sep and head in BACKBONES else ("posenc", label)
 
 
+# What the lstm backbone applies of an encoding (it has no attention): its embed() alone.
+LSTM_TAKES = frozenset({"embed", "embed_dim", "token_scale"})
+
+
 def takes(backbone: str, name: str) -> str | None:
     """None if `backbone` can run the registry name `name`, else why not."""
     if backbone == "hf-llama" and name not in HF_ENCODINGS:
@@ -181,7 +185,7 @@ def takes(backbone: str, name: str) -> str | None:
     if name in HYBRIDS:
         return None if backbone == "posenc" else f"{name} is a schedule of posenc's layers"
     cls = resolve(name)
-    if backbone == "lstm" and (cls.family not in ("absolute", "none") or cls.position_dims != 1):
+    if backbone == "lstm" and (not cls.provides <= LSTM_TAKES or cls.position_dims != 1):
         return "the lstm backbone has no attention: it takes 1-D absolute encodings and nope"
     return None
 
@@ -271,7 +275,7 @@ def validate_encodings(labels: list[str]) -> None:
         except (TypeError, ValueError) as err:
             raise ValueError(f"{label!r}: {err}") from None
         if variant == "drope":
-            if resolve(name).family == "absolute":
+            if "embed" in resolve(name).provides:
                 raise ValueError(f"{label!r}: DroPE drops an encoding that acts in attention; "
                                  f"{base} is absolute (it acts at the input)")  # fmt: skip
             continue

@@ -11,11 +11,13 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
              backward pass is memory-bounded too. Exact (no online-softmax approximation: each
              block sees every key).
-    distance a bias of the distance alone (encoding.distance_bias: alibi, t5, kerple, sandwich,
-             fire below its threshold) on CPU, consecutive integer positions, no mask: the bias
-             is a strided view of an O(Tq + Tk) vector read by torch's CPU flash kernel, at
-             about the speed of attention without a bias, O(T) extra memory, with gradients
-             (posenc.attention.fast_bias). Refuses (ValueError) any other call.
+    distance a bias of the distance alone (an encoding that declares `distance`, whose
+             distance_bias it reads: alibi, t5, kerple, sandwich, fire below its threshold)
+             on CPU, consecutive integer positions, no mask: the bias is a strided view of
+             an O(Tq + Tk) vector read by torch's CPU flash kernel, at about the speed of
+             attention without a bias, O(T) extra memory, with gradients
+             (posenc.attention.fast_bias). Refuses (ValueError) any other call, and any
+             encoding that does not declare `distance` (rope, nope, dape, stickbreaking, ...).
 
 Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),
 run(call)) over one validated Call (posenc.attention.call; positions of any integer dtype as

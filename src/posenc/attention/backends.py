@@ -107,7 +107,7 @@ def flex_refusal(call: Call) -> str | None:
     if call.q.device.type == "cpu" and needs_grad(call.q, call.k, call.v, call.encoding):
         return ("backend='flex' has no backward pass on CPU in this torch; use "
                 "backend='chunked' (or run under torch.no_grad())")  # fmt: skip
-    if call.has_bias and call.encoding.content_dependent:
+    if call.has_bias and "score_mod" not in call.provides:
         return (f"backend='flex' cannot run {call.name}: its bias depends on q/k (no "
                 "score_mod); use backend='chunked'")  # fmt: skip
     return None
@@ -193,7 +193,7 @@ class Flex:
     def picks(self, call: Call) -> bool:
         """A position-only bias on CUDA: on CPU it has no backward and compiles anew for
         every shape."""
-        if call.score_hooks or (call.has_bias and call.encoding.content_dependent):
+        if call.score_hooks or (call.has_bias and "score_mod" not in call.provides):
             return False
         return call.q.device.type == "cuda"
 

@@ -40,8 +40,13 @@ class Call:
         return self.encoding.position_dims if self.encoding is not None else 1
 
     @property
+    def provides(self) -> frozenset[str]:
+        """What the encoding declares (posenc.base.CAPABILITIES); nothing without one."""
+        return self.encoding.provides if self.encoding is not None else frozenset()
+
+    @property
     def has_bias(self) -> bool:
-        return self.encoding is not None and self.encoding.has_bias
+        return "bias" in self.provides
 
     @property
     def score_hooks(self) -> tuple[str, ...]:

@@ -1,14 +1,15 @@
 """The `distance` backend of posenc.attention: a bias of the distance alone at the speed of
 plain flash attention, on CPU, in O(Tq + Tk) extra memory.
 
-A bias that depends on (head, q_pos - k_pos) only (encoding.distance_bias: ALiBi, T5, KERPLE,
-Sandwich, FIRE below its threshold) takes Tq + Tk - 1 distinct values per head: vec [H, L].
-With consecutive integer positions (q_pos = a + i, k_pos = b + j) and the keys in reverse
-order (j' = Tk - 1 - j) the distance is i + j' + const, so the [H, Tq, Tk] bias is a strided
-VIEW of vec (strides L, 1, 1: a Hankel matrix), never materialized. The causal mask is folded
-into vec (finfo.min at negative distances, as eager masks). torch's CPU flash kernel reads the
-view as its float attn_mask, one call per query block of QUERY_BLOCK rows over the keys up to
-the block's last query, and returns the output and its logsumexp.
+A bias that depends on (head, q_pos - k_pos) only (an encoding that declares `distance`:
+encoding.distance_bias of ALiBi, T5, KERPLE, Sandwich, FIRE below its threshold) takes
+Tq + Tk - 1 distinct values per head: vec [H, L]. With consecutive integer positions
+(q_pos = a + i, k_pos = b + j) and the keys in reverse order (j' = Tk - 1 - j) the distance is
+i + j' + const, so the [H, Tq, Tk] bias is a strided VIEW of vec (strides L, 1, 1: a Hankel
+matrix), never materialized. The causal mask is folded into vec (finfo.min at negative
+distances, as eager masks). torch's CPU flash kernel reads the view as its float attn_mask, one
+call per query block of QUERY_BLOCK rows over the keys up to the block's last query, and
+returns the output and its logsumexp.
 
 Backward (_DistanceBias): a fixed bias (ALiBi, Sandwich) takes the CPU flash backward with the
 same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over i + j' = m of
@@ -17,9 +18,10 @@ five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu
 and the anti-diagonal sums).
 
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
-no distance_bias for these positions, a mask, positions that are not consecutive integers,
-not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or a learned bias with gradients
-and no C compiler.
+an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
+ones), no distance form for these positions, a mask, positions that are not consecutive
+integers, not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or a learned bias with
+gradients and no C compiler.
 """
 
 from __future__ import annotations
@@ -54,13 +56,18 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     """([(batch rows or None: all, delta, vec [H, L])], "") when this call can take the
     distance backend, else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at
     distance delta - (Tk - 1) + m, float32 after q's dtype's rounding, masked where causal."""
+    if enc is None:
+        return None, "no encoding: no bias"
     name = type(enc).__name__
+    if "distance" not in enc.provides:
+        what = ", ".join(sorted(enc.provides)) or "nothing"
+        return None, f"{name} has no bias of the distance alone (it provides {what})"
+    if enc.score_hooks:
+        return None, f"{name}'s {enc.score_hooks[0]}() hook needs the logits in hand"
+    if enc.position_dims != 1:
+        return None, f"{name} takes {enc.position_dims}-D positions"
     if os.environ.get(ENV_VAR, "1") == "0":
         return None, f"{ENV_VAR}=0"
-    if enc is None or not enc.has_bias or enc.score_hooks or enc.position_dims != 1:
-        return None, f"{name} is not a position bias"
-    if getattr(enc, "distance_bias", None) is None:
-        return None, f"{name} has no distance_bias()"
     if mask is not None:
         return None, "a mask is given"
     if q.device.type != "cpu":

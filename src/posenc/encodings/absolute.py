@@ -33,6 +33,7 @@ class Sinusoidal(AddedEncoding):
         Off (0) by default; eval is deterministic.
     """
 
+    provides = AddedEncoding.provides | {"embed_dim", "token_scale"}  # embed_dim: fusion="concat"
     paper = "Vaswani et al. 2017"
     summary = "fixed sin/cos table added to the embeddings; optional learned scale and noise"
 
@@ -118,6 +119,7 @@ class ScaledSinusoidal(AddedEncoding):
 class Sinusoidal2D(AddedEncoding):
     """Images: x + PE(row, col); values of positional-encodings' PositionalEncoding2D."""
 
+    provides = AddedEncoding.provides | {"token_scale"}
     paper = "Vaswani et al. 2017; 2-D layout of the positional-encodings package"
     summary = "2-D sinusoids for images: first channels encode the row, the next the column"
     position_dims = 2
@@ -238,6 +240,7 @@ class NoPE(PositionalEncoding):
     """No positional information at all (causal attention alone must find the order)."""
 
     family = "none"
+    provides = frozenset()  # nothing: every hook is the identity
     paper = "Haviv et al. 2022; Kazemnejad et al. 2023"
     summary = "no positional encoding: every hook is the identity"
 
@@ -257,6 +260,7 @@ class NoPETemperature(PositionalEncoding):
     """
 
     family = "none"  # no rotation, no bias: only the queries' scale follows their position
+    provides = frozenset({"rotate"})  # rotate() scales the queries (no angles)
     paper = "Meta 2025 (Llama 4 iRoPE); Nakanishi 2025"
     summary = "NoPE with a log-length query temperature (Llama 4's NoPE layers)"
 

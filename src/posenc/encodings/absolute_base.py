@@ -73,6 +73,8 @@ class AbsoluteEncoding(PositionalEncoding):
 class AddedEncoding(AbsoluteEncoding):
     """x + table(positions): the output width is D."""
 
+    provides = frozenset({"embed"})
+
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         D = self._check(x, positions)
         return x + self.table(self._positions_for(x, positions), D).to(x.dtype)
@@ -81,6 +83,7 @@ class AddedEncoding(AbsoluteEncoding):
 class ConcatEncoding(AbsoluteEncoding):
     """[x, table(positions)]: the output width is D + width (the model projects back to D)."""
 
+    provides = frozenset({"embed", "embed_dim"})
     width: int = 1
 
     def embed_dim(self, dim: int) -> int:

@@ -21,12 +21,12 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, position_at, train_len_hint
-from posenc.encodings.bias_base import PositionBias, difference
+from posenc.encodings.bias_base import DistanceBias, PositionBias, difference  # noqa: F401
 from posenc.encodings.bias_learned import FIRE, KERPLE
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
 
 
-class ALiBi(PositionBias):
+class ALiBi(DistanceBias):
     """Attention with Linear Biases: bias = -m_h * (i - j), slopes m_h as in BLOOM.
 
     Causal form (default): -m_h * (i - j) for every pair, so keys after the query (j > i) get
@@ -37,7 +37,6 @@ class ALiBi(PositionBias):
 
     paper = "Press et al. 2022"
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
-    distance_only = True
 
     def __init__(
         self,
@@ -66,7 +65,7 @@ class ALiBi(PositionBias):
         return f"heads={self.heads}, bidirectional={self.bidirectional}"
 
 
-class T5Bias(PositionBias):
+class T5Bias(DistanceBias):
     """T5's relative attention bias: a learned scalar per (bucket, head), buckets of key - query.
 
     `bidirectional=False` (default, decoders) gives keys after the query bucket 0, as T5's
@@ -84,7 +83,6 @@ class T5Bias(PositionBias):
 
     paper = "Raffel et al. 2020"
     summary = "learned scalar bias per head over log-spaced relative-distance buckets"
-    distance_only = True
     integer_positions = True
     trainable = True
 
@@ -131,7 +129,7 @@ class T5Bias(PositionBias):
         )
 
 
-class Sandwich(PositionBias):
+class Sandwich(DistanceBias):
     """Sandwich: the inner product of sinusoidal embeddings as a parameter-free bias.
 
     bias_h(i, j) = (sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2) / (8h/H), h = 1..H:
@@ -144,7 +142,6 @@ class Sandwich(PositionBias):
 
     paper = "Chi et al. 2023"
     summary = "parameter-free sinusoidal inner product p_i.p_j, per-head compression 8h/H"
-    distance_only = True
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
     def __init__(

@@ -26,7 +26,7 @@ class PositionBias(PositionalEncoding):
     """Shared plumbing: head count, position checks, bias() and score_mod() from _value()."""
 
     family = "bias"
-    distance_only = False  # the bias is a function of (head, q_pos - k_pos) alone
+    provides = frozenset({"bias", "score_mod"})
 
     def __init__(self, heads: int | None):
         super().__init__()
@@ -90,18 +90,6 @@ class PositionBias(PositionalEncoding):
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         return self._value(qp, kp, h, self._params()).to(q.dtype)
 
-    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor | None:
-        """The bias as a function of the distance alone: distances [N] int64 -> [H, N], the
-        value bias() gives at every (i, j) with q_pos[i] - k_pos[j] = distance, differentiable
-        in the parameters. None where the bias is not a function of the distance alone for
-        these query positions q_pos [T] / [B, T]. posenc.attention's `distance` backend reads
-        it instead of a [B, H, Tq, Tk] bias (O(Tq + Tk) values)."""
-        if not self.distance_only:
-            return None
-        d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
-        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
-        return self._value(d, torch.zeros_like(d), h, self._params())
-
     def _score_mod_positions(self, q_pos, k_pos) -> tuple[torch.Tensor, torch.Tensor]:
         """Validated positions for score_mod; [B, T] batches must match or be 1 (broadcast)."""
         q_pos = self._positions(q_pos, "q_pos")
@@ -127,3 +115,16 @@ class PositionBias(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}"
+
+
+class DistanceBias(PositionBias):
+    """A bias of (head, q_pos - k_pos) alone (ALiBi, T5, KERPLE): _value at key position 0
+    gives the `distance` form."""
+
+    provides = PositionBias.provides | {"distance"}
+
+    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
+        """distances [N] int64 -> [H, N]: bias() at every pair that far apart."""
+        d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
+        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
+        return self._value(d, torch.zeros_like(d), h, self._params())

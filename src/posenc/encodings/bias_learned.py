@@ -12,14 +12,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.checks import check_int, train_len_hint
-from posenc.encodings.bias_base import PositionBias, difference
+from posenc.encodings.bias_base import DistanceBias, PositionBias, difference
 
 
 def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
 
 
-class KERPLE(PositionBias):
+class KERPLE(DistanceBias):
     """Kernelized relative positional embedding: a learned conditionally positive definite kernel.
 
     variant="log":   -r1_h * log(1 + r2_h * |i - j|)
@@ -34,7 +34,6 @@ class KERPLE(PositionBias):
 
     paper = "Chi et al. 2022"
     summary = "learned log or power distance kernel per head (conditionally positive definite)"
-    distance_only = True
     trainable = True
     VARIANTS = ("log", "power")
 
@@ -104,6 +103,7 @@ class FIRE(PositionBias):
     Computed hidden unit by hidden unit, the same way in bias() and score_mod().
     """
 
+    provides = PositionBias.provides | {"distance"}  # below the threshold L
     paper = "Li et al. 2023"
     summary = "learned MLP of log-scaled relative distance, normalized by the query position"
     trainable = True

@@ -51,6 +51,7 @@ class FoX(PositionalEncoding):
 
     family = "content"
     paper = "Lin et al. 2025"
+    provides = frozenset({"bias"})
     summary = "forget gates from each key: a learned, content-dependent ALiBi (FoX)"
     trainable = True
     bidirectional = False  # gates accumulate from the key up to the query: causal only
@@ -91,6 +92,7 @@ class DAPE(PositionalEncoding):
 
     family = "content"
     paper = "Zheng et al. 2024"
+    provides = frozenset({"transform_logits"})
     summary = "MLP over each pair's logits and positional bias (KERPLE) across heads (DAPE)"
     trainable = True
 
@@ -145,6 +147,7 @@ class StickBreaking(PositionalEncoding):
 
     family = "content"
     paper = "Tan et al. 2024"
+    provides = frozenset({"normalize"})
     summary = "stick-breaking weights over preceding tokens in place of the softmax, no positions"
     bidirectional = False  # the stick is broken from the query backwards: causal only
 

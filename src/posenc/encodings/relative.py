@@ -37,6 +37,7 @@ class Shaw(PositionalEncoding):
     """
 
     family = "relative"
+    provides = frozenset({"bias", "values"})  # values: only with values=True (__init__)
     paper = "Shaw et al. 2018"
     summary = "learned relative key (and value) embeddings, clipped at distance k"
     integer_positions = True
@@ -60,10 +61,8 @@ class Shaw(PositionalEncoding):
         n = 2 * max_distance + 1
         self.rel_keys = nn.Parameter(torch.randn(n, self.head_dim) * 0.02)  # a^K [2k+1, Dh]
         self.rel_values = nn.Parameter(torch.randn(n, self.head_dim) * 0.02) if values else None
-
-    @property
-    def has_values(self) -> bool:
-        return self.rel_values is not None
+        if not values:  # the declaration, per instance: no value table, no values hook
+            self.provides = Shaw.provides - {"values"}
 
     def _index(self, rel: torch.Tensor) -> torch.Tensor:
         """rel = i - j -> table row clip(j - i, -k, k) + k."""
@@ -113,6 +112,7 @@ class TransformerXL(PositionalEncoding):
     """
 
     family = "relative"
+    provides = frozenset({"bias"})
     paper = "Dai et al. 2019"
     summary = "sinusoidal relative R with W_r, global content and position biases u, v"
     integer_positions = True

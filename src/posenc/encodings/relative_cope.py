@@ -28,6 +28,7 @@ class CoPE(PositionalEncoding):
     """
 
     family = "relative"
+    provides = frozenset({"bias"})
     bidirectional = False  # positions count gates up to the query: causal attention only
     paper = "Golovneva et al. 2024"
     summary = "contextual positions from cumulative sigmoid gates, interpolated embeddings"

@@ -25,6 +25,7 @@ class DeBERTa(PositionalEncoding):
     """
 
     family = "relative"
+    provides = frozenset({"bias", "softmax_scale"})
     paper = "He et al. 2021"
     summary = "disentangled content-to-position and position-to-content scores, log buckets"
     integer_positions = True

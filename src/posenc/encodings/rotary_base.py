@@ -44,6 +44,7 @@ class RotaryEncoding(PositionalEncoding):
     """Shared set-up of the rotary family: head dim, rotary dim, base, layout."""
 
     family = "rotary"
+    provides = frozenset({"rotate", "angles"})
     _multiple = 2  # the rotary dim must be a multiple of this
 
     def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:

@@ -36,6 +36,7 @@ class LieRE(PositionalEncoding):
     """
 
     family = "rotary"
+    provides = frozenset({"rotate", "angles"})
     paper = "Ostmeier et al. 2024"
     summary = "LieRE: rotations exp(sum_a p_a A_a) of learned skew-symmetric generators"
     trainable = True

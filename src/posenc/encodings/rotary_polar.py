@@ -39,6 +39,7 @@ class PoPE(PositionalEncoding):
     """
 
     family = "rotary"
+    provides = frozenset({"rotate", "angles"})
     paper = "Gopalakrishnan et al. 2025"
     summary = "PoPE: softplus magnitudes from content, angles from position only (2 Dh wide)"
     trainable = True

@@ -56,15 +56,18 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
 class Randomized(PositionalEncoding):
     """Wraps `encoding` (a registry name built with `encoding_kwargs`, or an instance).
 
-    Every hook of HOOKS (but sample_positions, its own) calls the inner encoding's
-    (`self.inner`), every fact of FACTS is the inner's, and any other attribute the inner has
-    (distance_bias: the `distance` backend) is read from it, so what the inner provides, the
-    wrapper provides. The class-level family is "none" since the wrapper itself adds no
-    signal; an instance reports its inner's family. The inner is built with train_len =
-    sample_len (training positions reach it: tables cover it, T5 / FIRE scale to it).
+    An instance declares what its inner encoding (`self.inner`) declares, plus
+    sample_positions (its own): `provides` is copied from the inner, every hook of HOOKS (but
+    sample_positions) calls the inner's, every fact of FACTS is the inner's, and any other
+    attribute the inner has (its settings) is read from it. So what the inner provides (the
+    `distance` form of a bias included), the wrapper provides, by construction. The
+    class-level family is "none" since the wrapper itself adds no signal; an instance reports
+    its inner's family. The inner is built with train_len = sample_len (training positions
+    reach it: tables cover it, T5 / FIRE scale to it).
     """
 
     family = "none"
+    provides = frozenset({"sample_positions"})  # an instance adds its inner's (__init__)
     paper = "Ruoss et al. 2023"
     summary = "wrapper: trains on sorted random positions from [0, sample_len)"
 
@@ -106,24 +109,14 @@ class Randomized(PositionalEncoding):
                 f"{type(inner).__name__} with position_dims={inner.position_dims}"
             )
         self.inner = inner
+        self.provides = inner.provides | Randomized.provides  # the declaration, forwarded
         for fact in FACTS:
             setattr(self, fact, getattr(inner, fact))
         self.heads = getattr(inner, "heads", heads)
 
-    @property
-    def content_dependent(self) -> bool:
-        return self.inner.content_dependent
-
-    @property
-    def score_hooks(self) -> tuple[str, ...]:
-        return self.inner.score_hooks
-
-    def overrides(self, hook: str) -> bool:
-        return hook == "sample_positions" or self.inner.overrides(hook)
-
     def __getattr__(self, name: str):
-        """Whatever else the inner encoding provides (distance_bias, distance_only, its own
-        settings) is the wrapper's too, by construction: a capability added later included."""
+        """Whatever else the inner encoding has (its settings: base, slopes, ...) is the
+        wrapper's too."""
         try:
             return super().__getattr__(name)  # parameters, buffers, submodules
         except AttributeError:

@@ -77,7 +77,7 @@ def load_trained(path: str | Path, name: str, max_pos: int):
             f"not {name!r}: run `posenc explain {cfg['encoding']} --checkpoint {path}`"
         )
     enc = model.encodings[0]
-    probe_dim = cfg["dim"] if enc.family == "absolute" else cfg["dim"] // cfg["heads"]
+    probe_dim = cfg["dim"] if "embed" in enc.provides else cfg["dim"] // cfg["heads"]
     return enc, probe_dim, cfg["heads"], cfg.get("max_len") or max_pos
 
 

@@ -56,7 +56,7 @@ def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
 
 def rotary_angles(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor | None:
     """[T, R/2] rotation angles of a 1-D rotary encoding, or None."""
-    if enc.family != "rotary" or enc.position_dims != 1:
+    if "angles" not in enc.provides or enc.position_dims != 1:
         return None
     return enc.angles(positions).double()
 
@@ -68,7 +68,7 @@ def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
     a = rotary_angles(enc, positions)
     if a is not None:
         return a
-    if enc.family == "absolute" and vectors is not None:
+    if "embed" in enc.provides and vectors is not None:
         return analysis.pair_angles(vectors)
     return None
 
@@ -107,7 +107,7 @@ def draw(
     angles = encoding_angles(enc, vectors, pos)
 
     # heatmap ---------------------------------------------------------------------------
-    if enc.family == "absolute":
+    if "embed" in enc.provides:
         part = positional_part(vectors, dim)
         put(
             "heatmap",
@@ -119,7 +119,7 @@ def draw(
             ),
             "Each row is the vector the encoding adds (or appends) at that position.",
         )
-    elif enc.family == "rotary" and angles is not None:
+    elif "angles" in enc.provides and angles is not None:
         put(
             "heatmap",
             plots.heatmap(
@@ -131,7 +131,7 @@ def draw(
             "Rotary encodings add nothing: they turn each pair of query/key dims by an angle "
             "that grows with the position. Shown: the cosine of that angle.",
         )
-    elif enc.family == "rotary":
+    elif "angles" in enc.provides:  # 2-D / 3-D rotary: the rotated query
         put(
             "heatmap",
             plots.heatmap(
@@ -141,7 +141,7 @@ def draw(
             ),
             "A fixed query (all ones) rotated to each position.",
         )
-    elif enc.family in ("bias", "relative", "content", "none"):
+    else:  # in attention (bias, relative, content) or nothing at all
         n = min(max_pos, 64)
         p = torch.arange(n)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
@@ -170,7 +170,7 @@ def draw(
 
     # waveforms -------------------------------------------------------------------------
     if state == "initial":
-        if enc.family == "absolute":
+        if "embed" in enc.provides:
             part = positional_part(vectors, dim)
             interleaved = angles is not None and analysis.pair_angles(part[:, :2]) is not None
             dims = pick_dims(part.shape[1], step=2 if interleaved else 1)
@@ -197,7 +197,7 @@ def draw(
             )
 
     # similarity / score against distance ----------------------------------------------
-    if enc.family == "absolute":
+    if "embed" in enc.provides:
         K = max_pos // 2
         G = vectors @ vectors.T
         starts = [0, max_pos // 4, max_pos // 2 - 1]
@@ -214,7 +214,7 @@ def draw(
             ),
             "If the lines for different t coincide, the similarity depends only on the offset.",
         )
-    elif enc.family == "rotary":
+    elif "angles" in enc.provides:
         n = 4 * max_pos
         s = analysis.score_vs_distance(enc, n, dim=dim, heads=heads)[0]
         lines = {"score, q = k = ones/√Dh": s}
@@ -254,7 +254,7 @@ def draw(
             + (", the content held fixed." if enc.family == "content" else "."),
         )
 
-    if state == "initial" and enc.family != "absolute":  # the attention the positions yield
+    if state == "initial" and "embed" not in enc.provides:  # the attention the positions yield
         w = analysis.attention_weights(enc, min(max_pos, 32), dim=dim, heads=heads)
         title = f"{name}: causal attention from the positions alone"
         put("attention", plots.head_matrices(w, title=title, cbar="attention weight"), ATTENTION)
@@ -285,7 +285,7 @@ def draw(
             "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
             "they tell the position like a clock tells the time.",
         )
-        if enc.family == "absolute":
+        if "embed" in enc.provides:
             table = positional_part(vectors, dim)[:16, : min(8, vectors.shape[1])]
         else:
             table = torch.stack([torch.sin(angles[:16]), torch.cos(angles[:16])], -1).flatten(1)

@@ -337,12 +337,19 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
     return params
 
 
+def is_nope(encoding: PositionalEncoding) -> bool:
+    """A NoPE layer as transformers writes it (no rope_parameters), read from what the
+    encoding declares (posenc.base.CAPABILITIES): no rotation angles, no bias, no embedding;
+    at most a query scale (nope_temperature's rotate)."""
+    return encoding.provides <= {"rotate", "sample_positions"}
+
+
 def to_config(encoding: PositionalEncoding) -> dict:
     """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
     from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
     NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
     out = {}
-    if encoding.family != "none":
+    if not is_nope(encoding):
         scaling = getattr(encoding, "scaling", None) or {}
         if getattr(encoding, "rope_type", None) == "dynamic" and (
             scaling.get("original_max_position_embeddings")

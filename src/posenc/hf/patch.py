@@ -41,7 +41,14 @@ from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
 from posenc.functional.mrope import check_mrope_section
-from posenc.hf.config import MROPE_KEYS, config_dict, from_config, head_dim_of, layer_types_of
+from posenc.hf.config import (
+    MROPE_KEYS,
+    config_dict,
+    from_config,
+    head_dim_of,
+    is_nope,
+    layer_types_of,
+)
 
 FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
 SKIP_PARTS = ("vision", "visual", "audio", "speech", "image", "vqmodel", "encoder.")
@@ -95,7 +102,7 @@ class Rope:
                     f"position_ids: mrope takes [3, B, T] or [B, T], got {tuple(pos.shape)}"
                 )
         flat = pos[0] if self.axes is not None else pos
-        if self.encoding.family == "none":
+        if is_nope(self.encoding):
             ones = torch.ones(*flat.shape, width, device=pos.device)
             return ones, torch.zeros_like(ones), torch.zeros(width)
         inv_freq, factor = self.frequencies(pos)
@@ -268,7 +275,7 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
     """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
     the shapes of `form` do not match theirs."""
     cos, sin, inv_freq = rope.cos_sin(pos, width)
-    factor = 1.0 if rope.encoding.family == "none" else rope.frequencies(pos)[1]
+    factor = 1.0 if is_nope(rope.encoding) else rope.frequencies(pos)[1]
     ours = render(cos.double(), sin.double(), form, torch.float64)
     ours = [ours] if form == "complex" else list(ours)
     if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
@@ -335,7 +342,7 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
 
 def _other_head_dims(rope: Rope, width: int) -> list[int]:
     """Head dims whose rotary dim R could give an output `width` wide (R or R/2 wide)."""
-    if rope.encoding.family == "none":
+    if is_nope(rope.encoding):
         return []
     prf = rope.rotary_dim() / rope.head_dim
     dims = [r for w in (width, 2 * width) for r in (w, round(w / prf)) if r % 2 == 0]
@@ -344,7 +351,7 @@ def _other_head_dims(rope: Rope, width: int) -> list[int]:
 
 def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
     enc = rope.encoding
-    what = "NoPE" if enc.family == "none" else (
+    what = "NoPE" if is_nope(enc) else (
         f"{getattr(enc, 'rope_type', type(enc).__name__)} rope (R={rope.rotary_dim()}, "
         f"theta={getattr(enc, 'base', '?')}{', mrope' if rope.axes else ''})"
     )  # fmt: skip
@@ -433,7 +440,7 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
     """ValueError unless the module's form can carry `encoding` as the model applies it."""
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a posenc encoding, got {type(encoding).__name__}")
-    if encoding.family == "none" and not encoding.overrides("rotate"):
+    if is_nope(encoding) and "rotate" not in encoding.provides:
         return  # NoPE: cos 1, sin 0 (nope_temperature scales queries: not expressible here)
     if not isinstance(encoding, RoPE) or encoding.position_dims != 1:
         raise ValueError(
@@ -466,7 +473,7 @@ def _layout(form: str, own: Rope) -> str | None:
     """The pairs the model's attention rotates: "half" or "interleaved" (None: unknown)."""
     if form in ("interleaved", "complex"):
         return "interleaved"
-    if form == "half" and own.encoding.family != "none":
+    if form == "half" and not is_nope(own.encoding):
         return own.encoding.layout  # DeepSeek-V3's rope_interleave: from_config says so
     return None
 
