@@ -233,7 +233,7 @@ def test_conform_rotated_qk_in_float32_and_the_wrong_layout(layout, tmp_path):
     assert result.ok, "\n".join(result.lines())
     assert f"layout {layout} (the config's)" in result.lines()[0]
     wrong = {f"{n}_rot": rotate_float64(g.qk[n].float(), cos, sin, other) for n in ("q", "k")}
-    result = G.conform(cfg, {**wrong, "q": g.qk["q"], "k": g.qk["k"]})
+    result = G.conform(cfg, {**wrong, "q": g.qk["q"], "k": g.qk["k"], "positions": positions})
     assert not result.ok
     assert f"note: the dump is within budget in the {other} layout" in result.lines()
     # yarn's attention factor left out of the cache: over, and said
