@@ -6,8 +6,7 @@ dumped and judged by `posenc conform`. Its output is docs/hf/golden_example.txt:
 """
 
 import json
-import subprocess
-import sys
+import os
 import tempfile
 from pathlib import Path
 
@@ -15,6 +14,8 @@ import torch
 import transformers
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+from posenc.cli import main
 
 CONFIG = {  # Llama 3.1 8B's config.json, its attention and rope keys
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
@@ -27,12 +28,15 @@ T = 131072
 
 
 def posenc(*args: str) -> None:
-    """Run the posenc command as a user would, and show it (paths relative to the folder)."""
-    proc = subprocess.run([sys.executable, "-m", "posenc", *args], capture_output=True,
-                          text=True, cwd=WORK)  # fmt: skip
-    print(f"$ posenc {' '.join(args)}")
-    print(proc.stdout + proc.stderr, end="")
-    print(f"(exit {proc.returncode})\n")
+    """Run the posenc command (its main, in this process) in the work folder, and show it."""
+    print(f"$ posenc {' '.join(args)}", flush=True)
+    here = os.getcwd()
+    os.chdir(WORK)
+    try:
+        code = main(list(args))
+    finally:
+        os.chdir(here)
+    print(f"(exit {code})\n", flush=True)
 
 
 def dump(name: str, rotary: torch.nn.Module, dtype: torch.dtype) -> None:

@@ -363,6 +363,9 @@ def write_bad_files(tmp_path) -> None:
     torch.save({"other": torch.zeros(4, 5)}, tmp_path / "none.pt")
     (tmp_path / "notjson.json").write_text("{")
     (tmp_path / "empty").mkdir(exist_ok=True)
+    torch.save({"k_rot": torch.zeros(4, 1, HEAD), "q": torch.zeros(4, 1, HEAD)}, tmp_path / "k.pt")
+    torch.save({"cos": torch.ones(4, HEAD), "sin": torch.zeros(4, HEAD)}, tmp_path / "cache.pt")
+    G.write_golden(G.golden(config("default"), torch.arange(4)), tmp_path / "default.npz")
 
 
 def bad_inputs(tmp_path) -> dict:
@@ -394,6 +397,9 @@ def bad_inputs(tmp_path) -> dict:
         "golden not golden": (["conform", cfg, str(tmp_path / "wide.pt"), "--golden",
                                str(tmp_path / "junk.npz")], "not a readable .npz"),
         "dtype": (["conform", cfg, str(tmp_path / "wide.pt"), "--dtype", "int8"], "--dtype"),
+        "rotated without input": (["conform", cfg, str(tmp_path / "k.pt")], "no input k"),
+        "golden of another config": (["conform", cfg, str(tmp_path / "cache.pt"), "--golden",
+                                      str(tmp_path / "default.npz")], "written for scaling"),
     }  # fmt: skip
 
 

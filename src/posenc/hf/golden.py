@@ -598,7 +598,7 @@ def conform(
         ref_freq, meta = golden_file.inv_freq, golden_file.meta
         seq_len = meta["seq_len"] if seq_len is None else seq_len
         mine = rope_reference(config, pos, seq_len=seq_len, layer_type=layer_type)[1]
-        for key in ("scaling", "rotary_dim", "seq_len"):
+        for key in ("scaling", "layout", "head_dim", "rotary_dim", "seq_len"):
             if meta.get(key) != mine.get(key) and (key != "seq_len" or meta.get("seq_len_read")):
                 raise ValueError(
                     f"--golden was written for {key} {meta.get(key)}, the config "
@@ -610,14 +610,17 @@ def conform(
     r = meta["rotary_dim"]
     what = "rotated q / k" if qk_mode else "cos / sin cache"
     header = [
-        f"posenc conform: {path}: {what} {list(first.shape)} stored {_name(store)}, budget of "
-        f"{_name(compute)} computation; attention factor {meta['attention_factor']:g} "
+        f"posenc conform: {path}: {what} {list(first.shape)}, budget of {_name(store)} stored, "
+        f"{_name(compute)} computed; attention factor {meta['attention_factor']:g} "
         f"{attention_factor}",
         f"golden: {'file' if golden_file is not None else 'on the fly'}, rope_type "
         f"{meta['scaling']['rope_type']}, R={r}, seq_len {meta['seq_len']}, posenc "
         f"{meta['posenc_version']}, formula {meta['formula_version']}",
     ]
     if qk_mode:
+        for name in parts:
+            if name[0] not in inputs:
+                raise ValueError(f"DUMP {path} holds {name} but no input {name[0]} to rotate")
         got = {k: _qk_shape(v, inputs[k[0]].shape, path, k) for k, v in parts.items()}
 
         def judge(lay: str, factor: float) -> _Rows:
@@ -738,9 +741,7 @@ def _qk_shape(x: torch.Tensor, want: tuple, path, name: str) -> torch.Tensor:
 def _judge_qk(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
     rows = _Rows(len(pos))
     for name, out in got.items():
-        x = inputs.get(name[0])
-        if x is None:
-            raise ValueError(f"{name} is in the dump but its input {name[0]} is not")
+        x = inputs[name[0]]
         idx = _pair_index(layout, r)  # [R]
         for lo in range(0, len(pos), ROWS):
             sl = slice(lo, lo + ROWS)
