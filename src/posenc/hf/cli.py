@@ -79,7 +79,7 @@ def conform_parser() -> OneLineParser:
     parser.add_argument(
         "--layout",
         choices=("half", "interleaved", "pairs"),
-        help="the dump's layout (default: detected)",
+        help="the dump's layout (default: detected for a cache, the config's for q/k)",
     )
     parser.add_argument(
         "--attention-factor",
