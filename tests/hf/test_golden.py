@@ -438,3 +438,28 @@ def test_the_commands_run_and_load_no_lab_dependency(tmp_path):
             "if m in sys.modules and m not in before])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_golden_of_a_config_with_rope_per_layer_type(tmp_path, capsys):
+    """Gemma 3: rope parameters per layer type; --layer-type picks one, none is one line."""
+    import json
+
+    cfg = {"model_type": "gemma3_text", **SMALL, "head_dim": HEAD,
+           "layer_types": ["sliding_attention", "full_attention"],
+           "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0,
+           "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    out = str(tmp_path / "g.npz")
+    assert main(["golden", str(path), "--positions", "0:8", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "layer_type" in err
+    x = torch.arange(0, HEAD, 2).float() / HEAD
+    for layer_type, want in (("sliding_attention", 1 / 10000.0**x),
+                             ("full_attention", 1 / 1000000.0**x / 8)):  # fmt: skip
+        argv = ["golden", str(path), "--positions", "0:8", "--out", out, "--layer-type", layer_type]
+        assert main(argv) == 0
+        g = G.read_golden(out)
+        assert g.meta["layer_type"] == layer_type
+        torch.testing.assert_close(g.inv_freq, want.double(), rtol=2**-22, atol=0)
+        assert main(["conform", str(path), out, "--layer-type", layer_type]) == 0
