@@ -458,7 +458,10 @@ class Conformance:
 
 
 def _short(n: int) -> str:
-    return f"{n // 1024}k" if n and n % 1024 == 0 else str(n)
+    """2048 -> 2k, 2097152 -> 2M."""
+    if n and n % 2**20 == 0:
+        return f"{n >> 20}M"
+    return f"{n >> 10}k" if n and n % 1024 == 0 else str(n)
 
 
 def _pick(tensors: dict, names: tuple[str, ...]) -> torch.Tensor | None:
