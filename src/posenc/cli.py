@@ -1,4 +1,4 @@
-"""The `posenc` command: list, show, explain, arena, bench.
+"""The `posenc` command: list, show, explain, arena, stretch, bench, golden, conform.
 
 Each subcommand is a module with `main(argv) -> int`, imported only when it runs, so
 `posenc list` stays fast. Errors from bad input print one line, no traceback (set
@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "arena": ("posenc.arena.cli", "train small models per encoding, measure length generalization"),
     "stretch": ("posenc.stretch.cli", "a real model's context, stretched by each RoPE scaling"),
     "bench": ("posenc.bench", "speed and memory side by side with other libraries"),
+    "golden": ("posenc.hf.cli", "write the float64 RoPE cos/sin of a transformers config"),
+    "conform": ("posenc.hf.cli", "judge an engine's RoPE cache / rotated q,k against golden"),
 }
 
 
@@ -79,12 +81,14 @@ def parsers() -> dict:
     from posenc.arena.cli import report_parser
     from posenc.bench.cli import parser as bench
     from posenc.explain.cli import parser as explain
+    from posenc.hf.cli import conform_parser, golden_parser
     from posenc.stretch.cli import parser as stretch
     from posenc.stretch.cli import report_parser as stretch_report
 
     return {"list": list_parser(), "show": show_parser(), "explain": explain(),
             "arena": arena(), "arena report": report_parser(), "bench": bench(),
-            "stretch": stretch(), "stretch report": stretch_report()}  # fmt: skip
+            "stretch": stretch(), "stretch report": stretch_report(),
+            "golden": golden_parser(), "conform": conform_parser()}  # fmt: skip
 
 
 def list_parser():

@@ -1,0 +1,175 @@
+"""`posenc golden` and `posenc conform`: the float64 reference of a transformers config's RoPE
+written to a file, and an engine's dump judged against it by position band (posenc.hf.golden).
+
+    posenc golden CONFIG --positions 0:131072 [--out golden.npz] [--q-k SEED|FILE]
+    posenc conform CONFIG DUMP [--golden FILE] [--dtype D] [--bands 0,2048,...]
+
+conform exits 0 when every band is within budget, 1 when one is over, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+
+from posenc.checks import OneLineParser, check_out_file
+from posenc.hf import golden as G
+
+HELP = {
+    "golden": "write the float64 RoPE cos/sin (and rotated q/k) of a transformers config",
+    "conform": "judge an engine's RoPE cache or rotated q/k against the float64 golden values",
+}
+
+
+def golden_parser() -> OneLineParser:
+    parser = OneLineParser(prog="posenc golden", description=HELP["golden"])
+    parser.add_argument("config", help="a transformers config.json, or a model folder with one")
+    parser.add_argument(
+        "--positions",
+        required=True,
+        help="A:B (end exclusive), A:B:S, N, comma separated: 0:4096, 0,1,2,131071, 0:1000000:997",
+    )
+    parser.add_argument(
+        "--out",
+        default="golden.npz",
+        help="the file: .npz (numpy) or .safetensors (default golden.npz)",
+    )
+    parser.add_argument(
+        "--q-k",
+        dest="qk",
+        metavar="SEED|FILE",
+        help="also rotate q, k [T, H, Dh]: standard normal from this seed, or "
+        "read from a .npz / .safetensors / .pt file holding q and k",
+    )
+    parser.add_argument("--heads", type=int, default=1, help="heads of seeded q, k (default 1)")
+    add_common(parser)
+    return parser
+
+
+def conform_parser() -> OneLineParser:
+    parser = OneLineParser(prog="posenc conform", description=HELP["conform"])
+    parser.add_argument("config", help="a transformers config.json, or a model folder with one")
+    parser.add_argument(
+        "dump",
+        help="the engine's cos/sin cache or q_rot/k_rot: .npz, "
+        ".safetensors or .pt (a dict of tensors, or a (cos, sin) pair)",
+    )
+    parser.add_argument(
+        "--golden",
+        help="read the golden values from this posenc golden file (default: computed on the fly)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=tuple(G.DTYPES),
+        help="the dtype the dump was stored in (default: its tensors')",
+    )
+    parser.add_argument(
+        "--compute-dtype",
+        choices=tuple(G.DTYPES),
+        help="the dtype the engine computed the angles in (default float32 for "
+        "16-bit dumps, else the stored dtype)",
+    )
+    parser.add_argument(
+        "--positions",
+        help="the dump's positions, as for golden (default: its "
+        "'positions' tensor, else --golden's, else 0..T-1)",
+    )
+    parser.add_argument(
+        "--bands", help="band edges, increasing: 0,2048,8192 (default: 2k, then powers of 4)"
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("half", "interleaved", "pairs"),
+        help="the dump's layout (default: detected for a cache, the config's for q/k)",
+    )
+    parser.add_argument(
+        "--attention-factor",
+        choices=("included", "excluded"),
+        default="included",
+        help="whether the dump's cos/sin carry the "
+        "attention factor (yarn, longrope; default included, as transformers)",
+    )
+    add_common(parser)
+    return parser
+
+
+def add_common(parser: OneLineParser) -> None:
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        help="the sequence length dynamic, dynamic_yarn "
+        "and longrope compute for (default: the largest position + 1)",
+    )
+    parser.add_argument(
+        "--layer-type",
+        help="the layer type of a config with rope parameters "
+        "per layer type (Gemma 3: full_attention), or nope",
+    )
+
+
+def main_golden(argv: list[str]) -> int:
+    args = golden_parser().parse_args(argv)
+    positions = G.parse_positions(args.positions)
+    check_out_file(args.out, "--out")
+    G._suffix(args.out, (".npz", ".safetensors"), "--out")
+    if args.seq_len is not None and args.seq_len < 1:
+        raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
+    config, reader = G.read_config(args.config)
+    qk = None
+    if args.qk is not None:
+        inv_freq, meta = G.rope_reference(
+            config, positions, seq_len=args.seq_len, layer_type=args.layer_type
+        )
+        qk = _qk_inputs(args.qk, positions, meta["head_dim"], args.heads)
+    g = G.golden(config, positions, seq_len=args.seq_len, layer_type=args.layer_type, qk=qk)
+    g.meta["config"] = os.path.basename(os.path.abspath(args.config))
+    g.meta["config_reader"] = reader
+    G.write_golden(g, args.out)
+    m = g.meta
+    extra = f", q/k {list(g.qk['q'].shape)}" if g.qk else ""
+    print(
+        f"posenc golden: wrote {args.out}: cos/sin [{len(positions)}, {m['rotary_dim'] // 2}] "
+        f"float64 at positions {int(positions.min())}..{int(positions.max())}{extra}; "
+        f"rope_type {m['scaling']['rope_type']}, layout {m['layout']}, R={m['rotary_dim']}, "
+        f"attention factor {m['attention_factor']:g}, seq_len {m['seq_len']} "
+        f"(config read by {reader})"
+    )
+    return 0
+
+
+def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
+    """--q-k: a seed (an int >= 0) or a file holding q and k."""
+    if value.strip().isdigit():
+        return G.random_qk(positions, head_dim, heads, int(value))
+    if not os.path.isfile(value):
+        raise ValueError(
+            f"--q-k must be a seed (an int >= 0) or a file with q and k, got {value!r}"
+        )
+    tensors = G.read_dump(value)
+    if "q" not in tensors or "k" not in tensors:
+        raise ValueError(f"--q-k {value} holds {sorted(tensors)}; it needs q and k [T, H, Dh]")
+    return {"q": tensors["q"], "k": tensors["k"]}
+
+
+def main_conform(argv: list[str]) -> int:
+    args = conform_parser().parse_args(argv)
+    positions = G.parse_positions(args.positions) if args.positions else None
+    bands = G.parse_bands(args.bands)
+    golden_file = G.read_golden(args.golden) if args.golden else None
+    dump = G.read_dump(args.dump)
+    config, _ = G.read_config(args.config)
+    result = G.conform(
+        config,
+        dump,
+        path=args.dump,
+        golden_file=golden_file,
+        positions=positions,
+        dtype=G.DTYPES[args.dtype] if args.dtype else None,
+        compute_dtype=G.DTYPES[args.compute_dtype] if args.compute_dtype else None,
+        layout=args.layout,
+        attention_factor=args.attention_factor,
+        bands=bands,
+        seq_len=args.seq_len,
+        layer_type=args.layer_type,
+    )
+    print("\n".join(result.lines()))
+    return 0 if result.ok else 1
