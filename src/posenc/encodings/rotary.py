@@ -96,7 +96,14 @@ class RoPE(RotaryEncoding):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
         inv_freq, af = self.frequencies(k_pos, q.shape[-1])
-        return PF.apply_rope_qk(q, k, q_pos, k_pos, inv_freq, self.layout, None, af)
+        same = q_pos is k_pos  # cos/sin built once for both (same compute dtype)
+        k_pos = check_positions(k_pos, name="k_pos")
+        q_pos = k_pos if same else check_positions(q_pos, name="q_pos")
+        k_cs = PF.rope_cos_sin(k_pos, inv_freq, af, k.dtype)
+        fp64 = (q.dtype == torch.float64) != (k.dtype == torch.float64)
+        q_cs = k_cs if same and not fp64 else PF.rope_cos_sin(q_pos, inv_freq, af, q.dtype)
+        q = PF.apply_rope(q, cos=q_cs[0], sin=q_cs[1], layout=self.layout)
+        return q, PF.apply_rope(k, cos=k_cs[0], sin=k_cs[1], layout=self.layout)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 angles, unreduced."""
@@ -168,7 +175,8 @@ class XPos(RotaryEncoding):
             cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)
             power = (pos.double() - center)[..., None] * (sign / self.scale_base)
             scale = (power * log_zeta).exp().to(cos.dtype)  # zeta^(+-(n - c) / scale_base)
-            out.append(PF.apply_rope_cos_sin(x, cos * scale, sin * scale, self.layout))
+            out.append(PF.apply_rope(x, cos=cos * scale, sin=sin * scale, layout=self.layout,
+                                     engine="reference"))  # fmt: skip
         return out[0], out[1]
 
     @torch.compiler.disable  # reads two numbers: outside a compiled graph

@@ -102,7 +102,8 @@ class MultiAxisRotary(RotaryEncoding):
                 pos, name=name, position_dims=self.position_dims, signed=self.signed
             )
             angles = self._angles(pos, r, x.dtype)  # [..., R/2]
-            out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
+            cos, sin = angles.cos(), angles.sin()
+            out.append(PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_positions
 from posenc.encodings.rotary_base import RotaryEncoding
 from posenc.functional.absolute import position_angles
-from posenc.functional.rotary import apply_rope_cos_sin
+from posenc.functional.rotary import apply_rope
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
 DEFAULT_TRAIN_LEN = 2048  # the floor's length when neither train_len nor max_len is given
@@ -96,7 +96,7 @@ class FoPE(RotaryEncoding):
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
             pos = check_positions(pos, name=name)
             cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
-            out.append(apply_rope_cos_sin(x, *cs, self.layout))
+            out.append(apply_rope(x, cos=cs[0], sin=cs[1], layout=self.layout, engine="reference"))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
