@@ -53,7 +53,9 @@ Standard keywords, accepted by every constructor (keyword-only, ignored where un
 vocabulary across posenc (CONTRIBUTING.md has the table):
     dim, heads, head_dim   D, H, Dh of the model the encoding sits in
     max_len                a HARD limit: positions >= max_len raise a ValueError, for every
-                           encoding (check_positions, the one place); None = none
+                           encoding (check_positions, the one place); None = none. (Given
+                           alone to an encoding with a training-length hint, it is read as
+                           that hint for one release, deprecated: posenc.checks.limit_and_hint)
     train_len              the training length, a hint for settings scaled to it (a learned
                            table's size when max_len is not given, T5's max_distance, FIRE's L)
 """
@@ -208,7 +210,7 @@ class PositionalEncoding(nn.Module):
     def check_positions(self, positions: torch.Tensor, name: str = "positions", **kwargs):
         """posenc.checks.check_positions with this encoding's hard limit: positions >= max_len
         raise a ValueError naming max_len and the position. The one place max_len is enforced:
-        the hooks, posenc.attention and TransformerLM pass positions through it."""
+        every hook that takes positions and posenc.attention (so TransformerLM) call it."""
         return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
 
     def reset_buffers(self) -> None:

@@ -105,19 +105,21 @@ def check_max_len(max_len) -> int | None:
     return None if max_len is None else check_int("max_len", max_len, low=1)
 
 
-def train_len_hint(max_len: int | None, train_len: int | None, stacklevel: int = 4) -> int | None:
-    """The training-length hint (train_len). max_len given alone is still read as the hint it
-    used to be, for one release, with a DeprecationWarning; it is the hard limit as well."""
+def limit_and_hint(max_len, train_len, stacklevel: int = 4) -> tuple[int | None, int | None]:
+    """(max_len, train_len) of an encoding with a training-length hint: max_len is the hard
+    limit, train_len the hint. max_len given alone is still read as the hint it used to be, for
+    one release, with a DeprecationWarning: then it is no limit (None, max_len)."""
     if max_len is not None and train_len is None:
         check_max_len(max_len)
         warnings.warn(
-            "max_len= as a training-length hint is deprecated: max_len is the hard limit on "
-            "positions (enforced); pass train_len= for the hint",
+            "max_len= alone is read as the training-length hint, as before; this is deprecated: "
+            "pass train_len= for the hint (max_len= is the hard limit on positions)",
             DeprecationWarning,
             stacklevel=stacklevel,
         )
-        train_len = max_len
-    return None if train_len is None else check_int("train_len", train_len, low=1)
+        return None, max_len
+    train_len = None if train_len is None else check_int("train_len", train_len, low=1)
+    return check_max_len(max_len), train_len
 
 
 # --------------------------------------------------------------------------- positions

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_max_len, position_at, train_len_hint
+from posenc.checks import check_bool, check_max_len, limit_and_hint, position_at
 from posenc.encodings.bias_base import PositionBias, difference
 from posenc.encodings.bias_learned import FIRE, KERPLE
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
@@ -102,10 +102,9 @@ class T5Bias(PositionBias):
         max_distance=None,
     ):
         super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
         if num_buckets is None:  # scaled with train_len (not with the deprecated max_len hint)
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
-        train_len = train_len_hint(max_len, train_len)
+        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
             if train_len is None:

@@ -17,7 +17,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_max_len, train_len_hint
+from posenc.checks import check_float, check_max_len, limit_and_hint
 from posenc.encodings.rotary_base import MultiAxisRotary, RotaryEncoding, check_rotary_dim
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
@@ -62,7 +62,7 @@ class RoPE(RotaryEncoding):
         if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
             self.base = float(self.scaling["rope_theta"])
         if self.rope_type != "default" and "max_position_embeddings" not in self.scaling:
-            hint = train_len_hint(max_len, train_len, stacklevel=3)  # max_len alone: deprecated
+            self.max_len, hint = limit_and_hint(max_len, train_len, stacklevel=3)
             if hint is not None:
                 self.scaling["max_position_embeddings"] = hint
         prf = self.scaling.get("partial_rotary_factor")

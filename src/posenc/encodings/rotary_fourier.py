@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len, train_len_hint
+from posenc.checks import check_bool, check_float, check_int, limit_and_hint
 from posenc.encodings.rotary_base import RotaryEncoding
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import apply_rope
@@ -60,11 +60,11 @@ class FoPE(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        self.max_len, length = limit_and_hint(max_len, train_len, stacklevel=3)  # limit, hint
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
-        length = train_len_hint(max_len, train_len, stacklevel=3) or DEFAULT_TRAIN_LEN
+        length = length or DEFAULT_TRAIN_LEN
         self.train_len = check_int("train_len", length, low=1)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
         with torch.device("cpu"):  # moved to the positions' device per call (not meta)
