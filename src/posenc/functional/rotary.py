@@ -28,8 +28,8 @@ def rope_inv_freq(
     """Inverse frequencies [dim // 2] float32 of a rotary dim `dim`, and the attention factor.
 
     `scaling` is a Hugging Face `rope_scaling` dict (rope_type default, linear, ntk, dynamic,
-    yarn, llama3, longrope, proportional: there `dim` is the head dim; see posenc.rope_scaling);
-    a `rope_theta` key in it overrides `base`.
+    yarn, llama3, longrope, proportional: there `dim` is the head dim; see
+    posenc.functional.rope_scaling); a `rope_theta` key in it overrides `base`.
     `seq_len` (the current length) matters for dynamic and longrope only. The attention factor
     multiplies cos and sin (yarn's temperature, longrope's scale; 1.0 otherwise).
     """
