@@ -103,10 +103,9 @@ class Randomized(PositionalEncoding):
         elif isinstance(encoding, str):
             if encoding.strip().lower() == "randomized":
                 raise ValueError("encoding must be another encoding, not 'randomized' itself")
-            if sample_len is None:  # never past the hard limit
-                sample_len = min(SAMPLE_LEN, limit or SAMPLE_LEN)
+            n = sample_len or min(SAMPLE_LEN, limit or SAMPLE_LEN)  # never past the hard limit
             # the inner's hard limit is max_len, as given: never enlarged to cover sample_len
-            std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=limit, train_len=sample_len)
+            std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=limit, train_len=n)
             inner = lookup("encoding", encoding, WRAPPABLE)(**{**std, **(encoding_kwargs or {})})
         else:
             raise TypeError(
