@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
+import posenc.explain
 from posenc import analysis
 from posenc import functional as PF
 
@@ -20,9 +21,10 @@ def sinusoid64(n: int = N, d: int = D) -> torch.Tensor:
     return PF.sinusoidal_table(torch.arange(n, dtype=torch.float64), d)
 
 
-def built(name: str, **kw):
-    torch.manual_seed(0)
-    return posenc.build(name, dim=D, heads=4, head_dim=D, max_len=N, **kw).eval()
+def built(name: str):
+    """As `posenc explain` builds it (posenc.explain.build): train_len N, and max_len N (a hard
+    limit) only where the encoding needs a length (a learned table, onehot's vector)."""
+    return posenc.explain.build(name, dim=D, heads=4, max_pos=N)
 
 
 def by_name(measures, name):
@@ -169,7 +171,7 @@ def test_past_the_length():
     assert m.verdict == "error (clear)" and f"max_len={N}" in m.detail
     m = analysis.beyond_length(built("sinusoidal"), N, dim=D, heads=4)
     assert m.verdict == "defined, new"
-    m = analysis.beyond_length(built("t5"), N, dim=D, heads=4)  # max_distance = max_len
+    m = analysis.beyond_length(built("t5"), N, dim=D, heads=4)  # max_distance = train_len
     assert m.verdict == "defined, constant"
     m = analysis.beyond_length(built("alibi"), N, dim=D, heads=4)
     assert m.verdict == "defined"

@@ -16,7 +16,9 @@ B, H, HKV, DH = 2, 4, 2, 16
 def make(name: str, heads: int = H, head_dim: int = DH, seed: int = 0, **kwargs):
     """The encoding with standard keywords, parameters nudged off their init (t5 starts tiny)."""
     torch.manual_seed(seed)
-    std = dict(dim=heads * head_dim, heads=heads, head_dim=head_dim, max_len=64)
+    std = dict(dim=heads * head_dim, heads=heads, head_dim=head_dim, train_len=64)
+    if name == "onehot":  # the one encoding that needs max_len (a hard limit) to be built
+        std["max_len"] = 64
     enc = posenc.build(name, **std, **kwargs)
     with torch.no_grad():
         for p in enc.parameters():

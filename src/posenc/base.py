@@ -67,7 +67,10 @@ only order the tokens and decide the causal mask.
 Standard keywords, accepted by every constructor (keyword-only, ignored where unused), one
 vocabulary across posenc (CONTRIBUTING.md has the table):
     dim, heads, head_dim   D, H, Dh of the model the encoding sits in
-    max_len                a HARD limit: positions >= max_len raise (learned tables); None = none
+    max_len                a HARD limit: positions >= max_len raise a ValueError, for every
+                           encoding (check_positions, the one place); None = none. (Given
+                           alone to an encoding with a training-length hint, it is read as
+                           that hint for one release, deprecated: posenc.checks.limit_and_hint)
     train_len              the training length, a hint for settings scaled to it (a learned
                            table's size when max_len is not given, T5's max_distance, FIRE's L)
 """
@@ -79,6 +82,8 @@ import warnings
 
 import torch
 from torch import nn
+
+from posenc.checks import check_positions
 
 FAMILIES = ("absolute", "rotary", "bias", "relative", "content", "none")
 # capability -> the hook method that implements it (the module docstring says what each is).
@@ -143,7 +148,7 @@ class PositionalEncoding(nn.Module):
     bidirectional: bool = True
     per_document: bool = True
 
-    # Largest supported position + 1 (learned tables); None means unbounded.
+    # The hard limit: positions >= max_len raise (check_positions); None means unbounded.
     max_len: int | None = None
     # Whether the model calls sample_positions in eval mode too (randomized, Ruoss's protocol).
     sample_at_eval: bool = False
@@ -240,6 +245,12 @@ class PositionalEncoding(nn.Module):
         may attend) or None -> attention weights [B, H, Tq, Tk], zero where not allowed (rows
         may sum to less than 1), replacing the softmax. None: the softmax."""
         return None
+
+    def check_positions(self, positions: torch.Tensor, name: str = "positions", **kwargs):
+        """posenc.checks.check_positions with this encoding's hard limit: positions >= max_len
+        raise a ValueError naming max_len and the position. The one place max_len is enforced:
+        every hook that takes positions and posenc.attention (so TransformerLM) call it."""
+        return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
 
     def reset_buffers(self) -> None:
         """Recompute the derived (non-persistent) buffers from the constructor's settings, as

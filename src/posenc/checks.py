@@ -99,19 +99,27 @@ def renamed(**old_to_new: str):
     return wrap
 
 
-def train_len_hint(max_len: int | None, train_len: int | None) -> int | None:
-    """The training-length hint. These encodings have no hard limit; max_len given alone is
-    read as the hint it used to be, with a DeprecationWarning (use train_len=)."""
+def check_max_len(max_len) -> int | None:
+    """max_len, the HARD limit on positions (positions >= max_len raise, in
+    PositionalEncoding.check_positions), as an int >= 1; None: no limit."""
+    return None if max_len is None else check_int("max_len", max_len, low=1)
+
+
+def limit_and_hint(max_len, train_len, stacklevel: int = 4) -> tuple[int | None, int | None]:
+    """(max_len, train_len) of an encoding with a training-length hint: max_len is the hard
+    limit, train_len the hint. max_len given alone is still read as the hint it used to be, for
+    one release, with a DeprecationWarning: then it is no limit (None, max_len)."""
     if max_len is not None and train_len is None:
-        check_int("max_len", max_len, low=1)
+        check_max_len(max_len)
         warnings.warn(
-            "max_len= as a training-length hint is deprecated (max_len is a hard limit, which "
-            "this encoding does not have): use train_len=",
+            "max_len= alone is read as the training-length hint, as before; this is deprecated: "
+            "pass train_len= for the hint (max_len= is the hard limit on positions)",
             DeprecationWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
-        train_len = max_len
-    return None if train_len is None else check_int("train_len", train_len, low=1)
+        return None, max_len
+    train_len = None if train_len is None else check_int("train_len", train_len, low=1)
+    return check_max_len(max_len), train_len
 
 
 # --------------------------------------------------------------------------- positions

@@ -157,8 +157,9 @@ def main_show(argv: list[str]) -> int:
     check_show_size(cls, a, b, args)
     torch.manual_seed(0)
     enc = posenc.build(
-        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1)
-    ).eval()
+        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1),
+        train_len=max(b, 1),
+    ).eval()  # fmt: skip
     if "embed" in enc.provides:
         check_show_size(cls, a, b, args, enc.embed_dim(args.dim))
     pos = torch.arange(a, b)

@@ -236,3 +236,34 @@ def test_torch_compile_inductor(name):
         return posenc.attention(q, k, v, enc)
 
     torch.testing.assert_close(torch.compile(fn)(q, k, v), fn(q, k, v), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_max_len_is_a_hard_limit(name):
+    """max_len means one thing for every encoding, none ignores it: positions < max_len run, a
+    position >= max_len raises a ValueError naming max_len and the position, whether it comes
+    through attention, TransformerLM (given or default positions) or the encoding's embed."""
+    L = 6
+    enc = posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=L, train_len=L).eval()
+    assert enc.max_len == L
+    P = enc.position_dims
+    q, k, v = qkv(L, L)
+    good, bad = arange_positions(L, P), arange_positions(L, P, offset=1)  # 0..L-1, 1..L
+    past = rf"go up to {L}\b.*max_len={L}\b"
+    model = TransformerLM(V, D, 1, H, encoding=name, max_len=L, train_len=L).eval()
+    tokens = torch.randint(0, V, (B, L + 1))
+    with torch.no_grad():
+        posenc.attention(q, k, v, enc, good, good)
+        model(tokens[:, :L])
+        for q_pos, k_pos in ((good, bad), (bad, bad)):
+            with pytest.raises(ValueError, match=past):
+                posenc.attention(q, k, v, enc, q_pos, k_pos)
+        with pytest.raises(ValueError, match=past):
+            model(tokens[:, :L], positions=bad)
+        with pytest.raises(ValueError, match=past):
+            model(tokens)  # default positions 0..L
+        if enc.family == "absolute":
+            x = torch.randn(B, L, D)
+            enc.embed(x, good)
+            with pytest.raises(ValueError, match=past):
+                enc.embed(x, bad)

@@ -29,6 +29,7 @@ NEW_ENCODING = textwrap.dedent(
         def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None,
                      slope=0.5):
             super().__init__(heads)
+            self.max_len = check_max_len(max_len)
             self.slope = check_float("slope", slope, gt=0)
 
         def _value(self, qp, kp, h, params):
@@ -73,7 +74,11 @@ def test_an_encoding_added_to_its_family_module_is_picked_up_everywhere(tmp_path
     text = family.read_text()
     assert "linear_bias" not in text
     family.write_text(
-        text.replace("import torch\n", "import torch\n\nfrom posenc.checks import check_float\n", 1)
+        text.replace(
+            "import torch\n",
+            "import torch\n\nfrom posenc.checks import check_float, check_max_len\n",
+            1,
+        )
         + NEW_ENCODING
     )
     env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS="1")

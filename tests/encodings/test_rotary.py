@@ -230,7 +230,7 @@ def test_registry_and_class_attributes():
         assert posenc.ENCODINGS[name] is cls
         assert cls.family == "rotary" and cls.paper and cls.summary
         enc = posenc.build(name, dim=64, heads=4, head_dim=16, max_len=128)
-        assert enc.rotary_dim() == 16 and enc.max_len is None
+        assert enc.rotary_dim() == 16 and enc.max_len == 128  # the hard limit
         with pytest.raises(TypeError):
             cls(head_dim=16, bogus=1)
         with pytest.raises(TypeError):

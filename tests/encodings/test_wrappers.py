@@ -75,10 +75,12 @@ def test_hooks_are_the_base_encodings():
 
 
 def test_bounded_base_covers_sample_len():
-    if "learned" not in posenc.ENCODINGS:
-        pytest.skip("learned not registered yet")
-    enc = Randomized(encoding="learned", dim=16, max_len=20, sample_len=300)
+    """The inner table covers sample_len (train_len = sample_len); a max_len below it is
+    refused, never quietly enlarged (tests/encodings/test_max_len.py)."""
+    enc = Randomized(encoding="learned", dim=16, sample_len=300)
     assert enc.max_len == enc.inner.max_len >= 300 and enc.family == "absolute"
+    with pytest.raises(ValueError, match="sample_len=300 > max_len=20"):
+        Randomized(encoding="learned", dim=16, max_len=20, sample_len=300)
 
 
 def test_model_samples_once_and_every_layer_sees_the_same_positions():

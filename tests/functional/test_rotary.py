@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from posenc.functional import (
     apply_rope,
-    apply_rope_cos_sin,
-    apply_rope_qk,
     rope_cos_sin,
     rope_inv_freq,
 )
@@ -50,7 +48,8 @@ def test_half_layout_matches_transformers(params, hf_rope, hf_apply, hf_cos_sin6
     assert af == pytest.approx(rope.attention_scaling)
     err = (apply_rope(q, pos, inv_freq, attention_factor=af) - q_ref).abs().max()
     assert err <= 1e-5 and err <= (q_hf - q_ref).abs().max()
-    q2, k2 = apply_rope_qk(q, k, pos, pos, inv_freq, attention_factor=af)
+    cos, sin = rope_cos_sin(pos, inv_freq, af)  # once for q and k
+    q2, k2 = (apply_rope(x, cos=cos, sin=sin) for x in (q, k))
     assert (q2 - q_ref).abs().max() <= 1e-5 and (k2 - k_ref).abs().max() <= 1e-5
 
 
@@ -151,11 +150,11 @@ def test_qk_share_cos_sin_and_decode_offsets():
     torch.manual_seed(8)
     q, k, inv_freq = torch.randn(2, 4, 3, 16), torch.randn(2, 2, 10, 16), rope_inv_freq(16)[0]
     k_pos = torch.arange(10)
-    q2, k2 = apply_rope_qk(q, k, k_pos[-3:], k_pos, inv_freq)
+    cos, sin = rope_cos_sin(k_pos, inv_freq)  # built once: q takes the last 3 rows
+    q2, k2 = apply_rope(q, cos=cos[-3:], sin=sin[-3:]), apply_rope(k, cos=cos, sin=sin)
     torch.testing.assert_close(q2, apply_rope(q, k_pos[-3:], inv_freq))
     torch.testing.assert_close(k2, apply_rope(k, k_pos, inv_freq))
-    cos, sin = rope_cos_sin(k_pos, inv_freq)
-    torch.testing.assert_close(apply_rope_cos_sin(k, cos, sin), k2)
+    torch.testing.assert_close(apply_rope(k, cos=cos, sin=sin, engine="reference"), k2)
 
 
 # ---------------------------------------------------------------------- properties
@@ -220,7 +219,7 @@ def test_bfloat16_at_position_one_million_is_bf16_rounding_of_float64():
     # float32 angles (transformers' way) are off by up to ~0.03 rad at 1e6: the check has teeth
     angles32 = pos.float()[:, None] * inv_freq
     cos, sin = angles32.cos(), angles32.sin()
-    naive = apply_rope_cos_sin(x, cos, sin)
+    naive = apply_rope(x, cos=cos, sin=sin, engine="reference")
     assert not ((naive.double() - ref).abs() <= half_ulp * 1.001).all()
 
 

@@ -1,7 +1,8 @@
-"""posenc.fast_rope equals posenc.functional's reference RoPE: values, gradients, in-place rules,
-fallback. Tolerances: float32 <= 1e-5 absolute (unit-variance inputs); bfloat16 <= 1 bf16 ulp of
-the output (both round the same float32 result once, so they differ only where the float32
-results differ in the last bits: max abs error <= 2^-7 * |x|max)."""
+"""posenc.functional.apply_rope through posenc.kernels' engines equals its reference RoPE:
+values, gradients, in-place rules, fallback. Tolerances: float32 <= 1e-5 absolute
+(unit-variance inputs); bfloat16 <= 1 bf16 ulp of the output (both round the same float32
+result once, so they differ only where the float32 results differ in the last bits: max abs
+error <= 2^-7 * |x|max)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import functional, kernels
-from posenc.functional import apply_rope_reference, rope_align, rope_cos_sin, rope_inv_freq
+from posenc.functional import rope_align, rope_cos_sin, rope_inv_freq
+from posenc.functional.rotary import _rope_qk_fast
 
 FAST = ("cpp", "eager")  # "compiled" is tested once, on one small shape (compiling is slow)
 
 
 def reference(x, pos, inv, layout="half", attention_factor=1.0):
-    """posenc.functional's pure-PyTorch reference (apply_rope itself dispatches to the fast
-    path, so the comparison goes through the reference directly)."""
-    cos, sin = rope_cos_sin(pos, inv, attention_factor, x.dtype)
-    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
-    return apply_rope_reference(x, cos, sin, layout, False)
+    """posenc.functional's pure-PyTorch reference (apply_rope otherwise dispatches to the fast
+    path, so the comparison asks for the reference)."""
+    return functional.apply_rope(x, pos, inv, layout, attention_factor=attention_factor,
+                                 engine="reference")  # fmt: skip
 
 
 def tol(dtype):
@@ -63,18 +64,18 @@ def test_values_equal_reference(engine, case):
     x, pos, inv, layout = make(case)
     want = reference(x, pos, inv, layout)
     before = x.clone()
-    got = functional.apply_rope_fast(x, pos, inv, layout, engine=engine)
+    got = functional.apply_rope(x, pos, inv, layout, engine=engine, check=False)
     assert got.dtype == x.dtype and got.shape == x.shape
     torch.testing.assert_close(got.float(), want.float(), atol=tol(x.dtype), rtol=0)
     assert torch.equal(x, before), "out-of-place call changed its input"
 
     out = torch.full_like(x, float("nan"))
-    functional.apply_rope_fast(x, pos, inv, layout, out=out, engine=engine)
+    functional.apply_rope(x, pos, inv, layout, out=out, engine=engine, check=False)
     torch.testing.assert_close(out.float(), want.float(), atol=tol(x.dtype), rtol=0)
     assert torch.equal(x, before), "out= call changed its input"
 
     y = x.clone()
-    ret = functional.apply_rope_fast(y, pos, inv, layout, inplace=True, engine=engine)
+    ret = functional.apply_rope(y, pos, inv, layout, inplace=True, engine=engine, check=False)
     assert ret is y
     torch.testing.assert_close(y.float(), want.float(), atol=tol(x.dtype), rtol=0)
 
@@ -88,7 +89,7 @@ def test_gradients_equal_reference(engine, case):
     g = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
     (want,) = torch.autograd.grad(reference(x, pos, inv, layout), x, g)
     (got,) = torch.autograd.grad(
-        functional.apply_rope_fast(x, pos, inv, layout, engine=engine), x, g
+        functional.apply_rope(x, pos, inv, layout, engine=engine, check=False), x, g
     )
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
@@ -98,9 +99,12 @@ def test_rope_qk_equals_reference_and_attention_factor():
     q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 2, 9, 16)
     qp, kp = torch.arange(3, 9), torch.arange(9)
     inv, _ = rope_inv_freq(16)
-    oq, ok = functional.apply_rope_qk_fast(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
+    oq, ok = _rope_qk_fast(q, k, qp, kp, inv, attention_factor=1.3, engine="cpp")
     torch.testing.assert_close(oq, reference(q, qp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
     torch.testing.assert_close(ok, reference(k, kp, inv, attention_factor=1.3), atol=1e-5, rtol=0)
+    for x, pos, want in ((q, qp, oq), (k, kp, ok)):  # the public function, one tensor a call
+        got = functional.apply_rope(x, pos, inv, attention_factor=1.3, engine="cpp")
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
 def test_compiled_engine_small_shape():
@@ -111,11 +115,11 @@ def test_compiled_engine_small_shape():
     pos = torch.randint(0, 100, (2, 8))
     inv, _ = rope_inv_freq(8)
     want = reference(x, pos, inv, "half")
-    got = functional.apply_rope_fast(x, pos, inv, "half", engine="compiled")
+    got = functional.apply_rope(x, pos, inv, "half", engine="compiled")
     assert "compiled" not in kernels._BROKEN, kernels._BROKEN.get("compiled")
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     y = x.clone()
-    functional.apply_rope_fast(y, pos, inv, "half", inplace=True, engine="compiled")
+    functional.apply_rope(y, pos, inv, "half", inplace=True, engine="compiled")
     torch.testing.assert_close(y, want, atol=1e-5, rtol=0)
 
 
@@ -132,12 +136,12 @@ def test_fallback_when_fast_engines_fail(monkeypatch):
     x, pos = torch.randn(1, 2, 5, 8), torch.arange(5)
     inv, _ = rope_inv_freq(8)
     with pytest.warns(RuntimeWarning, match="engine 'cpp' failed"):
-        got = functional.apply_rope_fast(x, pos, inv)
+        got = functional.apply_rope(x, pos, inv)
     torch.testing.assert_close(got, reference(x, pos, inv, "half"), atol=1e-6, rtol=0)
     assert set(kernels._BROKEN) == {"cpp"}  # auto never compiles; it went to eager
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # decided once: no second warning
-        functional.apply_rope_fast(x, pos, inv)
+        functional.apply_rope(x, pos, inv)
     assert kernels.pick_engine(x, x) == "eager"
 
 
@@ -161,18 +165,20 @@ def test_inplace_and_out_reject_autograd_and_bad_out():
     x = torch.randn(1, 1, 3, 4, requires_grad=True)
     inv, _ = rope_inv_freq(4)
     with pytest.raises(ValueError, match="autograd"):
-        functional.apply_rope_fast(x, torch.arange(3), inv, inplace=True)
+        functional.apply_rope(x, torch.arange(3), inv, inplace=True, engine="auto")
     with pytest.raises(ValueError, match="out must have"):
-        functional.apply_rope_fast(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
+        functional.apply_rope(x.detach(), torch.arange(3), inv, out=torch.empty(1, 1, 3, 5))
     with pytest.raises(ValueError, match="layout"):
-        kernels.rotate(x.detach(), x.detach(), x.detach(), "sideways")
+        kernels._rotate(x.detach(), x.detach(), x.detach(), "sideways")
+    with pytest.raises(ValueError, match="layout"):
+        functional.apply_rope(x.detach(), torch.arange(3), inv, layout="sideways")
 
 
 def test_apply_rope_dispatches_to_fast_path_and_env_var_turns_it_off(monkeypatch):
     calls = []
-    real = functional.apply_rope_reference
+    real = functional.rotary._rope_reference
     monkeypatch.setattr(
-        functional.rotary, "apply_rope_reference", lambda *a: calls.append(1) or real(*a)
+        functional.rotary, "_rope_reference", lambda *a: calls.append(1) or real(*a)
     )
     x, pos = torch.randn(2, 3, 7, 8), torch.arange(7)
     inv, _ = rope_inv_freq(8)
@@ -188,7 +194,7 @@ def test_apply_rope_dispatches_to_fast_path_and_env_var_turns_it_off(monkeypatch
 def test_double_backward_raises_instead_of_wrong_numbers():
     x = torch.randn(1, 1, 3, 4, requires_grad=True)
     inv, _ = rope_inv_freq(4)
-    y = functional.apply_rope_fast(x, torch.arange(3), inv, engine="cpp")
+    y = functional.apply_rope(x, torch.arange(3), inv, engine="cpp")
     (g,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         torch.autograd.grad(g.sum(), x)
@@ -209,16 +215,16 @@ def test_out_that_overlaps_the_input_is_refused():
             if out.untyped_storage().data_ptr() != buf.untyped_storage().data_ptr():
                 continue  # a copy: no overlap
             with pytest.raises(ValueError, match="out overlaps x"):
-                functional.apply_rope_fast(x, pos, inv, out=out, engine=engine)
+                functional.apply_rope(x, pos, inv, out=out, engine=engine)
         same = x.clone()
-        got = functional.apply_rope_fast(same, pos, inv, out=same, engine=engine)
+        got = functional.apply_rope(same, pos, inv, out=same, engine=engine)
         assert got.data_ptr() == same.data_ptr()
         torch.testing.assert_close(same, want, atol=1e-5, rtol=1e-5)
         two = torch.empty(1, 2, 12, 8)
         src, dst = two[:, :, :6], two[:, :, 6:]
         src.copy_(x)
-        functional.apply_rope_fast(src, pos, inv, out=dst, engine=engine)
+        functional.apply_rope(src, pos, inv, out=dst, engine=engine)
         torch.testing.assert_close(dst, want, atol=1e-5, rtol=1e-5)
         q, k = x.clone(), x.clone()
         with pytest.raises(ValueError, match="overlaps"):
-            functional.apply_rope_qk_fast(q, k, pos, pos, inv, out=(k, q), engine=engine)
+            _rope_qk_fast(q, k, pos, pos, inv, out=(k, q), engine=engine)

@@ -13,12 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 pytest.importorskip("triton")
-from posenc.functional import (  # noqa: E402
-    apply_rope_reference,
-    rope_align,
-    rope_cos_sin,
-    rope_inv_freq,
-)
+from posenc.functional import rope_align, rope_cos_sin, rope_inv_freq  # noqa: E402
+from posenc.functional.rotary import _rope_reference  # noqa: E402
 from posenc.kernels import triton_rope  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -28,7 +24,7 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
 
 def apply_rope(x, pos, inv, layout):
     """posenc.functional's pure-PyTorch reference (apply_rope itself may take a fast path)."""
-    return apply_rope_reference(x, *cos_sin(pos, inv, x), layout, False)
+    return _rope_reference(x, *cos_sin(pos, inv, x), layout, False)
 
 
 def cos_sin(pos, inv, x):

@@ -174,6 +174,9 @@ def prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size) -> Call |
         )
     q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
     k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
+    if encoding is not None and encoding.max_len is not None:  # its hard limit (NoPE's too)
+        q_pos = encoding.check_positions(q_pos, "q_pos", position_dims=P)
+        k_pos = encoding.check_positions(k_pos, "k_pos", position_dims=P)
     mask = prepare_mask(mask, B, H, Tq, Tk)
     if Tq == 0 or Tk == 0:
         return None

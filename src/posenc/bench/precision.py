@@ -19,13 +19,8 @@ import torch
 from posenc import kernels
 from posenc.bench.common import Sizes, sync
 from posenc.bench.report import Report, Row
-from posenc.functional import (
-    apply_rope_qk_fast,
-    rope_align,
-    rope_inv_freq,
-    sinusoidal_inv_freq,
-    sinusoidal_table,
-)
+from posenc.functional import rope_align, rope_inv_freq, sinusoidal_inv_freq, sinusoidal_table
+from posenc.functional.rotary import _rope_qk_fast  # q and k in one call (one Triton launch)
 
 ERROR_AT = (10**3, 10**5, 10**6, 10**7, 2**24 + 1, 2**31 - 1)
 
@@ -40,7 +35,7 @@ def product_rope(q, k, pos, inv):
     """RoPE of q, k with cos / sin of float32 products, rotated by the same kernel."""
     angles = pos.float()[:, None] * inv  # [T, Dh/2]
     cs = tuple(rope_align(t, q, "positions") for t in (angles.cos(), angles.sin()))
-    return kernels.rotate_qk(q, k, cs, cs, "half")
+    return kernels._rotate_qk(q, k, cs, cs, "half")
 
 
 def alternate(fns: list, device: str, repeats: int, warmup: int) -> list[float]:
@@ -69,7 +64,7 @@ def largest_error(fn, reference, device: str) -> float:
 
 
 def ours_rope(q, k, pos, inv):
-    return apply_rope_qk_fast(q, k, pos, None, inv)
+    return _rope_qk_fast(q, k, pos, None, inv)
 
 
 def bench_precision(rep: Report, s: Sizes, device: str) -> float:

@@ -15,13 +15,8 @@ import torch
 
 from posenc.bench.common import GB, Sizes, optional, timeit
 from posenc.bench.report import Report, Row
-from posenc.functional import (
-    apply_rope_qk_fast,
-    apply_rope_reference,
-    rope_align,
-    rope_cos_sin,
-    rope_inv_freq,
-)
+from posenc.functional import apply_rope, rope_cos_sin, rope_inv_freq
+from posenc.functional.rotary import _rope_qk_fast  # q and k in one call (one Triton launch)
 from posenc.kernels import engine_status
 
 # ---------------------------------------------------------------------------------- copy
@@ -44,10 +39,7 @@ def bench_copy(rep: Report, s: Sizes, device: str) -> float:
 def reference_qk(q, k, pos, inv):
     """posenc.functional's pure-PyTorch reference RoPE on q and k (no fast path)."""
     cos, sin = rope_cos_sin(pos, inv)  # [T, Dh/2]
-    return tuple(
-        apply_rope_reference(x, rope_align(cos, x, "p"), rope_align(sin, x, "p"), "half", False)
-        for x in (q, k)
-    )
+    return tuple(apply_rope(x, cos=cos, sin=sin, engine="reference") for x in (q, k))
 
 
 def rope_impls(s: Sizes, device: str, notes: list[str]):
@@ -56,10 +48,10 @@ def rope_impls(s: Sizes, device: str, notes: list[str]):
     inv = inv.to(device)
     pos = torch.arange(s.T, device=device)  # [T]
     impls = {
-        "posenc": (lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv), True),
+        "posenc": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv), True),
         "posenc out=": (None, False),  # filled in bench_rope (needs the buffers)
         "posenc in-place": (
-            lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv, inplace=True),
+            lambda q, k: _rope_qk_fast(q, k, pos, None, inv, inplace=True),
             False,
         ),
         "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
@@ -144,7 +136,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
     pos = torch.arange(s.T, device=device)
     impls = rope_impls(s, device, rep.notes)
     impls["posenc out="] = (
-        lambda q, k: apply_rope_qk_fast(q, k, pos, None, inv.to(device), out=(oq, ok)),
+        lambda q, k: _rope_qk_fast(q, k, pos, None, inv.to(device), out=(oq, ok)),
         False,
     )
     case = f"B={s.B} H={s.H} T={s.T} Dh={s.Dh} f32"

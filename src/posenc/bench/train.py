@@ -83,7 +83,7 @@ def case_of(cfg: dict, encoding: str) -> str:
 
 def posenc_model(cfg: dict, encoding: str, vocab: int):
     return TransformerLM(vocab, cfg["dim"], cfg["depth"], cfg["heads"], encoding=encoding,
-                         max_len=cfg["T"])  # fmt: skip
+                         max_len=cfg["T"], train_len=cfg["T"])  # fmt: skip
 
 
 def train_step(cfg: dict, encoding: str, device: str, build=posenc_model):

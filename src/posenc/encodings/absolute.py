@@ -17,7 +17,7 @@ from torch import nn
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_positions
+from posenc.checks import check_choice, check_float, check_max_len
 from posenc.encodings.absolute_base import AddedEncoding, ConcatEncoding, check_base, check_size
 
 # ------------------------------------------------------------------------------ sinusoids
@@ -51,6 +51,7 @@ class Sinusoidal(AddedEncoding):
         noise: float = 0.0,
     ):
         super().__init__(dim=dim)
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.fusion = check_choice("fusion", fusion, ("add", "concat"))
         self.base = check_base(base)
         self.noise = check_float("noise", noise, ge=0)  # an amplitude; 0 = off
@@ -102,6 +103,7 @@ class ScaledSinusoidal(AddedEncoding):
         base=10000.0,
     ):
         super().__init__(dim=dim)
+        self.max_len = check_max_len(max_len)  # the hard limit
         if dim is not None and dim % 2:
             raise ValueError(f"dim must be even for scaled_sinusoidal (sin/cos halves), got {dim}")
         self.base = check_base(base)
@@ -135,6 +137,7 @@ class Sinusoidal2D(AddedEncoding):
         base=10000.0,
     ):
         super().__init__(dim=dim)
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.base = check_base(base)
 
     fusion = "add"
@@ -177,7 +180,7 @@ class Learned(AddedEncoding):
         nn.init.normal_(self.weight, std=0.02)
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        positions = check_positions(positions, integer=True, max_len=self.max_len)
+        positions = self.check_positions(positions, integer=True)
         return F.embedding(positions.long(), self.weight)
 
 
@@ -199,7 +202,7 @@ class OneHot(ConcatEncoding):
         self.width = self.max_len
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        positions = check_positions(positions, integer=True, max_len=self.max_len)
+        positions = self.check_positions(positions, integer=True)
         return F.one_hot(positions.long(), self.max_len).float()
 
 
@@ -248,6 +251,7 @@ class NoPE(PositionalEncoding):
         self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
 
 
 class NoPETemperature(PositionalEncoding):
@@ -269,6 +273,7 @@ class NoPETemperature(PositionalEncoding):
         floor_scale: float = 8192, attn_scale: float = 0.1,
     ):  # fmt: skip
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.floor_scale = check_float("floor_scale", floor_scale, gt=0)
         self.attn_scale = check_float("attn_scale", attn_scale, ge=0)
 
@@ -279,7 +284,7 @@ class NoPETemperature(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         """q [B, H, Tq, Dh] scaled per query position (q_pos [Tq] or [B, Tq]); k unchanged."""
-        q_pos = check_positions(q_pos, name="q_pos")
+        q_pos = self.check_positions(q_pos, name="q_pos")
         t = self.temperature(q_pos)[..., None]  # [Tq, 1] or [B, Tq, 1]
         t = t.unsqueeze(1) if t.dim() == 3 else t  # [B, 1, Tq, 1]
         compute = torch.promote_types(q.dtype, torch.float32)

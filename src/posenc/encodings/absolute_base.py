@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_positions
+from posenc.checks import check_float, check_int, check_max_len
 
 
 def check_size(name: str, value, *, required: str | None = None) -> int | None:
@@ -32,6 +32,7 @@ class AbsoluteEncoding(PositionalEncoding):
         self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.dim = check_size("dim", dim)
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -50,9 +51,7 @@ class AbsoluteEncoding(PositionalEncoding):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be [B, T, D], got {shape}")
         P = self.position_dims
-        positions = check_positions(
-            positions, integer=self.integer_positions, max_len=self.max_len, position_dims=P
-        )
+        positions = self.check_positions(positions, integer=self.integer_positions, position_dims=P)
         lead = positions.shape[:-1] if P > 1 else positions.shape  # [T] or [B, T]
         B, T, D = x.shape
         if len(lead) not in (1, 2) or lead[-1] != T or (len(lead) == 2 and lead[0] not in (1, B)):

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, check_positions
+from posenc.checks import check_int
 from posenc.encodings.absolute import Learned
 
 
@@ -36,7 +36,7 @@ class LearnedWindow(Learned):
         self.w = nn.Parameter(torch.ones(self.window - 1, self.dim))  # [J - 1, D]
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-        positions = check_positions(positions, integer=True, max_len=self.max_len)
+        positions = self.check_positions(positions, integer=True)
         pos = positions.long()  # [T] or [B, T]
         pe = F.embedding(pos, self.weight)  # [(B,) T, D]
         for j in range(1, self.window):

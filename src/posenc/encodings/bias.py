@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, position_at, train_len_hint
+from posenc.checks import check_bool, check_max_len, limit_and_hint, position_at
 from posenc.encodings.bias_base import DistanceBias, PositionBias, difference  # noqa: F401
 from posenc.encodings.bias_learned import FIRE, KERPLE
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
@@ -49,6 +49,7 @@ class ALiBi(DistanceBias):
         bidirectional=False,
     ):
         super().__init__(heads)
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.reset_buffers()
 
@@ -101,7 +102,7 @@ class T5Bias(DistanceBias):
         super().__init__(heads)
         if num_buckets is None:  # scaled with train_len (not with the deprecated max_len hint)
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
-        train_len = train_len_hint(max_len, train_len)
+        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
             if train_len is None:
@@ -148,6 +149,7 @@ class Sandwich(DistanceBias):
         self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, sandwich_dim=128
     ):
         super().__init__(heads)
+        self.max_len = check_max_len(max_len)  # the hard limit
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim
         self.sandwich_dim = sandwich_dim
         self.reset_buffers()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, check_positions, position_at
+from posenc.checks import check_int, position_at
 
 
 def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
@@ -48,7 +48,7 @@ class PositionBias(PositionalEncoding):
     def _positions(
         self, pos: torch.Tensor, name: str, length: int | None = None, batch: int | None = None
     ) -> torch.Tensor:
-        pos = check_positions(pos, name=name, integer=self.integer_positions)
+        pos = self.check_positions(pos, name=name, integer=self.integer_positions)
         if pos.dim() not in (1, 2):
             raise ValueError(f"{name} must be [T] or [B, T], got shape {tuple(pos.shape)}")
         if length is not None and pos.shape[-1] != length:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.checks import check_int, train_len_hint
+from posenc.checks import check_int, check_max_len, limit_and_hint
 from posenc.encodings.bias_base import DistanceBias, PositionBias, difference
 
 
@@ -49,6 +49,7 @@ class KERPLE(DistanceBias):
         eps=1e-2,
     ):
         super().__init__(heads)
+        self.max_len = check_max_len(max_len)  # the hard limit
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         if not 0 < eps < 1:
@@ -121,7 +122,7 @@ class FIRE(PositionBias):
         eps=1e-6,
     ):
         super().__init__(heads)
-        train_len = train_len_hint(max_len, train_len)
+        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
         check_int("mlp_width", mlp_width, low=1)
         self.train_len = train_len
         self.init_L = float(train_len if train_len is not None else 512)

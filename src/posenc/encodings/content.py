@@ -20,15 +20,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_positions, lookup
+from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
 from posenc.encodings.relative_base import check_qk, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
-def rows(pos: torch.Tensor, name: str, t: int, batch: int) -> torch.Tensor:
-    """Validated positions [t] or [B, t] -> [B or 1, t]."""
-    pos = check_positions(pos, name=name)
+def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int) -> torch.Tensor:
+    """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
+    pos = enc.check_positions(pos, name=name)
     bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
     if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
         raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
@@ -60,6 +60,7 @@ class FoX(PositionalEncoding):
         self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, gate_bias=5.0
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("fox", dim, heads, head_dim, need_heads=True)
         check_float("gate_bias", gate_bias)
         bound = self.head_dim**-0.5  # nn.Linear(Dh, 1)'s init, per head
@@ -74,8 +75,8 @@ class FoX(PositionalEncoding):
 
     def bias(self, q, k, q_pos, k_pos):
         check_qk(self, q, k)
-        qp = rows(q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
-        kp = rows(k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
+        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
         return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
 
     def extra_repr(self) -> str:
@@ -162,13 +163,14 @@ class StickBreaking(PositionalEncoding):
         attend_current=False,
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.attend_current = check_bool("attend_current", attend_current)
 
     def normalize(self, logits, allowed, q_pos, k_pos):
         if not self.attend_current:  # the query's own key (the same position) takes no share
             b, _, tq, tk = logits.shape
-            qp = rows(q_pos, "q_pos", tq, b).to(logits.device)
-            kp = rows(k_pos, "k_pos", tk, b).to(logits.device)
+            qp = rows(self, q_pos, "q_pos", tq, b).to(logits.device)
+            kp = rows(self, k_pos, "k_pos", tk, b).to(logits.device)
             other = (kp[:, None, :] != qp[:, :, None]).unsqueeze(1)  # [b, 1, Tq, Tk]
             allowed = other if allowed is None else allowed & other
         return stick_breaking(logits, allowed)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, renamed
+from posenc.checks import check_int, check_max_len, renamed
 from posenc.encodings.relative_base import check_qk, expand_heads, relative_positions, resolve_dims
 from posenc.encodings.relative_cope import CoPE
 from posenc.encodings.relative_deberta import DeBERTa
@@ -56,6 +56,7 @@ class Shaw(PositionalEncoding):
         values: bool = False,
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("shaw", dim, heads, head_dim, need_heads=False)
         self.max_distance = check_int("max_distance", max_distance, low=1)
         n = 2 * max_distance + 1
@@ -72,7 +73,7 @@ class Shaw(PositionalEncoding):
     def bias(self, q, k, q_pos, k_pos):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
-        idx = self._index(relative_positions(q_pos, k_pos, tq, k.shape[2], b, True))
+        idx = self._index(relative_positions(self, q_pos, k_pos, tq, k.shape[2], b, True))
         qa = q @ self.rel_keys.to(q.dtype).T  # [B, H, Tq, 2k+1]
         return qa.gather(-1, expand_heads(idx, b, h)) * self.softmax_scale(dh)
 
@@ -80,7 +81,9 @@ class Shaw(PositionalEncoding):
         if self.rel_values is None:
             return None
         b, h, tq, tk = probs.shape
-        idx = expand_heads(self._index(relative_positions(q_pos, k_pos, tq, tk, b, True)), b, h)
+        idx = expand_heads(
+            self._index(relative_positions(self, q_pos, k_pos, tq, tk, b, True)), b, h
+        )
         bins = probs.new_zeros(b, h, tq, 2 * self.max_distance + 1).scatter_add(-1, idx, probs)
         return bins @ self.rel_values.to(probs.dtype)  # [B, H, Tq, Dh]
 
@@ -131,6 +134,7 @@ class TransformerXL(PositionalEncoding):
         shift: bool = True,
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         d, self.heads, self.head_dim = resolve_dims("transformer_xl", dim, heads, head_dim, True)
         self.rel_dim = rel_dim if rel_dim is not None else d
         if not isinstance(self.rel_dim, int) or self.rel_dim < 2 or self.rel_dim % 2:
@@ -149,7 +153,7 @@ class TransformerXL(PositionalEncoding):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
         tk = k.shape[2]
-        rel = relative_positions(q_pos, k_pos, tq, tk, b, True)  # [B or 1, 1, Tq, Tk]
+        rel = relative_positions(self, q_pos, k_pos, tq, tk, b, True)  # [B or 1, 1, Tq, Tk]
         content = (k @ self.u.to(k.dtype)[:, :, None]).transpose(-1, -2)  # u.k_j [B, H, 1, Tk]
         qv = q + self.v.to(q.dtype)[:, None, :]  # [B, H, Tq, Dh]
         q0, k0 = _contiguous_start(q_pos), _contiguous_start(k_pos)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.checks import check_int, check_positions
+from posenc.checks import check_int
 
 
 def resolve_dims(
@@ -51,12 +51,13 @@ def check_qk(enc, q: torch.Tensor, k: torch.Tensor) -> None:
 
 
 def relative_positions(
-    q_pos: torch.Tensor, k_pos: torch.Tensor, tq: int, tk: int, batch: int, integer: bool
+    enc, q_pos: torch.Tensor, k_pos: torch.Tensor, tq: int, tk: int, batch: int, integer: bool
 ) -> torch.Tensor:
-    """Validate positions ([T] or [B, T]) and return q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
+    """Validate positions ([T] or [B, T]; enc.check_positions: its max_len) and return
+    q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
     out = []
     for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
-        pos = check_positions(pos, name=name, integer=integer)
+        pos = enc.check_positions(pos, name=name, integer=integer)
         bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
         if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
             raise ValueError(

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, renamed, train_len_hint
+from posenc.checks import check_int, check_max_len, limit_and_hint, renamed
 from posenc.encodings.relative_base import check_qk, expand_heads, relative_positions, resolve_dims
 from posenc.functional.content import run_ends
 
@@ -46,9 +46,11 @@ class CoPE(PositionalEncoding):
         max_distance: int | None = None,
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("cope", dim, heads, head_dim, need_heads=False)
-        if max_distance is None:
-            max_distance = train_len_hint(max_len, train_len) or 64
+        if max_distance is None:  # scaled with train_len (max_len alone: the deprecated hint)
+            self.max_len, train_len = limit_and_hint(max_len, train_len)
+            max_distance = train_len or 64
         self.max_distance = check_int("max_distance", max_distance, low=1)
         self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
 
@@ -57,7 +59,7 @@ class CoPE(PositionalEncoding):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
         tk = k.shape[2]
-        rel = relative_positions(q_pos, k_pos, tq, tk, b, False)  # i - j
+        rel = relative_positions(self, q_pos, k_pos, tq, tk, b, False)  # i - j
         logits = (q.float() @ k.float().transpose(-1, -2)) * self.softmax_scale(dh)
         gates = torch.sigmoid(logits).masked_fill(rel < 0, 0.0)  # keys after the query: closed
         suffix = F.pad(gates.flip(-1).cumsum(-1).flip(-1), (0, 1))  # sum_{t >= j}, [.., Tk+1]

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, renamed
+from posenc.checks import check_int, check_max_len, renamed
 from posenc.encodings.relative_base import check_qk, expand_heads, relative_positions, resolve_dims
 from posenc.functional import deberta_bucket
 
@@ -47,6 +47,7 @@ class DeBERTa(PositionalEncoding):
         pos_att_type: tuple[str, ...] = ("c2p", "p2c"),
     ):
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         d, self.heads, self.head_dim = resolve_dims("deberta", dim, heads, head_dim, True)
         check_int("max_distance", max_distance, low=1)
         if num_buckets > 0 and max_distance - 1 <= num_buckets // 2:
@@ -83,7 +84,7 @@ class DeBERTa(PositionalEncoding):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
         rel = relative_positions(
-            q_pos, k_pos, tq, k.shape[2], b, True
+            self, q_pos, k_pos, tq, k.shape[2], b, True
         )  # i - j, [B or 1, 1, Tq, Tk]
         if self.num_buckets > 0:
             rel = deberta_bucket(rel, self.num_buckets, self.max_distance)

@@ -17,7 +17,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_positions
+from posenc.checks import check_float, check_max_len, limit_and_hint
 from posenc.encodings.rotary_base import MultiAxisRotary, RotaryEncoding, check_rotary_dim
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
@@ -26,13 +26,15 @@ class RoPE(RotaryEncoding):
     """Rotary position embedding (Su et al. 2021), with Hugging Face rope scaling.
 
     `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope,
-    proportional; see posenc.rope_scaling). Its partial_rotary_factor sets the rotary dim, but
-    not for proportional (p-RoPE): there the whole head rotates and the factor says how many
-    pairs turn, the rest at frequency 0. A missing original length is taken from `max_len` (like
-    transformers' `max_position_embeddings`). `dynamic` and `longrope` depend on the current
-    length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
-    unrotated and rotated again each step never carry a stale base (a cache of already rotated
-    keys cannot follow dynamic scaling).
+    proportional; see posenc.functional.rope_scaling). Its partial_rotary_factor sets the
+    rotary dim, but not for proportional (p-RoPE): there the whole head rotates and the factor
+    says how many pairs turn, the rest at frequency 0. A missing `max_position_embeddings` (the
+    trained length, as transformers' config has it) is taken from `train_len` (from `max_len`
+    given alone: deprecated, one release); `max_len` is the hard limit on positions, as
+    everywhere. `dynamic` and `longrope` depend on the current length: each call uses
+    seq_len = max key position + 1 for q and k alike, so keys cached unrotated and rotated
+    again each step never carry a stale base (a cache of already rotated keys cannot follow
+    dynamic scaling).
     """
 
     paper = "Su et al. 2021"
@@ -54,12 +56,15 @@ class RoPE(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.rope_type = rope_type_of(scaling)  # warns once about unrecognized keys, dropped here
         self.scaling = {k: v for k, v in (scaling or {}).items() if k in KNOWN_KEYS}
         if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
             self.base = float(self.scaling["rope_theta"])
-        if max_len is not None and self.rope_type != "default":
-            self.scaling.setdefault("max_position_embeddings", max_len)
+        if self.rope_type != "default" and "max_position_embeddings" not in self.scaling:
+            self.max_len, hint = limit_and_hint(max_len, train_len, stacklevel=3)
+            if hint is not None:
+                self.scaling["max_position_embeddings"] = hint
         prf = self.scaling.get("partial_rotary_factor")
         partial = prf is not None and self.rope_type != "proportional"  # p-RoPE: the whole head
         if rotary_dim is None and partial and self.head_dim is not None:
@@ -96,11 +101,18 @@ class RoPE(RotaryEncoding):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
         inv_freq, af = self.frequencies(k_pos, q.shape[-1])
-        return PF.apply_rope_qk(q, k, q_pos, k_pos, inv_freq, self.layout, None, af)
+        same = q_pos is k_pos  # cos/sin built once for both (same compute dtype)
+        k_pos = self.check_positions(k_pos, name="k_pos")
+        q_pos = k_pos if same else self.check_positions(q_pos, name="q_pos")
+        k_cs = PF.rope_cos_sin(k_pos, inv_freq, af, k.dtype)
+        fp64 = (q.dtype == torch.float64) != (k.dtype == torch.float64)
+        q_cs = k_cs if same and not fp64 else PF.rope_cos_sin(q_pos, inv_freq, af, q.dtype)
+        q = PF.apply_rope(q, cos=q_cs[0], sin=q_cs[1], layout=self.layout)
+        return q, PF.apply_rope(k, cos=k_cs[0], sin=k_cs[1], layout=self.layout)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 angles, unreduced."""
-        positions = check_positions(positions)
+        positions = self.check_positions(positions)
         inv_freq, _ = self.frequencies(positions)
         return PF.position_angles(positions, inv_freq, torch.float64)
 
@@ -142,6 +154,7 @@ class XPos(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.scale_base = check_float("scale_base", scale_base, gt=0)
 
     def zeta(self, rotary_dim: int) -> torch.Tensor:
@@ -153,8 +166,8 @@ class XPos(RotaryEncoding):
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated, scaled."""
-        q_pos = check_positions(q_pos, name="q_pos")
-        k_pos = check_positions(k_pos, name="k_pos")
+        q_pos = self.check_positions(q_pos, name="q_pos")
+        k_pos = self.check_positions(k_pos, name="k_pos")
         r = self.rotary_dim(q.shape[-1])
         inv_freq, _ = PF.rope_inv_freq(r, self.base)
         log_zeta = self.zeta(r).log().to(k_pos.device)
@@ -168,7 +181,8 @@ class XPos(RotaryEncoding):
             cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)
             power = (pos.double() - center)[..., None] * (sign / self.scale_base)
             scale = (power * log_zeta).exp().to(cos.dtype)  # zeta^(+-(n - c) / scale_base)
-            out.append(PF.apply_rope_cos_sin(x, cos * scale, sin * scale, self.layout))
+            out.append(PF.apply_rope(x, cos=cos * scale, sin=sin * scale, layout=self.layout,
+                                     engine="reference"))  # fmt: skip
         return out[0], out[1]
 
     @torch.compiler.disable  # reads two numbers: outside a compiled graph
@@ -189,7 +203,7 @@ class XPos(RotaryEncoding):
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] float64 rotation angles (the decay not shown)."""
-        positions = check_positions(positions)
+        positions = self.check_positions(positions)
         inv_freq, _ = PF.rope_inv_freq(self.rotary_dim(), self.base)
         return PF.position_angles(positions, inv_freq.to(positions.device), torch.float64)
 
@@ -225,6 +239,7 @@ class RoPE2D(MultiAxisRotary):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
+        self.max_len = check_max_len(max_len)  # the hard limit
         if self.head_dim is not None or rotary_dim is not None:
             self.rotary_dim()  # fail now on a head dim that is not a multiple of 4
 

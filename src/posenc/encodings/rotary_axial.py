@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int
+from posenc.checks import check_float, check_int, check_max_len
 from posenc.encodings.rotary_base import MultiAxisRotary
 from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
 
@@ -57,6 +57,7 @@ class RoPEND(MultiAxisRotary):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
+        self.max_len = check_max_len(max_len)  # the hard limit
         if freqs not in AXIAL_FREQS:
             raise ValueError(f"freqs must be one of {AXIAL_FREQS}, got {freqs!r}")
         self.freqs = freqs

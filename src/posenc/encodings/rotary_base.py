@@ -8,7 +8,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_positions
+from posenc.checks import check_float, check_int
 
 
 def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
@@ -99,14 +99,17 @@ class MultiAxisRotary(RotaryEncoding):
         r = self.rotary_dim(q.shape[-1])
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = check_positions(
+            pos = self.check_positions(
                 pos, name=name, position_dims=self.position_dims, signed=self.signed
             )
             angles = self._angles(pos, r, x.dtype)  # [..., R/2]
-            out.append(PF.apply_rope_cos_sin(x, angles.cos(), angles.sin(), self.layout))
+            cos, sin = angles.cos(), angles.sin()
+            out.append(PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T, P] (or [B, T, P]) -> [T, R/2] float64 angles, unreduced."""
-        positions = check_positions(positions, position_dims=self.position_dims, signed=self.signed)
+        positions = self.check_positions(
+            positions, position_dims=self.position_dims, signed=self.signed
+        )
         return self._angles(positions, self.rotary_dim(), torch.float64)

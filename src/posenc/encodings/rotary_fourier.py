@@ -17,19 +17,20 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_positions
+from posenc.checks import check_bool, check_float, check_int, limit_and_hint
 from posenc.encodings.rotary_base import RotaryEncoding
 from posenc.functional.absolute import position_angles
-from posenc.functional.rotary import apply_rope_cos_sin
+from posenc.functional.rotary import apply_rope
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
-DEFAULT_TRAIN_LEN = 2048  # the floor's length when neither train_len nor max_len is given
+DEFAULT_TRAIN_LEN = 2048  # the floor's length when train_len is not given
 
 
 class FoPE(RotaryEncoding):
     """Fourier position embedding, matched to the authors' FourierEmbedding (OLMo) and vLLM.
 
-    `train_len` (else `max_len`, else 2048) sets the floor 2 pi / train_len below which
+    `train_len` (else 2048; `max_len` given alone: deprecated, one release) sets the floor
+    2 pi / train_len below which
     frequencies are zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head`
     gives each head its own coefficients (the authors' fourier_separate_head; then q and k must
     have `heads` heads); `learnable` trains them (the authors' pretraining configs keep them
@@ -59,10 +60,11 @@ class FoPE(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
+        self.max_len, length = limit_and_hint(max_len, train_len, stacklevel=3)  # limit, hint
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
-        length = next((n for n in (train_len, max_len) if n is not None), DEFAULT_TRAIN_LEN)
+        length = length or DEFAULT_TRAIN_LEN
         self.train_len = check_int("train_len", length, low=1)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
         with torch.device("cpu"):  # moved to the positions' device per call (not meta)
@@ -94,15 +96,15 @@ class FoPE(RotaryEncoding):
             )
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = check_positions(pos, name=name)
+            pos = self.check_positions(pos, name=name)
             cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
-            out.append(apply_rope_cos_sin(x, *cs, self.layout))
+            out.append(apply_rope(x, cos=cs[0], sin=cs[1], layout=self.layout, engine="reference"))
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
         every pair's series is built from), unreduced."""
-        positions = check_positions(positions)
+        positions = self.check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:

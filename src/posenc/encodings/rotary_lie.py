@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_positions
+from posenc.checks import check_bool, check_float, check_int, check_max_len
 from posenc.encodings.rotary_base import head_dim_of
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
@@ -56,6 +56,7 @@ class LieRE(PositionalEncoding):
     ) -> None:
         self.position_dims = check_int("axes", axes, low=1)
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.head_dim = head_dim_of(dim, heads, head_dim)
         if self.head_dim is None:
             raise ValueError("liere needs the head dim: pass head_dim= (or dim= and heads=)")
@@ -98,7 +99,7 @@ class LieRE(PositionalEncoding):
             )
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = check_positions(pos, name=name, position_dims=self.position_dims)
+            pos = self.check_positions(pos, name=name, position_dims=self.position_dims)
             out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
         return out[0], out[1]
 
@@ -106,7 +107,7 @@ class LieRE(PositionalEncoding):
         """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
         invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
         generator's rotation frequencies, as RoPE's p * w_j."""
-        positions = check_positions(positions, position_dims=self.position_dims)
+        positions = self.check_positions(positions, position_dims=self.position_dims)
         pos = positions.double() * self.position_scale
         pos = pos[..., None] if self.position_dims == 1 else pos
         G = self.generators.shape[1] // (self.heads if self.per_head else 1)

@@ -17,7 +17,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool
+from posenc.checks import check_bool, check_max_len
 from posenc.encodings.rotary_base import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_default_section
 
@@ -53,6 +53,7 @@ class MRoPE(MultiAxisRotary):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
         )
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.interleaved = check_bool("mrope_interleaved", mrope_interleaved)
         self.mrope_section = None
         if mrope_section is not None:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_positions
+from posenc.checks import check_float, check_max_len
 from posenc.encodings.rotary_base import head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
@@ -56,6 +56,7 @@ class PoPE(PositionalEncoding):
         bias_init: str = "zeros",
     ) -> None:
         super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
         self.head_dim = head_dim_of(dim, heads, head_dim)
         if self.head_dim is None:
             raise ValueError("pope needs the head dim: pass head_dim= (or dim= and heads=)")
@@ -89,7 +90,7 @@ class PoPE(PositionalEncoding):
             )
         out = []
         for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
-            pos = check_positions(pos, name=name)
+            pos = self.check_positions(pos, name=name)
             work = torch.float64 if x.dtype == torch.float64 else torch.float32
             angles = position_angles(pos, self.inv_freq.to(pos.device), work)  # [(B,) T, Dh]
             out.append(apply_pope(x, rope_align(angles, x, name), phase))
@@ -98,7 +99,7 @@ class PoPE(PositionalEncoding):
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, Dh] (or [B, T, Dh]) float64 angles, unreduced (the
         phase, a query-key offset, not shown)."""
-        positions = check_positions(positions)
+        positions = self.check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
     def extra_repr(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding
-from posenc.checks import check_bool, check_int, check_positions, lookup, renamed
+from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup, renamed
 from posenc.encodings import (
     absolute,
     absolute_window,
@@ -36,6 +36,8 @@ from posenc.encodings import (
     rotary_mrope,
     rotary_polar,
 )
+
+SAMPLE_LEN = 2048  # sample_len's default (Ruoss et al.'s L), capped at max_len
 
 # What a wrapper can wrap: every position scheme (not another wrapper).
 WRAPPABLE: dict[str, type[PositionalEncoding]] = {
@@ -63,7 +65,9 @@ class Randomized(PositionalEncoding):
     `distance` form of a bias included), the wrapper provides, by construction. The
     class-level family is "none" since the wrapper itself adds no signal; an instance reports
     its inner's family. The inner is built with train_len = sample_len (training positions
-    reach it: tables cover it, T5 / FIRE scale to it).
+    reach it: tables cover it, T5 / FIRE scale to it) and max_len, the hard limit, as given:
+    never enlarged. sample_len defaults to 2048, or to max_len where that is smaller; a
+    sample_len past the inner's max_len is refused.
     """
 
     family = "none"
@@ -77,7 +81,7 @@ class Randomized(PositionalEncoding):
         *,
         encoding: str | PositionalEncoding = "rope",
         encoding_kwargs: dict | None = None,
-        sample_len: int = 2048,
+        sample_len: int | None = None,
         sample_at_eval: bool = False,
         dim: int | None = None,
         heads: int | None = None,
@@ -86,17 +90,25 @@ class Randomized(PositionalEncoding):
         train_len: int | None = None,
     ) -> None:
         super().__init__()
-        self.sample_len = check_int("sample_len", sample_len, low=1)
+        if sample_len is not None:
+            check_int("sample_len", sample_len, low=1)
         self.sample_at_eval = check_bool("sample_at_eval", sample_at_eval)
+        limit = check_max_len(max_len)
         if isinstance(encoding, PositionalEncoding):
             if encoding_kwargs:
                 raise TypeError("encoding_kwargs is only for an encoding given by name")
+            if limit is not None and limit != encoding.max_len:
+                raise ValueError(
+                    f"max_len={max_len}: the wrapped instance has max_len={encoding.max_len}; "
+                    "build it with the max_len you want"
+                )
             inner = encoding
         elif isinstance(encoding, str):
             if encoding.strip().lower() == "randomized":
                 raise ValueError("encoding must be another encoding, not 'randomized' itself")
-            std = dict(dim=dim, heads=heads, head_dim=head_dim, train_len=sample_len)
-            std["max_len"] = None if max_len is None else max(max_len, sample_len)
+            n = sample_len or min(SAMPLE_LEN, limit or SAMPLE_LEN)  # never past the hard limit
+            # the inner's hard limit is max_len, as given: never enlarged to cover sample_len
+            std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=limit, train_len=n)
             inner = lookup("encoding", encoding, WRAPPABLE)(**{**std, **(encoding_kwargs or {})})
         else:
             raise TypeError(
@@ -108,6 +120,15 @@ class Randomized(PositionalEncoding):
                 f"encoding must take 1-D positions (position_dims=1), got "
                 f"{type(inner).__name__} with position_dims={inner.position_dims}"
             )
+        if sample_len is None:  # never past the hard limit
+            sample_len = min(SAMPLE_LEN, inner.max_len or SAMPLE_LEN)
+        if inner.max_len is not None and sample_len > inner.max_len:
+            raise ValueError(
+                f"sample_len={sample_len} > max_len={inner.max_len}: training positions are "
+                "drawn from [0, sample_len), past the hard limit max_len; give a max_len >= "
+                "sample_len, or a smaller sample_len"
+            )
+        self.sample_len = sample_len
         self.inner = inner
         self.provides = inner.provides | Randomized.provides  # the declaration, forwarded
         for fact in FACTS:

@@ -5,7 +5,9 @@ dtype at the end; angles go through absolute.position_angles, accurate at any po
 Shapes follow the legend in posenc.base.
 
     absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
-    rotary        rope_inv_freq, rope_cos_sin, apply_rope (+ _qk, _cos_sin, _fast variants)
+    rotary        rope_inv_freq, rope_cos_sin, apply_rope (the one RoPE function: positions or
+                  cos/sin, in place or out=, both layouts, partial rotary, engines); its older
+                  names apply_rope_qk / _cos_sin / _fast / _qk_fast / _reference are deprecated
     mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL ... GLM-4V),
                   omni_positions (Qwen2.5-Omni)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)

@@ -2,16 +2,20 @@
 
 Angles are float32 reduced in float64 (posenc.functional.position_angles: accurate at any
 position), float64 for float64 inputs; shapes follow posenc.base.
-The rotation runs through posenc.kernels (the C kernel on CPU) where it applies, else the
-reference `apply_rope_reference`; scaling variants are in posenc.functional.rope_scaling.
+`apply_rope` is the one public rotation: it runs through posenc.kernels (the C kernel on CPU)
+where it applies, else the pure-PyTorch reference `_rope_reference`; its older names
+(apply_rope_cos_sin, _qk, _fast, _qk_fast, _reference) are deprecated aliases for one release.
+Scaling variants are in posenc.functional.rope_scaling.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from posenc import kernels
-from posenc.checks import check_int, check_positions
+from posenc.checks import check_bool, check_int, check_positions, check_tensor
 from posenc.functional.absolute import position_angles
 from posenc.functional.rope_scaling import ROPE_SCALING, rope_type_of
 
@@ -24,8 +28,8 @@ def rope_inv_freq(
     """Inverse frequencies [dim // 2] float32 of a rotary dim `dim`, and the attention factor.
 
     `scaling` is a Hugging Face `rope_scaling` dict (rope_type default, linear, ntk, dynamic,
-    yarn, llama3, longrope, proportional: there `dim` is the head dim; see posenc.rope_scaling);
-    a `rope_theta` key in it overrides `base`.
+    yarn, llama3, longrope, proportional: there `dim` is the head dim; see
+    posenc.functional.rope_scaling); a `rope_theta` key in it overrides `base`.
     `seq_len` (the current length) matters for dynamic and longrope only. The attention factor
     multiplies cos and sin (yarn's temperature, longrope's scale; 1.0 otherwise).
     """
@@ -57,7 +61,7 @@ def rope_cos_sin(
     positions [...] (ints or floats), inv_freq [R/2] -> cos, sin [..., R/2] in the dtype the
     rotation of an input of `dtype` is computed in (float32; float64 for float64 inputs),
     within ~1e-6 of float64's at any position (position_angles). Build them once and pass
-    them to apply_rope_cos_sin for q and k.
+    them to apply_rope(x, cos=cos, sin=sin) for q and k.
     """
     angles = position_angles(positions, inv_freq.to(positions.device), _rope_compute_dtype(dtype))
     cos, sin = angles.cos(), angles.sin()
@@ -74,7 +78,7 @@ def _rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tenso
     return pairs[..., 0], pairs[..., 1]
 
 
-def apply_rope_reference(
+def _rope_reference(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inplace: bool
 ) -> torch.Tensor:
     """Rotate the first R = 2 * cos.shape[-1] channels of x [..., Dh]; the rest pass through.
@@ -164,70 +168,97 @@ def rope_align(t: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
     return t
 
 
-def apply_rope_cos_sin(
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    layout: str = "half",
-    inplace: bool = False,
-) -> torch.Tensor:
-    """Rotate x [..., Dh] by precomputed cos, sin [*P, R/2] (from rope_cos_sin); R <= Dh.
-
-    The cos/sin half of apply_rope, for reusing one cos/sin on q and k, or for angles built
-    another way (2-D positions, xPos scales folded into cos and sin).
-    """
-    _rope_check(x, layout, None, cos.shape[-1])
-    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
-    return apply_rope_reference(x, cos, sin, layout, inplace)
+def _check_angles(x, positions, inv_freq, cos, sin) -> str:
+    """Which angles were given ('positions' or 'cos'); TypeError / ValueError otherwise."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor, got {getattr(x, 'dtype', x)!r}")
+    if cos is None and sin is None:
+        if positions is None or inv_freq is None:
+            raise TypeError("apply_rope needs positions and inv_freq, or cos and sin")
+        check_tensor("inv_freq", inv_freq)
+        return "positions"
+    if positions is not None or inv_freq is not None:
+        raise TypeError("apply_rope takes positions and inv_freq, or cos and sin: not both")
+    check_tensor("cos", cos)
+    check_tensor("sin", sin)
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have one shape, got {tuple(cos.shape)} and "
+                         f"{tuple(sin.shape)}")  # fmt: skip
+    return "cos"
 
 
 def apply_rope(
     x: torch.Tensor,
-    positions: torch.Tensor,
-    inv_freq: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    inv_freq: torch.Tensor | None = None,
     layout: str = "half",
     rotary_dim: int | None = None,
     attention_factor: float = 1.0,
     inplace: bool = False,
+    *,
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    engine: str | None = None,
+    check: bool = True,
 ) -> torch.Tensor:
-    """Rotary position embedding (Su et al. 2021) of x [..., Dh], e.g. [B, H, T, Dh].
+    """Rotary position embedding (Su et al. 2021) of x [..., Dh], e.g. [B, H, T, Dh]: posenc's
+    one RoPE function.
 
+    The angles: `positions` and `inv_freq` [R/2] (rope_inv_freq), or precomputed `cos`, `sin`
+    [*P, R/2] (rope_cos_sin: build them once for q and k, or fold in xPos scales).
     positions: [T], [B, T] or broadcastable to x without its last dim (left padding, packed
-    sequences, decoding offsets); floats allowed (interpolation); >= 0.
-    inv_freq [R/2] (rope_inv_freq): the first R = rotary_dim channels rotate, the rest pass
-    through (partial rotary). layout: "half" pairs channel i with i + R/2 (GPT-NeoX,
-    transformers' rotate_half); "interleaved" pairs 2i with 2i + 1 (Meta, GPT-J,
-    rotary-embedding-torch). cos and sin are multiplied by attention_factor. Accurate at any
-    position (see rope_cos_sin); returns x's dtype. inplace writes into x.
+    sequences, decoding offsets); floats allowed (interpolation); >= 0. The first R channels
+    rotate, the rest pass through (partial rotary; `rotary_dim`, if given, must equal R).
+    layout: "half" pairs channel i with i + R/2 (GPT-NeoX, transformers' rotate_half);
+    "interleaved" pairs 2i with 2i + 1 (Meta, GPT-J, rotary-embedding-torch). cos and sin are
+    multiplied by attention_factor. Accurate at any position (see rope_cos_sin); x's dtype out.
+
+    inplace=True writes into x; out= into a preallocated tensor of x's shape and dtype (one
+    that overlaps x without being x is refused); neither autograd on x. Otherwise a new
+    tensor, differentiable. engine: None runs posenc.kernels' C kernel where it applies (CPU,
+    float32/bfloat16, no gradient through cos/sin; POSENC_ROPE_ENGINE=eager turns it off), else
+    the reference; "reference" the pure-PyTorch reference (differentiable through cos/sin
+    too); "auto", "cpp", "compiled", "eager", "triton" posenc.kernels' dispatch (ENGINES).
+    check=False skips the value checks of positions (no host sync).
     """
-    positions = check_positions(positions)
-    _rope_check(x, layout, rotary_dim, inv_freq.shape[-1])
-    cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
-    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
-    return _apply_rope_dispatch(x, cos, sin, layout, inplace)
+    given = _check_angles(x, positions, inv_freq, cos, sin)
+    check_bool("inplace", inplace)
+    check_bool("check", check)
+    if engine not in (None, "reference", *kernels.ENGINES):
+        raise ValueError(f"engine must be None, 'reference' or one of {kernels.ENGINES}, "
+                         f"got {engine!r}")  # fmt: skip
+    if given == "positions":
+        positions = check_positions(positions) if check else check_tensor("positions", positions)
+        _rope_check(x, layout, rotary_dim, inv_freq.shape[-1])
+        cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
+    else:
+        _rope_check(x, layout, rotary_dim, cos.shape[-1])
+        if attention_factor != 1.0:
+            cos, sin = cos * attention_factor, sin * attention_factor
+    name = "positions" if given == "positions" else "cos"
+    cos, sin = rope_align(cos, x, name), rope_align(sin, x, name)
+    return _rotate(x, cos, sin, layout, inplace, out, engine)
 
 
-def _apply_rope_dispatch(x, cos, sin, layout: str, inplace: bool) -> torch.Tensor:
-    """posenc.kernels' one-pass C kernel where it applies (CPU, float32/bfloat16, no
-    gradient through cos/sin; same numbers), else the reference. POSENC_ROPE_ENGINE=eager
-    forces the reference; so does torch.compile (ctypes cannot be traced)."""
-    if not torch.compiler.is_compiling() and kernels.use_fast(x, cos, sin, inplace):
-        return kernels.rotate(x, cos, sin, layout, inplace=inplace)
-    return apply_rope_reference(x, cos, sin, layout, inplace)
+def _rotate(x, cos, sin, layout: str, inplace: bool, out, engine: str | None) -> torch.Tensor:
+    """The one dispatch: the reference, or posenc.kernels (the C kernel, compiled, eager,
+    Triton). engine=None takes the C kernel where it applies (equal to float rounding), else the
+    reference; so does torch.compile (ctypes cannot be traced)."""
+    if engine is None and out is None:
+        fast = not torch.compiler.is_compiling() and kernels.use_fast(x, cos, sin, inplace)
+        engine = None if fast else "reference"
+    if engine == "reference":
+        if out is not None:
+            raise ValueError("engine='reference' has no out=: use inplace=True, or an engine "
+                             f"of {kernels.ENGINES}")  # fmt: skip
+        return _rope_reference(x, cos, sin, layout, inplace)
+    return kernels._rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
 
 
-def apply_rope_qk(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
-    inv_freq: torch.Tensor,
-    layout: str = "half",
-    rotary_dim: int | None = None,
-    attention_factor: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """apply_rope on q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh]; cos/sin built once when
-    q_pos is k_pos."""
+def _rope_qk(q, k, q_pos, k_pos, inv_freq, layout, rotary_dim, attention_factor):
+    """apply_rope on q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh]; cos/sin built once when q_pos is
+    k_pos (the body of the deprecated apply_rope_qk)."""
     k_pos = check_positions(k_pos, name="k_pos")
     _rope_check(q, layout, rotary_dim, inv_freq.shape[-1])
     _rope_check(k, layout, rotary_dim, inv_freq.shape[-1])
@@ -239,46 +270,63 @@ def apply_rope_qk(
         q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
     q_cos, q_sin = (rope_align(t, q, "q_pos") for t in q_cs)
     k_cos, k_sin = (rope_align(t, k, "k_pos") for t in k_cs)
-    q = _apply_rope_dispatch(q, q_cos, q_sin, layout, False)
-    return q, _apply_rope_dispatch(k, k_cos, k_sin, layout, False)
+    q = _rotate(q, q_cos, q_sin, layout, False, None, None)
+    return q, _rotate(k, k_cos, k_sin, layout, False, None, None)
 
 
-def apply_rope_fast(
-    x: torch.Tensor,
-    positions: torch.Tensor,
-    inv_freq: torch.Tensor,
-    layout: str = "half",
-    attention_factor: float = 1.0,
-    *,
-    inplace: bool = False,
-    out: torch.Tensor | None = None,
-    engine: str | None = None,
-) -> torch.Tensor:
-    """apply_rope without the value checks (no host syncs), with out= and an engine choice:
-    x [..., Dh], positions [T] / [B, T] / broadcastable, inv_freq [R/2]."""
-    cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
-    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
-    return kernels.rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
-
-
-def apply_rope_qk_fast(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor | None,
-    inv_freq: torch.Tensor,
-    layout: str = "half",
-    attention_factor: float = 1.0,
-    *,
-    inplace: bool = False,
-    out: tuple[torch.Tensor, torch.Tensor] | None = None,
-    engine: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """apply_rope_fast on q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh]; cos/sin built once when
-    k_pos is None or is q_pos. out=(q_out, k_out) writes into preallocated buffers."""
+def _rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout="half", attention_factor=1.0, *,
+                  inplace=False, out=None, engine=None):  # fmt: skip
+    """q and k through posenc.kernels in one call (on CUDA with Triton: one kernel launch),
+    without the value checks; cos/sin built once when k_pos is None or is q_pos. The body of
+    the deprecated apply_rope_qk_fast (posenc bench measures it)."""
     q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
     same = k_pos is None or k_pos is q_pos
     k_cs = q_cs if same else rope_cos_sin(k_pos, inv_freq, attention_factor, k.dtype)
     q_cs = tuple(rope_align(t, q, "q_pos") for t in q_cs)
     k_cs = tuple(rope_align(t, k, "k_pos") for t in k_cs)
-    return kernels.rotate_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out, engine=engine)
+    return kernels._rotate_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out, engine=engine)
+
+
+# ------------------------------------------------------------- deprecated public names
+# One release, then gone: each warns and runs what apply_rope runs.
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"posenc.functional.{old} is deprecated: use posenc.functional.{new}",
+                  DeprecationWarning, stacklevel=3)  # fmt: skip
+
+
+def apply_rope_cos_sin(x, cos, sin, layout="half", inplace=False):
+    """Deprecated: apply_rope(x, cos=cos, sin=sin, layout=layout, engine="reference")."""
+    _deprecated("apply_rope_cos_sin", "apply_rope(x, cos=cos, sin=sin, ...)")
+    return apply_rope(x, cos=cos, sin=sin, layout=layout, inplace=inplace, engine="reference")
+
+
+def apply_rope_reference(x, cos, sin, layout, inplace):
+    """Deprecated: apply_rope(x, cos=cos, sin=sin, layout=layout, engine="reference")."""
+    _deprecated("apply_rope_reference", "apply_rope(x, cos=cos, sin=sin, engine='reference')")
+    return _rope_reference(x, cos, sin, layout, inplace)
+
+
+def apply_rope_qk(q, k, q_pos, k_pos, inv_freq, layout="half", rotary_dim=None,
+                  attention_factor=1.0):  # fmt: skip
+    """Deprecated: apply_rope on q and on k (rope_cos_sin once, then cos=, sin= for both)."""
+    _deprecated("apply_rope_qk", "apply_rope on q and on k")
+    return _rope_qk(q, k, q_pos, k_pos, inv_freq, layout, rotary_dim, attention_factor)
+
+
+def apply_rope_fast(x, positions, inv_freq, layout="half", attention_factor=1.0, *,
+                    inplace=False, out=None, engine=None):  # fmt: skip
+    """Deprecated: apply_rope(..., out=out, engine=engine, check=False)."""
+    _deprecated("apply_rope_fast", "apply_rope(..., check=False)")
+    cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
+    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
+    return kernels._rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
+
+
+def apply_rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout="half", attention_factor=1.0, *,
+                       inplace=False, out=None, engine=None):  # fmt: skip
+    """Deprecated: apply_rope on q and on k, check=False."""
+    _deprecated("apply_rope_qk_fast", "apply_rope on q and on k (check=False)")
+    return _rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout, attention_factor,
+                         inplace=inplace, out=out, engine=engine)  # fmt: skip

@@ -1,13 +1,13 @@
 """Fast RoPE kernels and the one place that picks between them.
 
-Engines compute the same rotation as `posenc.functional.apply_rope_reference` (which the tests
-compare against):
+Engines compute the same rotation as `posenc.functional.apply_rope(..., engine="reference")`
+(which the tests compare against); posenc.functional.apply_rope is the public entry point:
 
     "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system C compiler.
                 float32 and bfloat16. The only engine that rotates in place in a single pass.
     "compiled"  torch.compile of the same math (any float dtype; in place it takes 2 passes).
     "eager"     plain PyTorch, the fallback.
-    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one kernel launch (rotate_qk).
+    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one kernel launch (_rotate_qk).
 
 "auto" takes "cpp" where it is available for the input, else "eager" ("compiled" only when
 asked for: it compiles for ~15 s per variant on first use); an engine that fails once (no compiler,
@@ -223,7 +223,7 @@ def refuse_overlap(
                          "tensor, or inplace=True to rotate in place")  # fmt: skip
 
 
-def rotate(
+def _rotate(
     x: torch.Tensor,
     cos: torch.Tensor,
     sin: torch.Tensor,
@@ -268,7 +268,7 @@ def rotate(
     return target
 
 
-def rotate_qk(
+def _rotate_qk(
     q: torch.Tensor,
     k: torch.Tensor,
     q_cs: tuple[torch.Tensor, torch.Tensor],
@@ -295,6 +295,25 @@ def rotate_qk(
 
         return triton_rope.rope_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out)
     return (
-        rotate(q, *q_cs, layout, inplace=inplace, out=oq, engine=engine),
-        rotate(k, *k_cs, layout, inplace=inplace, out=ok, engine=engine),
+        _rotate(q, *q_cs, layout, inplace=inplace, out=oq, engine=engine),
+        _rotate(k, *k_cs, layout, inplace=inplace, out=ok, engine=engine),
     )
+
+
+# ------------------------------------------------------------- deprecated public names
+
+
+def rotate(x, cos, sin, layout="half", *, inplace=False, out=None, engine=None):
+    """Deprecated (one release): posenc.functional.apply_rope(x, cos=cos, sin=sin, ...)."""
+    _deprecated("posenc.kernels.rotate", "posenc.functional.apply_rope(x, cos=cos, sin=sin, ...)")
+    return _rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
+
+
+def rotate_qk(q, k, q_cs, k_cs, layout="half", *, inplace=False, out=None, engine=None):
+    """Deprecated (one release): posenc.functional.apply_rope on q and on k."""
+    _deprecated("posenc.kernels.rotate_qk", "posenc.functional.apply_rope on q and on k")
+    return _rotate_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out, engine=engine)
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)

@@ -1,10 +1,11 @@
 """RoPE on CUDA as one Triton kernel that rotates q and k in a single launch.
 
-Imported lazily by posenc.fast_rope, only when triton is installed and the tensors are on CUDA
-(or, in tests, under TRITON_INTERPRET=1 on CPU tensors). Supports both layouts ("half",
-"interleaved"), partial rotary (channels R..Dh pass through), `[B, T]` positions (cos/sin
-[B, 1, T, R/2], any broadcast view), strided inputs (e.g. [B, T, H, Dh] transposed views),
-in place and out= buffers, and autograd (backward = the inverse rotation, same kernel).
+Imported lazily by posenc.kernels (its _rotate_qk), only when triton is installed and the
+tensors are on CUDA (or, in tests, under TRITON_INTERPRET=1 on CPU tensors). Supports both
+layouts ("half", "interleaved"), partial rotary (channels R..Dh pass through), `[B, T]`
+positions (cos/sin [B, 1, T, R/2], any broadcast view), strided inputs (e.g. [B, T, H, Dh]
+transposed views), in place and out= buffers, and autograd (backward = the inverse rotation,
+same kernel).
 
 cos, sin are float32 from posenc.functional.rope_cos_sin (small: [T, R/2] or [B, T, R/2], read
 from cache), so the numbers equal the reference's; the kernel streams q and k once.
