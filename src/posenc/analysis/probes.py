@@ -160,7 +160,7 @@ def one_layer_attention(
     """x [1, T, D] through embed + one attention layer with fixed random weights -> [1, T, D]."""
     D = x.shape[-1]
     torch.manual_seed(0)
-    std = dict(dim=D, heads=heads, head_dim=D // heads, max_len=max_len)
+    std = dict(dim=D, heads=heads, head_dim=D // heads, max_len=max_len, train_len=max_len)
     enc = build_for(name, causal=causal, **std).eval()  # an encoder gets the bidirectional form
     T = x.shape[1]
     pos = lay_out(enc, torch.arange(T))

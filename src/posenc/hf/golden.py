@@ -224,7 +224,8 @@ def cos_sin(
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """x [T, H, Dh] float64 rotated by cos, sin [T, R/2]; channels past R pass through."""
-    return PF.apply_rope_cos_sin(x.double(), cos[:, None], sin[:, None], layout)
+    c, s = cos[:, None], sin[:, None]  # [T, 1, R/2]
+    return PF.apply_rope(x.double(), cos=c, sin=s, layout=layout, engine="reference")
 
 
 def golden(
