@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import ast
 import inspect
-from pathlib import Path
 
 import pytest
 import torch
 from support.flips import assert_each_rule_flips
+from support.readme import REPO, readme_block
 
 from posenc import verdict as V
 from posenc.explain import claims as C
 from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004, trained
 from posenc.explain.claims.base import SEEDS_DIR, line_of
 from posenc.explain.claims.tools import sinusoid
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -211,8 +209,7 @@ def test_one_block_has_one_encoding():
 def test_readme_table_is_the_generated_one():
     """The README's claims table is `posenc explain --claims --arena <trained.ARENA>`, to the
     character (timings are left out of the text, so it regenerates the same)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    table = text.split("<!-- claims:begin -->")[1].split("<!-- claims:end -->")[0]
+    table = readme_block("claims")
     dbs = [REPO / db for db in trained.ARENA.split(",")]
     generated = C.markdown_table(C.check_all(dim=64, max_pos=128, arena=dbs))
     assert table.strip() == generated.strip()

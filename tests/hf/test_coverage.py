@@ -9,10 +9,9 @@ docs/hf/coverage.md` writes its table, which the sweep test keeps in step.
 Never silently wrong: a rotary module whose numbers differ from its config is refused.
 """
 
-import os
-
 import pytest
 import torch
+from support.readme import REPO, readme_block
 
 transformers = pytest.importorskip("transformers")
 
@@ -61,18 +60,14 @@ def test_full_sweep_target():
     s = coverage.summary(rows)
     assert s["wrong"] == 0, [r for r in rows if r["status"] == "wrong"]
     assert s["parity"] >= 0.9 * s["built"], s
-    with open(os.path.join(os.path.dirname(__file__), "../../docs/hf/coverage.md")) as f:
-        doc = f.read()
+    doc = (REPO / "docs/hf/coverage.md").read_text(encoding="utf-8")
     if f"(transformers {transformers.__version__}," in doc:  # the table is of this version
         documented = dict(
             line.split(" | ")[:2] for line in doc.splitlines() if line.startswith("| ")
         )
         got = {f"| {r['model_type']}": r["status"] for r in rows}
         assert {k: v for k, v in documented.items() if k in got} == got
-        with open(os.path.join(os.path.dirname(__file__), "../../README.md")) as f:
-            readme = f.read()
-        block = readme.split("<!-- hf-coverage:begin -->\n")[1].split("<!-- hf-coverage:end -->")[0]
-        assert block == coverage.readme_block(rows)
+        assert readme_block("hf-coverage") == coverage.readme_block(rows)
 
 
 def _tiny_llama():

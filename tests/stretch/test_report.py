@@ -117,16 +117,13 @@ def test_report_files_and_json(tmp_path):
 
 def test_the_readme_tables_are_the_recorded_run():
     """README.md's stretch section is report.readme_tables of docs/stretch/stretch.sqlite."""
-    from pathlib import Path
+    from support.readme import REPO, readme_block
 
     from posenc.arena.store import Store
 
-    root = Path(__file__).resolve().parents[2]
-    with Store(str(root / "docs/stretch/stretch.sqlite"), create=False) as store:
+    with Store(str(REPO / "docs/stretch/stretch.sqlite"), create=False) as store:
         want = report.readme_tables(store.all_rows())
-    text = (root / "README.md").read_text()
-    got = text.split("<!-- stretch:begin -->\n")[1].split("<!-- stretch:end -->")[0]
-    assert got == want
+    assert readme_block("stretch") == want
 
 
 def test_a_tie_in_perplexity_goes_to_the_smaller_short_context_cost():
