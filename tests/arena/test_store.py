@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
-from posenc.arena.store import Row, Store
+from posenc.arena.store import Row, Store, check_db
 
 META = dict(config={"a": 1}, config_hash="h1", wall_time=1.5, posenc_version="0", torch_version="t")
 
@@ -52,6 +54,66 @@ def test_corrupt_or_foreign_files_are_refused(tmp_path):
         Store(str(other))
     with pytest.raises(ValueError, match="no such database"):
         Store(str(tmp_path / "missing.sqlite"), create=False)
+
+
+WRITER = """
+import sys, time
+from posenc.arena.store import Row, Store
+with Store(sys.argv[1]) as s:
+    print("ready", flush=True)
+    start, seed = time.monotonic(), 0
+    while time.monotonic() - start < float(sys.argv[2]):
+        s.write_cell([Row("t", "e" * 200, seed, 3, n, "m", 0.5) for n in range(300)],
+                     config={"pad": "x" * 2000}, config_hash="h", wall_time=0.1,
+                     posenc_version="0", torch_version="t")
+        seed += 1
+"""
+
+
+def test_a_database_another_run_is_writing_is_checked_not_torn(tmp_path):
+    """Opening a Store checks the file (check_db) while another run may be writing it: the
+    check waits on SQLite's lock and never reads a half-written page ("malformed")."""
+    db = str(tmp_path / "busy.sqlite")
+    Store(db).close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, db, "3"], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        checks = 0
+        while writer.poll() is None:
+            check_db(db)  # raised "database disk image is malformed" when read immutable
+            checks += 1
+        assert writer.wait(timeout=30) == 0 and checks > 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    with Store(db, create=False) as s:
+        assert s.count() > 0
+
+
+CRASH = """
+import os, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA cache_size=1")  # spill to the file before the commit: a hot journal
+c.execute("BEGIN IMMEDIATE")
+for i in range(2000):
+    c.execute("INSERT INTO failures VALUES ('t', 'e', ?, 1, ?, 'o', 'c')", (i, "x" * 500))
+os._exit(0)
+"""
+
+
+def test_a_hot_journal_is_read_without_writing_beside_the_file(tmp_path):
+    """A writer killed mid-transaction leaves a hot journal a read-only connection may not roll
+    back: the check still reads the file, and a Store then recovers it."""
+    db = tmp_path / "hot.sqlite"
+    with Store(str(db)) as s:
+        s.write_cell(rows(), **META)
+    subprocess.run([sys.executable, "-c", CRASH, str(db)], check=True, timeout=60)
+    assert (tmp_path / "hot.sqlite-journal").exists()
+    check_db(str(db))
+    with Store(str(db)) as s:
+        assert s.count() == 4 and s.failures() == []  # the crashed transaction rolled back
 
 
 def test_leases_share_groups_between_runs_and_expire(tmp_path):

@@ -81,32 +81,50 @@ class Row:
 ARENA_TABLES = {"results", "leases", "failures"}
 
 
+def _wal_mode(path: str) -> bool:
+    """The file is an SQLite database in write-ahead-log mode (header bytes 18-19 are 2)."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    return head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"
+
+
+def _tables(path: str, *, immutable: bool) -> tuple[set, set]:
+    """(table names, columns of `results`) read without writing anything beside the file."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    conn = sqlite3.connect(uri + "&immutable=1" * immutable, uri=True, timeout=30.0)
+    try:
+        found = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        return {r[0] for r in found}, {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    finally:
+        conn.close()
+
+
 def check_db(path: str, *, create: bool = True) -> None:
     """ValueError (one line, naming --db) unless `path` is an arena database, a new or empty
-    file (create), or missing (create). An existing file is only read, through a read-only,
-    immutable connection: another application's database is refused and left byte-for-byte
-    as it was."""
+    file (create), or missing (create). An existing file is only read, through a read-only
+    connection: another application's database is refused and left byte-for-byte as it was.
+
+    The read takes SQLite's shared lock, so another run writing the same database meanwhile
+    is waited for, never read half-written. A WAL database (never one of ours) is read
+    immutable: a read-only connection to it would create -wal / -shm files beside it; so is a
+    file with a hot journal (a writer crashed mid-transaction), which a read-only connection
+    may not roll back (the Store's own connection recovers it)."""
     if not os.path.exists(path):
         if create:
             return
         raise ValueError(f"--db: no such database: {path}")
     if os.path.isdir(path):
         raise ValueError(f"--db {path} is a directory; give a file name")
-    # immutable: not even a -wal / -shm file beside it (a WAL database opened read-only makes
-    # them); the main file alone may lag a WAL, but tables are never dropped, so what it holds
-    # is enough to refuse
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     try:
-        conn = sqlite3.connect(uri, uri=True)
         try:
-            found = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
-                "AND name NOT LIKE 'sqlite_%'"
-            ).fetchall()
-            tables = {r[0] for r in found}
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
-        finally:
-            conn.close()
+            tables, cols = _tables(path, immutable=_wal_mode(path))
+        except sqlite3.OperationalError as err:
+            if "readonly" not in str(err):
+                raise
+            tables, cols = _tables(path, immutable=True)
     except sqlite3.DatabaseError as err:
         raise ValueError(f"--db: {path} is not a usable SQLite database ({err})") from None
     other = sorted(tables - ARENA_TABLES)
