@@ -84,3 +84,72 @@ def test_answer_decodes_with_the_cache_as_a_full_forward_would(tiny):
         for _ in range(5):
             seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
     assert got == seq[len(ids) :]
+
+
+@pytest.mark.parametrize(("kv", "q", "groups"), [(40, 39, 3), (40, 8, 1), (300, 120, 3), (9, 2, 2)])
+def test_prefix_attention_equals_masked_attention(kv, q, groups):
+    """A chunk of q queries after kv - q cached keys: the prefix and the chunk attended apart and
+    merged equal SDPA with the explicit causal mask; full and one-query calls are SDPA's."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(kv * q)
+    query = torch.randn(1, 2 * groups, q, 16, generator=g)
+    key, value = (torch.randn(1, 2, kv, 16, generator=g) for _ in "kv")
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = groups, True
+    got, _ = measure.prefix_attention(module, query, key, value, None, scaling=0.3)
+    mask = torch.ones(q, kv, dtype=torch.bool).tril(kv - q)
+    ref = F.scaled_dot_product_attention(query, key.repeat_interleave(groups, 1),
+                                         value.repeat_interleave(groups, 1), attn_mask=mask,
+                                         scale=0.3)  # fmt: skip
+    torch.testing.assert_close(got, ref.transpose(1, 2), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("params", [None, {"rope_type": "dynamic", "factor": 1.0},
+                                    {"rope_type": "yarn", "factor": 2.0}])  # fmt: skip
+def test_prompts_that_share_a_prefix_answer_as_alone(tiny_lm_folder, params):
+    """Prompts of one length differing from a point on (a needle at a depth), in an order where
+    each shares a different prefix with the last, and one of another length: reusing the cache
+    gives the answers, and the logits, each prompt gets alone."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_folder, dtype=torch.float32).eval()
+    runner.repatch(model, params)
+    g = torch.Generator().manual_seed(0)
+    filler = torch.randint(0, 500, (200,), generator=g).tolist()
+    prompts = []
+    for cut in (190, 150, 60) * 2:  # two seeds, needles from the deepest
+        needle = torch.randint(0, 500, (4,), generator=g).tolist()
+        prompts.append((filler[:cut] + needle + filler[cut:])[:200])
+    prompts.append(prompts[0][:170])  # another length: dynamic frequencies differ
+    alone = [measure.answer(model, p, 6, 0) for p in prompts]
+    assert measure.use_prefix_attention(model)
+    reuse = measure.PromptCache()
+    key = lambda p: measure.fingerprint(model, len(p), 16)  # noqa: E731
+    shared = [measure.answer(model, p, 6, 0, reuse=reuse, key=key(p)) for p in prompts]
+    assert shared == alone
+    # each prompt took the filler before its needle: the deepest prompt is kept for the
+    # next seed's; the last prompt shares all but its last token with the first unless the
+    # frequencies at its length differ (dynamic past the context)
+    static = measure.fingerprint(model, 170, 16) == measure.fingerprint(model, 200, 16)
+    assert reuse.reused == 2 * (190 + 150 + 60) - 190 + 169 * static
+    assert reuse.tokens == 6 * 200 + 170
+    # the logits of a chunk prefilled over a cropped cache (the last prompt's) equal the whole
+    # prompt's
+    with torch.no_grad():
+        whole = model(torch.tensor([prompts[-1]])).logits[0, 100:]
+        kv = reuse.entries[-1][1]  # the last prompt's
+        kv.crop(100 - kv.get_seq_length())
+        cache = {measure.cache_kwarg(model): kv}
+        chunk = model(torch.tensor([prompts[-1][100:]]), **cache).logits[0]
+    torch.testing.assert_close(chunk, whole, atol=1e-5, rtol=1e-5)
+
+
+def test_models_that_cannot_share_a_prefix_keep_their_attention(tiny_lm_folder):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(tiny_lm_folder)
+    config.sliding_window = 64  # a window the split attention would ignore
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_folder, config=config)
+    assert not measure.use_prefix_attention(model)
+    assert model.config._attn_implementation == "sdpa"

@@ -97,7 +97,8 @@ def metrics(job: Job, length: int) -> list[str]:
 
 
 def make_jobs(cfg: StretchConfig) -> list[Job]:
-    """Every job of the grid: perplexity first, then retrieval by length, seed, scaling."""
+    """Every job of the grid: perplexity first, then retrieval by length, scaling, seed (a
+    scaling's prompts of one length in a row share their prefixes: measure.PromptCache)."""
     jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
     if cfg.ray:
         threads = cfg.cpus_per_cell
@@ -116,9 +117,9 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
                 jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,
                                 cfg.lengths, (), cfg=c, text=doc.text, **common))  # fmt: skip
     for length in cfg.retrieval_lengths:
-        for seed in range(cfg.seeds):
+        for s in cfg.scalings:
             for task in (t for t in cfg.tasks if t != "ppl"):
-                for s in cfg.scalings:
+                for seed in range(cfg.seeds):
                     c = base | {"task": task, "depths": list(cfg.depths), "scaling": params(s)}
                     jobs.append(Job(task, s, params(s), f"{cfg.model.name}:{s.label}", seed,
                                     (length,), cfg.depths, cfg=c, **common))  # fmt: skip
@@ -136,7 +137,9 @@ def loaded(job: Job):
     if key not in _LOADED:
         _LOADED.clear()
         _MEMO.clear()
-        _LOADED[key] = models.load(job.model, job.device)
+        model, tokenizer = models.load(job.model, job.device)
+        measure.use_prefix_attention(model)  # retrieval prompts share their prefixes
+        _LOADED[key] = model, tokenizer
     return _LOADED[key]
 
 
@@ -192,8 +195,9 @@ def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
 def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
     (length,) = job.lengths
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    scores = []
-    for depth in job.depths:
+    exact = {}
+    reuse = _MEMO.setdefault("prompt cache", measure.PromptCache())
+    for depth in sorted(job.depths, reverse=True):  # deepest needle first: the most shared
         try:
             p = data.prompt(job.task, tokenizer, length, depth, job.seed)
         except data.TooShort as err:
@@ -202,9 +206,10 @@ def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
                     for n in (length, length + p.max_new_tokens))  # fmt: skip
         key = ("answer", job.task, job.seed, length, depth, fps)
         if key not in _MEMO:
-            tokens = measure.answer(model, p.ids, p.max_new_tokens, pad)
+            tokens = measure.answer(model, p.ids, p.max_new_tokens, pad, reuse=reuse, key=fps)
             _MEMO[key] = tokenizer.decode(tokens, skip_special_tokens=True)
-        scores.append((f"exact@{depth:g}", measure.exact_match(_MEMO[key], p.answer)))
+        exact[depth] = measure.exact_match(_MEMO[key], p.answer)
+    scores = [(f"exact@{d:g}", exact[d]) for d in job.depths]
     scores.append(("exact", sum(v for _, v in scores) / len(scores)))
     return [(length, m, v, None) for m, v in scores]
 
