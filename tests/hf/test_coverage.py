@@ -53,6 +53,25 @@ def test_form_identified(model_type, known):
     assert forms == {REPRESENTATIVE[model_type]}
 
 
+def test_keys_the_attention_reads_are_left_to_it(known):
+    """Ministral 3's rope_parameters hold llama_4_scaling_beta, a query scale its attention
+    applies itself: patch() takes the rotary module (logits at parity) and leaves the key to the
+    attention; a new scaling, which would leave that scale at the old context, is refused."""
+    model, _ = coverage.tiny("ministral3", known["ministral3"])
+    ids = torch.randint(3, 100, (1, 12), generator=torch.Generator().manual_seed(0))
+    far = torch.arange(20_000, 20_012)[None]  # past its original context: the scale is on
+    with torch.no_grad():
+        want = [model(ids).logits, model(ids, position_ids=far).logits]
+        patch(model)
+        got = [model(ids).logits, model(ids, position_ids=far).logits]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=coverage.TOL, rtol=0)
+    fresh, _ = coverage.tiny("ministral3", known["ministral3"])
+    with pytest.raises(ValueError, match="llama_4_scaling_beta.*rebuild the model"):
+        patch(fresh, scaling={"rope_type": "yarn", "factor": 2.0})
+    assert not any(isinstance(m, PosencRotaryEmbedding) for m in fresh.modules())
+
+
 def test_full_sweep_target():
     """Every RoPE model type (~130 tiny models, ~40 s here): parity on >= 90% of those that
     build, none wrong, and docs/hf/coverage.md says what this transformers gives (its version)."""

@@ -194,9 +194,14 @@ def _select(cfg: dict, params: dict, layer_type, layer) -> dict | None:
     return params
 
 
+# rope_parameters keys a model's attention reads, not its rotary embedding: patching the rotary
+# module leaves them to the model (Ministral 3's Llama-4 query scale 1 + beta log(1 + [p / C])).
+ATTENTION_KEYS = ("llama_4_scaling_beta",)
+
+
 def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     """(RoPE's scaling dict, the mrope keys) of one layer's flat rope_parameters."""
-    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS) - {"alpha"})
+    unknown = sorted(set(params) - KNOWN_KEYS - set(MROPE_KEYS) - {"alpha", *ATTENTION_KEYS})
     if unknown:
         raise ValueError(
             f"rope_parameters key {unknown[0]!r} cannot be represented by posenc (keys it "
@@ -210,7 +215,8 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
             f"rope_parameters key 'rope_type': unknown rope_type {rope_type!r}; "
             f"allowed: {', '.join(ROPE_SCALING)}"
         )
-    scaling = {k: v for k, v in params.items() if k not in MROPE_KEYS + ("type", "alpha")}
+    skip = (*MROPE_KEYS, "type", "alpha", *ATTENTION_KEYS)
+    scaling = {k: v for k, v in params.items() if k not in skip}
     scaling["rope_type"] = rope_type
     if rope_type == "dynamic" and params.get("alpha"):  # Hunyuan: NTK with a fixed alpha
         scaling.update(rope_type="ntk", factor=params["alpha"])

@@ -28,6 +28,7 @@ import warnings
 
 import torch
 
+from posenc.hf.config import ATTENTION_KEYS
 from posenc.hf.patch import patch, rotary_modules
 
 TOL = 1e-4
@@ -112,7 +113,8 @@ def _text(config):
 def _merged(old: dict | None, new: dict) -> dict | None:
     if old is None:  # a layer type without rope
         return None
-    keep = ("rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved")
+    keep = ("rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved",
+            *ATTENTION_KEYS)  # fmt: skip
     return {**{k: old[k] for k in keep if k in old}, **copy.deepcopy(new)}
 
 

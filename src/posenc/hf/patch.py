@@ -42,6 +42,7 @@ from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
 from posenc.functional.mrope import check_mrope_section
 from posenc.hf.config import (
+    ATTENTION_KEYS,
     MROPE_KEYS,
     config_dict,
     from_config,
@@ -491,6 +492,19 @@ def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | Non
         return None
 
 
+def _refuse_attention_keys(where: str, params: dict) -> None:
+    """A new scaling cannot be patched in where the model's attention reads rope_parameters
+    itself at run time (config.ATTENTION_KEYS): it would keep the old values."""
+    flat = [params] if not layer_types_of(params) else [p for p in params.values() if p]
+    found = sorted({k for p in flat for k in p if k in ATTENTION_KEYS})
+    if found:
+        raise ValueError(
+            f"{where}: its attention reads {', '.join(found)} (and the context) from "
+            "config.rope_parameters at run time, which patch(scaling=...) would leave at the "
+            "old values; rebuild the model with the new rope_parameters instead; not patched"
+        )
+
+
 def _attention_rescale(model, old_cfg, new_params) -> dict:
     """{module: {attribute: value}}: float attributes of modules other than the rotary ones
     that transformers derives from rope_parameters (DeepSeek's softmax scale times mscale^2),
@@ -571,6 +585,7 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
         form, head_dims = identify(module, name, cfg, own)
         ropes = own
         if scaling is not None:
+            _refuse_attention_keys(where, cfg.get("rope_parameters") or {})
             nested = layer_types_of(cfg.get("rope_parameters") or {})
             new_cfg = _with_scaling(cfg, scaling, nested)
             try:

@@ -7,7 +7,9 @@ same, so lengths are grouped by the frequencies their call would use (`fingerpri
 scalings need one pass, a dynamic one a pass per length past the context (at or below it they
 equal the unscaled model, and share its pass).
 
-Retrieval: the prompt is prefilled once and the answer decoded greedily with the KV cache.
+Retrieval: the prompt is prefilled once and the answer decoded greedily with the KV cache; a
+prompt sharing a prefix with an earlier one of the same frequencies prefills only the rest
+(`PromptCache`, `prefix_attention`).
 """
 
 from __future__ import annotations
