@@ -72,6 +72,13 @@ def test_keys_the_attention_reads_are_left_to_it(known):
     assert not any(isinstance(m, PosencRotaryEmbedding) for m in fresh.modules())
 
 
+def test_a_scaling_patch_is_asked_for_is_taken_as_given(known):
+    """Phi3Config renames a loaded 'yarn' to 'longrope' (old Phi-3 checkpoints); a YaRN asked
+    of patch() stays YaRN and equals transformers' Phi-3 rebuilt with it."""
+    row = coverage.check("phi3", known["phi3"])
+    assert row["status"] == "parity" and row["yarn"] <= coverage.TOL, row
+
+
 def test_full_sweep_target():
     """Every RoPE model type (~130 tiny models, ~40 s here): parity on >= 90% of those that
     build, none wrong, and docs/hf/coverage.md says what this transformers gives (its version)."""

@@ -51,7 +51,8 @@ from posenc.functional.rope_scaling import KNOWN_KEYS, ROPE_SCALING
 ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim")
 DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
 RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
-MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them
+MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them on load
+AS_GIVEN = "posenc_rope_type_as_given"  # a config dict key: a scaling patch() was asked for
 INTERLEAVED_MODELS = (
     "llama4",
     "llama4_text",
@@ -208,7 +209,8 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
             f"reads: {', '.join(sorted(KNOWN_KEYS | set(MROPE_KEYS)))})"
         )
     rope_type = params.get("rope_type", params.get("type", "default"))
-    rope_type = MODEL_RENAMED_TYPES.get(cfg.get("model_type"), {}).get(rope_type, rope_type)
+    if not cfg.get(AS_GIVEN):  # a config read as its class reads it, not patch(scaling=...)
+        rope_type = MODEL_RENAMED_TYPES.get(cfg.get("model_type"), {}).get(rope_type, rope_type)
     rope_type = RENAMED_TYPES.get(rope_type, rope_type)
     if rope_type not in ROPE_SCALING:
         raise ValueError(

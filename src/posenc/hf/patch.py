@@ -42,6 +42,7 @@ from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
 from posenc.functional.mrope import check_mrope_section
 from posenc.hf.config import (
+    AS_GIVEN,
     ATTENTION_KEYS,
     MROPE_KEYS,
     config_dict,
@@ -384,8 +385,9 @@ def _merged(old: dict, new: dict) -> dict:
 
 
 def _with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
-    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict})."""
-    params = cfg["rope_parameters"]
+    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
+    taken as given (not renamed as a model's config class renames what it loads)."""
+    params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
     if types is None:
         return {**cfg, "rope_parameters": _merged(params, scaling)}
     if not isinstance(scaling, dict) or not all(
