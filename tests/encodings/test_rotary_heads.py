@@ -38,6 +38,13 @@ def test_registered_and_bad_input():
         attention(*qkv(hkv=2), odd)
     with pytest.raises(ValueError, match="heads=4"):
         attention(*qkv(h=2, hkv=2), odd)
+    q, k, _ = qkv(h=1, hkv=1)  # a one-head probe (posenc explain): one rotated head, or none
+    pos = torch.arange(T)
+    rope = posenc.build("rope", head_dim=DH)
+    none = PartialHeadsRoPE(heads=H, head_dim=DH, rotate_heads=0)
+    for enc, want in ((odd, rope.rotate(q, k, pos, pos)), (none, (q, k))):
+        for got, ref in zip(enc.rotate(q, k, pos, pos), want, strict=True):
+            torch.testing.assert_close(got, ref)
 
 
 @pytest.mark.parametrize("rotate", [1, 2, 3, 4])
@@ -97,8 +104,8 @@ def test_grouped_query_attention_equals_repeated_kv_heads():
 
 def test_cached_decoding_equals_the_full_forward():
     torch.manual_seed(0)
-    model = TransformerLM(vocab_size=11, dim=D, heads=H, kv_heads=2, depth=2,
-                          encoding="rope_heads", encoding_kwargs={"rotate_heads": 2}).eval()  # fmt: skip
+    kwargs = dict(encoding="rope_heads", encoding_kwargs={"rotate_heads": 2})
+    model = TransformerLM(vocab_size=11, dim=D, heads=H, kv_heads=2, depth=2, **kwargs).eval()
     tokens = torch.randint(0, 11, (B, 9))
     with torch.no_grad():
         full = model(tokens)

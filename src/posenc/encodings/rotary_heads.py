@@ -21,7 +21,9 @@ class PartialHeadsRoPE(RoPE):
     Grouped-query attention: query head h reads kv head h // (H / Hkv), so the rotated query
     heads must fill whole groups: rotate_heads a multiple of H / Hkv, whose last
     rotate_heads / (H / Hkv) kv heads rotate (x-transformers refuses GQA here). Keys are
-    rotated per call, as RoPE's: cached unrotated keys give the full forward's numbers.
+    rotated per call, as RoPE's: cached unrotated keys give the full forward's numbers. A
+    one-head q and k (the probes of posenc explain) rotate as one rotated head (none if
+    rotate_heads = 0): the pictures show the RoPE heads.
     """
 
     paper = "x-transformers rotate_num_heads (per-head NoPE)"
@@ -65,6 +67,8 @@ class PartialHeadsRoPE(RoPE):
                 f"q and k must be [B, H, T, Dh], got {tuple(q.shape)} and {tuple(k.shape)}"
             )
         H, Hkv, n = q.shape[1], k.shape[1], self.rotate_heads
+        if H == Hkv == 1 and self.heads > 1:  # a one-head probe (posenc explain): a rotated head
+            return super().rotate(q, k, q_pos, k_pos) if n else self._unrotated(q, k, q_pos, k_pos)
         if self.heads != H or H % Hkv:
             raise ValueError(
                 f"rope_heads was built for heads={self.heads}; q has {H} heads and k {Hkv} "
@@ -77,13 +81,17 @@ class PartialHeadsRoPE(RoPE):
                 f"(H / Hkv = {group}) under grouped-query attention: a kv head serves its "
                 f"whole group, rotated or not"
             )
-        if n == 0:  # nope: positions are still checked (max_len), nothing rotates
-            self.check_positions(q_pos, name="q_pos")
-            self.check_positions(k_pos, name="k_pos")
-            return q, k
+        if n == 0:
+            return self._unrotated(q, k, q_pos, k_pos)
         nk = n // group
         qr, kr = super().rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
         return torch.cat([q[:, : H - n], qr], dim=1), torch.cat([k[:, : Hkv - nk], kr], dim=1)
+
+    def _unrotated(self, q, k, q_pos, k_pos):
+        """nope: positions are still checked (max_len), nothing rotates."""
+        self.check_positions(q_pos, name="q_pos")
+        self.check_positions(k_pos, name="k_pos")
+        return q, k
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", rotate_heads={self.rotate_heads}/{self.heads}"
