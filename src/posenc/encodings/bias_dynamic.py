@@ -130,7 +130,7 @@ class DistanceBasisBias(PositionalEncoding):
 
     family = "content"
     provides = frozenset({"bias"})
-    paper = "x-transformers RelativeProjPositionalBias (Inkling, Thinking Machines 2025)"
+    paper = "x-transformers RelativeProjPositionalBias (Thinking Machines' Inkling; no paper)"
     summary = "each query mixes learned per-distance curves per head (distance-basis bias)"
     integer_positions = True
     trainable = True
