@@ -11,6 +11,7 @@ import posenc
 from posenc import TransformerLM
 from posenc.attention import attention
 from posenc.encodings.rotary_heads import PartialHeadsRoPE
+from posenc.hf import to_rope_parameters
 
 PROPS = settings(max_examples=15, deadline=None)
 B, H, DH, D, T = 2, 4, 8, 32, 7
@@ -91,6 +92,11 @@ def test_all_heads_is_rope_and_none_is_nope(heads, group, seed, layout):
     got = attention(q, k, v, part)
     torch.testing.assert_close(got[:, heads - n :], attention(q, k, v, rope)[:, heads - n :])
     torch.testing.assert_close(got[:, : heads - n], attention(q, k, v, None)[:, : heads - n])
+
+
+def test_the_hf_bridge_refuses_it_rather_than_rotating_every_head():
+    with pytest.raises(ValueError, match="PartialHeadsRoPE.*no transformers rope_parameters"):
+        to_rope_parameters(PartialHeadsRoPE(heads=H, head_dim=DH))
 
 
 def test_grouped_query_attention_equals_repeated_kv_heads():

@@ -12,11 +12,13 @@ from posenc.checks import check_int
 from posenc.encodings.rotary import RoPE
 
 
-class PartialHeadsRoPE(RoPE):
+class PartialHeadsRoPE(PositionalEncoding):
     """RoPE on the last `rotate_heads` query heads of each layer, no positional encoding on
     the others (x-transformers' `rotate_num_heads`, which rotates the last heads, as the
     decoupled RoPE of multi-latent attention). rotate_heads = H is rope, 0 is nope; default
-    H // 2. Every RoPE keyword applies to the rotated heads (base, layout, rotary_dim, scaling).
+    H // 2. Every RoPE keyword applies to the rotated heads (base, layout, rotary_dim, scaling):
+    a RoPE (`self.rope`) rotates them. Not a RoPE itself, so what takes a RoPE for all heads
+    (posenc.hf's patch and rope_parameters) refuses it.
 
     Grouped-query attention: query head h reads kv head h // (H / Hkv), so the rotated query
     heads must fill whole groups: rotate_heads a multiple of H / Hkv, whose last
@@ -26,6 +28,8 @@ class PartialHeadsRoPE(RoPE):
     rotate_heads = 0): the pictures show the RoPE heads.
     """
 
+    family = "rotary"
+    provides = frozenset({"rotate", "angles"})
     paper = "x-transformers rotate_num_heads (per-head NoPE)"
     summary = "RoPE on the last rotate_heads heads, no positional encoding on the rest"
 
@@ -51,10 +55,12 @@ class PartialHeadsRoPE(RoPE):
         check_int("rotate_heads", rotate_heads, low=0)
         if rotate_heads > self_heads:
             raise ValueError(f"rotate_heads must be in 0..heads={self_heads}, got {rotate_heads}")
-        super().__init__(
+        super().__init__()
+        self.rope = RoPE(
             dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, train_len=train_len,
             base=base, layout=layout, rotary_dim=rotary_dim, scaling=scaling,
         )  # fmt: skip
+        self.max_len, self.per_document = self.rope.max_len, self.rope.per_document
         self.heads, self.rotate_heads = self_heads, rotate_heads
 
     def rotate(
@@ -68,7 +74,9 @@ class PartialHeadsRoPE(RoPE):
             )
         H, Hkv, n = q.shape[1], k.shape[1], self.rotate_heads
         if H == Hkv == 1 and self.heads > 1:  # a one-head probe (posenc explain): a rotated head
-            return super().rotate(q, k, q_pos, k_pos) if n else self._unrotated(q, k, q_pos, k_pos)
+            return (
+                self.rope.rotate(q, k, q_pos, k_pos) if n else self._unrotated(q, k, q_pos, k_pos)
+            )
         if self.heads != H or H % Hkv:
             raise ValueError(
                 f"rope_heads was built for heads={self.heads}; q has {H} heads and k {Hkv} "
@@ -84,7 +92,7 @@ class PartialHeadsRoPE(RoPE):
         if n == 0:
             return self._unrotated(q, k, q_pos, k_pos)
         nk = n // group
-        qr, kr = super().rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
+        qr, kr = self.rope.rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
         return torch.cat([q[:, : H - n], qr], dim=1), torch.cat([k[:, : Hkv - nk], kr], dim=1)
 
     def _unrotated(self, q, k, q_pos, k_pos):
@@ -93,8 +101,12 @@ class PartialHeadsRoPE(RoPE):
         self.check_positions(k_pos, name="k_pos")
         return q, k
 
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] or [B, T] -> [T, R/2] float64: the rotated heads' angles."""
+        return self.rope.angles(positions)
+
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", rotate_heads={self.rotate_heads}/{self.heads}"
+        return f"rotate_heads={self.rotate_heads}, heads={self.heads}"
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope_heads": PartialHeadsRoPE}
