@@ -108,6 +108,7 @@ CASES = [
     ("pope", {"bias_init": "uniform"}),
     ("fope", {"train_len": 4096, "per_head": True}),
     ("liere", {"axes": 2, "block_dim": 4, "per_head": True}),
+    ("rope_heads", {"rotate_heads": 2}),
 ]
 # Every registered encoding is either here (it computes angles; checked above or below) or
 # without angles; a new encoding must be placed in one of the two.
@@ -115,7 +116,7 @@ WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "learned_window", "nope",
     "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature", "fox", "dape",
-    "stickbreaking",
+    "stickbreaking", "dynamic_bias", "distance_basis", "cable",
 }  # fmt: skip
 
 

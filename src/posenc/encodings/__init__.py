@@ -3,10 +3,12 @@
 absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
            learned_window (absolute_window: seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
-           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie)
-bias       alibi, t5, kerple, fire, sandwich
+           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
+           rope_heads (rotary_heads: RoPE on some heads, per-head NoPE)
+bias       alibi, t5, kerple, fire, sandwich, dynamic_bias (bias_dynamic)
 relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
+           distance_basis (bias_dynamic), cable (content_cable)
 wrappers   randomized (wraps any of the above)
 """
 

@@ -27,11 +27,14 @@ from posenc.encodings import (
     absolute,
     absolute_window,
     bias,
+    bias_dynamic,
     content,
+    content_cable,
     relative,
     rotary,
     rotary_axial,
     rotary_fourier,
+    rotary_heads,
     rotary_lie,
     rotary_mrope,
     rotary_polar,
@@ -49,9 +52,12 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **rotary_polar.ENCODINGS,
     **rotary_fourier.ENCODINGS,
     **rotary_lie.ENCODINGS,
+    **rotary_heads.ENCODINGS,
     **bias.ENCODINGS,
+    **bias_dynamic.ENCODINGS,
     **relative.ENCODINGS,
     **content.ENCODINGS,
+    **content_cable.ENCODINGS,
 }
 
 
