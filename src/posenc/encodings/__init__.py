@@ -6,7 +6,8 @@ rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rota
            pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope
-content    fox, dape, stickbreaking (attention that depends on content; positions only order)
+content    fox, dape, stickbreaking (attention that depends on content; positions only order),
+           path (content_path: PaTH's accumulated Householder transforms)
 wrappers   randomized (wraps any of the above)
 """
 

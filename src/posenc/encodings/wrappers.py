@@ -28,6 +28,7 @@ from posenc.encodings import (
     absolute_window,
     bias,
     content,
+    content_path,
     relative,
     rotary,
     rotary_axial,
@@ -52,6 +53,7 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **bias.ENCODINGS,
     **relative.ENCODINGS,
     **content.ENCODINGS,
+    **content_path.ENCODINGS,
 }
 
 
