@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ import posenc
 from posenc.attention import attention, choose_backend
 from posenc.encodings.content_path import PaTH
 from posenc.functional.content import forget_bias
-from posenc.functional.path import householder, path_scores, run_starts
+from posenc.functional.path import householder, path_scores, run_starts, short_conv
 
 PROPS = settings(max_examples=20, deadline=None)
 B, H, DH, D = 2, 4, 8, 32
@@ -150,13 +151,34 @@ def test_scores_equal_explicit_products_of_householder_matrices(lengths, dh, tq,
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(1, 2, tk, dh, generator=g)
     k = torch.randn(1, 2, tk, dh, generator=g)
-    w = torch.nn.functional.normalize(torch.randn(1, 2, tk, dh, generator=g), dim=-1)
+    w = F.normalize(torch.randn(1, 2, tk, dh, generator=g), dim=-1)
     beta = beta_hi * torch.rand(1, 2, tk, generator=g)
     rows = torch.randperm(tk, generator=g)[: min(tq, tk)]  # a block of queries, any order
     q, q_pos = q[:, :, rows], k_pos[rows]
     got = path_scores(q, k, w, beta, q_pos[None], k_pos[None])
     want = explicit_scores(q, k, w, beta, q_pos, k_pos)
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 5])
+def test_short_conv_is_a_causal_depthwise_conv1d_per_document(c):
+    """short_conv equals SiLU(torch's depthwise Conv1d with c - 1 zeros of left padding), the
+    form of FLA's ShortConvolution on w (its weight [C, 1, c] is ours flipped: its last tap
+    is the current key), on each packed document (run of positions) on its own."""
+    g = torch.Generator().manual_seed(c)
+    u = torch.randn(2, 3, 9, 4, generator=g)  # [B, H, Tk, Dh]
+    weight = torch.randn(3, 4, c, generator=g)  # [H, Dh, c]
+
+    def conv1d(x):  # [B, H, T, Dh] -> torch's Conv1d over T, one channel per (h, d)
+        b, h, t, d = x.shape
+        flat = x.permute(0, 1, 3, 2).reshape(b, h * d, t)
+        out = F.conv1d(F.pad(flat, (c - 1, 0)), weight.flip(-1).reshape(h * d, 1, c), groups=h * d)
+        return F.silu(out).reshape(b, h, d, t).permute(0, 1, 3, 2)
+
+    torch.testing.assert_close(short_conv(u, weight, torch.arange(9)[None]), conv1d(u))
+    packed = short_conv(u, weight, packed_positions([4, 5])[None])
+    torch.testing.assert_close(packed[:, :, :4], conv1d(u[:, :, :4]))
+    torch.testing.assert_close(packed[:, :, 4:], conv1d(u[:, :, 4:]))
 
 
 def test_run_starts():
@@ -221,7 +243,7 @@ def test_each_transform_is_orthogonal_at_beta_0_and_2(dh, beta, seed):
     1 - beta: orthogonal for beta in {0, 2} (the identity, a reflection: det -1), and a
     contraction (spectral norm 1, the w direction scaled by 1 - beta) for beta in (0, 2)."""
     g = torch.Generator().manual_seed(seed)
-    w = torch.nn.functional.normalize(torch.randn(dh, generator=g, dtype=torch.float64), dim=0)
+    w = F.normalize(torch.randn(dh, generator=g, dtype=torch.float64), dim=0)
     Hm = householder(w, torch.tensor(beta, dtype=torch.float64))
     torch.testing.assert_close(Hm @ Hm.T, torch.eye(dh, dtype=torch.float64))
     assert torch.linalg.det(Hm).item() == pytest.approx(1.0 - beta)
@@ -240,7 +262,7 @@ def test_accumulated_transform_preserves_or_shrinks_the_query(t, reflect, seed):
     contraction: |S_ij| <= |q_i| |k_j|."""
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, 1, 2, t, 4, generator=g, dtype=torch.float64)
-    w = torch.nn.functional.normalize(torch.randn(1, 2, t, 4, generator=g), dim=-1).double()
+    w = F.normalize(torch.randn(1, 2, t, 4, generator=g), dim=-1).double()
     beta = torch.full((1, 2, t), 2.0) if reflect else 2 * torch.rand(1, 2, t, generator=g)
     pos = torch.arange(t)[None]
     s = path_scores(q, k, w, beta.double(), pos, pos).double()
