@@ -116,7 +116,7 @@ WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "learned_window", "nope",
     "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature", "fox", "dape",
-    "stickbreaking", "dynamic_bias", "distance_basis", "cable",
+    "stickbreaking", "dynamic_bias", "distance_basis", "cable", "path",
 }  # fmt: skip
 
 

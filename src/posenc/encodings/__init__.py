@@ -8,7 +8,8 @@ rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rota
 bias       alibi, t5, kerple, fire, sandwich, dynamic_bias (bias_dynamic)
 relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
-           distance_basis (bias_dynamic), cable (content_cable)
+           distance_basis (bias_dynamic), cable (content_cable), path (content_path: PaTH's
+           accumulated Householder transforms)
 wrappers   randomized (wraps any of the above)
 """
 

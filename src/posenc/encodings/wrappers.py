@@ -30,6 +30,7 @@ from posenc.encodings import (
     bias_dynamic,
     content,
     content_cable,
+    content_path,
     relative,
     rotary,
     rotary_axial,
@@ -58,6 +59,7 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **relative.ENCODINGS,
     **content.ENCODINGS,
     **content_cable.ENCODINGS,
+    **content_path.ENCODINGS,
 }
 
 

@@ -15,6 +15,7 @@ Shapes follow the legend in posenc.base.
     bias          alibi_slopes, t5_bucket, sandwich_curve
     relative      deberta_bucket, rel_shift, relative_sinusoid
     content       forget_bias (FoX), stick_breaking, dape_logits, run_ends (packed documents)
+    path          path_scores, householder, short_conv (PaTH; import the module)
 """
 
 from posenc.functional.absolute import (

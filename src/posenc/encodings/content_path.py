@@ -1,0 +1,113 @@
+"""PaTH attention (Yang et al. 2025): a data-dependent position encoding of the content family.
+
+path   the score of query i and key j is q_i^T H_i ... H_{j+1} k_j with one Householder-like
+       H_t = I - beta_t w_t w_t^T per token between them, through bias(); optional FoX gates
+
+Runs on eager, sdpa (a materialized bias) and chunked, not flex (the bias depends on q and k:
+no score_mod), as FoX.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_float, check_int, check_max_len
+from posenc.encodings.content import rows
+from posenc.encodings.relative_base import check_qk, resolve_dims
+from posenc.functional.content import forget_bias
+from posenc.functional.path import path_scores, short_conv
+
+
+class PaTH(PositionalEncoding):
+    """PaTH attention (Yang et al. 2025, "PaTH Attention: Position Encoding via Accumulating
+    Householder Transformations"): no positional encoding but, per token t and head, a
+    transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t = 2 sigmoid(.) in (0, 2), so H_t
+    may reflect), and the logit of query i and key j is
+
+        (q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j) * softmax_scale,
+
+    G the cumulative log forget gates (FoX's, only with `forget_gate=True`), as the authors'
+    kernels (flash-linear-attention's path_attn, which scales the gate term too). Given as
+    bias() = that logit - q.k * softmax_scale; keys after the query get 0.
+
+    As posenc's FoX, w_t and beta_t read the key vector each head already has, so cached keys
+    give cached transforms: w_t = normalize(SiLU(causal depthwise conv over the keys of
+    (W_w k_t))) with W_w [H, Dh, Dh] and `conv_size` taps (FLA's default 3; 0: no conv and no
+    SiLU, w_t = normalize(W_w k_t)), beta_t = 2 sigmoid(u . k_t + b) per head. The paper reads
+    the layer input x; with k = W_k x these are its projections through W_k. q, k [B, H, T, Dh].
+    Packed documents (positions that restart) never see each other's transforms.
+    """
+
+    family = "content"
+    paper = "Yang et al. 2025, arXiv 2505.16381"
+    provides = frozenset({"bias"})
+    summary = "accumulated data-dependent Householder transforms between key and query (PaTH)"
+    trainable = True
+    bidirectional = False  # transforms accumulate from the key up to the query: causal only
+
+    def __init__(
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        train_len=None,
+        conv_size=3,
+        forget_gate=False,
+        gate_bias=5.0,
+    ):
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        _, self.heads, self.head_dim = resolve_dims("path", dim, heads, head_dim, need_heads=True)
+        self.conv_size = check_int("conv_size", conv_size, low=0)
+        self.forget_gate = check_bool("forget_gate", forget_gate)
+        check_float("gate_bias", gate_bias)
+        H, Dh = self.heads, self.head_dim
+        bound = Dh**-0.5  # nn.Linear(Dh, .)'s init, per head
+        self.w_weight = nn.Parameter(torch.empty(H, Dh, Dh).uniform_(-bound, bound))  # [H, Dh, Dh]
+        self.beta_weight = nn.Parameter(torch.empty(H, Dh).uniform_(-bound, bound))  # [H, Dh]
+        self.beta_bias = nn.Parameter(torch.zeros(H))  # beta = 1 at u . k = 0
+        if self.conv_size:  # nn.Conv1d's init (fan_in = conv_size), FLA's conv_bias=False
+            c = self.conv_size**-0.5
+            self.conv_weight = nn.Parameter(torch.empty(H, Dh, self.conv_size).uniform_(-c, c))
+        if self.forget_gate:
+            self.gate_weight = nn.Parameter(torch.empty(H, Dh).uniform_(-bound, bound))
+            self.gate_bias = nn.Parameter(torch.full((H,), float(gate_bias)))
+
+    def reflections(self, k: torch.Tensor, k_pos: torch.Tensor):
+        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh] (unit or zero rows), beta
+        [B, H, Tk] in (0, 2), float32."""
+        k = k.float()
+        u = torch.einsum("bhtd,hed->bhte", k, self.w_weight.float())
+        if self.conv_size:
+            u = short_conv(u, self.conv_weight.float(), k_pos)
+        w = F.normalize(u, dim=-1, eps=1e-6)
+        logit = torch.einsum("bhtd,hd->bht", k, self.beta_weight.float())
+        return w, 2 * torch.sigmoid(logit + self.beta_bias.float()[:, None])
+
+    def log_gates(self, k: torch.Tensor) -> torch.Tensor:
+        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32 (<= 0), FoX's gates."""
+        logit = torch.einsum("bhtd,hd->bht", k.float(), self.gate_weight.float())
+        return F.logsigmoid(logit + self.gate_bias.float()[:, None])
+
+    def bias(self, q, k, q_pos, k_pos):
+        check_qk(self, q, k)
+        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
+        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        w, beta = self.reflections(k, kp)
+        scores = path_scores(q, k, w, beta, qp, kp)  # [B, H, Tq, Tk]
+        out = scores - torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float())
+        if self.forget_gate:
+            out = out + forget_bias(self.log_gates(k), qp, kp)
+        return (out * self.softmax_scale(self.head_dim)).to(q.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.heads}, head_dim={self.head_dim}, conv_size={self.conv_size}, "
+                f"forget_gate={self.forget_gate}")  # fmt: skip
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"path": PaTH}
