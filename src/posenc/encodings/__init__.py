@@ -53,7 +53,7 @@ def build(name: str, **kwargs) -> PositionalEncoding:
     names = takes(cls)
     unknown = [k for k in kwargs if names is not None and k not in names and k not in MODEL_KWARGS]
     if unknown:
-        options = sorted(n for n in names if n not in MODEL_KWARGS)
+        options = [n for n in inspect.signature(cls).parameters if n not in MODEL_KWARGS]
         raise TypeError(
             f"{name} takes no keyword {', '.join(map(repr, unknown))}; its options: "
             f"{', '.join(options) or 'none'} (and the standard keywords it uses: "
