@@ -115,7 +115,9 @@ FACTS = (
     "family", "position_dims", "integer_positions", "trainable", "cache_exact", "bidirectional",
     "max_len", "per_document",
 )  # fmt: skip
-# The model's shape and lengths, passed by build() to the constructors that take them (takes()).
+# The five every constructor used to take (one it does not use, passed to the class directly:
+# ignored with a DeprecationWarning, one release); the model's shape and lengths, which
+# build() passes to the constructors that take them (takes(), model_kwargs()).
 STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
 MODEL_KWARGS = ("dim", "heads", "kv_heads", "head_dim", "max_len", "train_len")
 
