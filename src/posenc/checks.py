@@ -94,6 +94,7 @@ def renamed(**old_to_new: str):
                     kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
 
+        inner.renamed = {**getattr(fn, "renamed", {}), **old_to_new}  # posenc.base.takes
         return inner
 
     return wrap

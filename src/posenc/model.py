@@ -122,7 +122,8 @@ class TransformerLM(nn.Module):
 
     def build_encoding(self, name: str, kwargs: dict | None = None) -> PositionalEncoding:
         c = self.config
-        std = dict(dim=c["dim"], heads=c["heads"], head_dim=c["dim"] // c["heads"])
+        std = dict(dim=c["dim"], heads=c["heads"], kv_heads=c["kv_heads"])
+        std.update(head_dim=c["dim"] // c["heads"])  # build() passes each what it takes
         std.update(max_len=c["max_len"], train_len=c["train_len"])
         kwargs = {**std, **c["encoding_kwargs"], **(kwargs or {})}
         return build_for(name, causal=c["causal"], **kwargs)

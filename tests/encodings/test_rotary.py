@@ -294,3 +294,36 @@ def test_scaling_dict_ports_as_is():
         rope = RoPE(head_dim=8, scaling=params)
     assert rope.base == 500000.0
     torch.testing.assert_close(rope.inv_freq, rope_inv_freq(8, 500000.0)[0])
+
+
+def test_a_rotary_encoding_that_defines_only_its_angles_rotates_by_them():
+    """RotaryEncoding derives rotate and angles from _angles (CONTRIBUTING's recipe): a
+    subclass that defines _angles alone declares both, and with RoPE's angles rotates as
+    rope does, [T] and [B, T] positions, in float32 and float64."""
+    from posenc import functional as PF
+    from posenc.encodings.rotary_base import RotaryEncoding
+
+    class Angles(RotaryEncoding):
+        paper, summary = "(test)", "RoPE's angles, rotate derived"
+
+        def __init__(self, *, head_dim=None, max_len=None):
+            super().__init__(
+                dim=None, heads=None, head_dim=head_dim, base=500.0, layout="half", rotary_dim=4
+            )
+            self.max_len = max_len
+
+        def _angles(self, positions, r, dtype):
+            inv_freq, _ = PF.rope_inv_freq(r, self.base)
+            return PF.position_angles(positions, inv_freq.to(positions.device), dtype)
+
+    enc, rope = Angles(head_dim=8), RoPE(head_dim=8, base=500.0, rotary_dim=4)
+    assert enc.provides == {"rotate", "angles"}
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        q, k = torch.randn(2, 4, 5, 8, dtype=dtype), torch.randn(2, 2, 5, 8, dtype=dtype)
+        for pos in (torch.arange(3, 8), torch.randint(0, 50, (2, 5))):
+            for got, want in zip(enc.rotate(q, k, pos, pos), rope.rotate(q, k, pos, pos)):
+                torch.testing.assert_close(got, want)
+            torch.testing.assert_close(enc.angles(pos), rope.angles(pos))
+    with pytest.raises(ValueError, match="max_len=6"):
+        Angles(head_dim=8, max_len=6).rotate(q, k, torch.arange(7), torch.arange(7))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 
-from posenc.base import PositionalEncoding, one_directional
+from posenc.base import MODEL_KWARGS, PositionalEncoding, model_kwargs, one_directional, takes
 from posenc.checks import lookup
 from posenc.encodings import wrappers
 
@@ -48,6 +48,18 @@ def build_for(name: str, *, causal: bool, **kwargs) -> PositionalEncoding:
 
 
 def build(name: str, **kwargs) -> PositionalEncoding:
-    """Build an encoding by registry name. The standard keywords (dim, heads, head_dim,
-    max_len, train_len) are accepted by every encoding and ignored where unused."""
-    return resolve(name)(**kwargs)
+    """Build an encoding by registry name. The standard keywords (base.MODEL_KWARGS: dim,
+    heads, kv_heads, head_dim, max_len, train_len) reach only the encodings whose constructor
+    takes them and are dropped for the others, so a model's shape can be passed to any; any
+    other keyword the encoding does not take is a TypeError naming it."""
+    cls = resolve(name)
+    names = takes(cls)
+    unknown = [k for k in kwargs if names is not None and k not in names and k not in MODEL_KWARGS]
+    if unknown:
+        options = [n for n in inspect.signature(cls).parameters if n not in MODEL_KWARGS]
+        raise TypeError(
+            f"{name} takes no keyword {', '.join(map(repr, unknown))}; its options: "
+            f"{', '.join(options) or 'none'} (and the standard keywords it uses: "
+            f"{', '.join(n for n in MODEL_KWARGS if n in names) or 'none'})"
+        )
+    return cls(**model_kwargs(cls, kwargs))

@@ -41,10 +41,7 @@ class Sinusoidal(AddedEncoding):
         self,
         *,
         dim: int | None = None,
-        heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         base: float = 10000.0,
         fusion: str = "add",
         learned_scale: bool = False,
@@ -96,10 +93,7 @@ class ScaledSinusoidal(AddedEncoding):
         self,
         *,
         dim: int | None = None,
-        heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         base=10000.0,
     ):
         super().__init__(dim=dim)
@@ -130,10 +124,7 @@ class Sinusoidal2D(AddedEncoding):
         self,
         *,
         dim: int | None = None,
-        heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         base=10000.0,
     ):
         super().__init__(dim=dim)
@@ -170,9 +161,7 @@ class Learned(AddedEncoding):
     integer_positions = True
     trainable = True
 
-    def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
-    ):
+    def __init__(self, *, dim: int | None = None, max_len=None, train_len=None):
         super().__init__(dim=check_size("dim", dim, required="learned sizes its table by it"))
         rows = max_len if max_len is not None else check_size("train_len", train_len)
         self.max_len = check_size("max_len", rows, required="the number of table rows")
@@ -194,9 +183,7 @@ class OneHot(ConcatEncoding):
     summary = "concatenates a one-hot vector of length max_len (embed_dim = D + max_len)"
     integer_positions = True
 
-    def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
-    ):
+    def __init__(self, *, dim: int | None = None, max_len=None):
         super().__init__(dim=dim)
         self.max_len = check_size("max_len", max_len, required="the one-hot vector's length")
         self.width = self.max_len
@@ -247,9 +234,7 @@ class NoPE(PositionalEncoding):
     paper = "Haviv et al. 2022; Kazemnejad et al. 2023"
     summary = "no positional encoding: every hook is the identity"
 
-    def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
-    ):
+    def __init__(self, *, max_len=None):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
 
@@ -269,8 +254,7 @@ class NoPETemperature(PositionalEncoding):
     summary = "NoPE with a log-length query temperature (Llama 4's NoPE layers)"
 
     def __init__(
-        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None,
-        floor_scale: float = 8192, attn_scale: float = 0.1,
+        self, *, max_len=None, floor_scale: float = 8192, attn_scale: float = 0.1,
     ):  # fmt: skip
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit

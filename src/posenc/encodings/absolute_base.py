@@ -28,9 +28,7 @@ class AbsoluteEncoding(PositionalEncoding):
 
     family = "absolute"
 
-    def __init__(
-        self, *, dim: int | None = None, heads=None, head_dim=None, max_len=None, train_len=None
-    ):
+    def __init__(self, *, dim: int | None = None, max_len=None):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         self.dim = check_size("dim", dim)

@@ -27,9 +27,7 @@ class LearnedWindow(Learned):
     paper = "seed 001's formula (no published source)"
     summary = "a trained table plus a learned mix of the J - 1 rows before each position"
 
-    def __init__(
-        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, window: int = 5
-    ):
+    def __init__(self, *, dim=None, max_len=None, train_len=None, window: int = 5):
         super().__init__(dim=dim, max_len=max_len, train_len=train_len)
         self.window = check_int("window", window, low=1)
         self.beta = nn.Parameter(torch.zeros(self.window - 1))  # [J - 1]

@@ -41,11 +41,8 @@ class ALiBi(DistanceBias):
     def __init__(
         self,
         *,
-        dim=None,
         heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         bidirectional=False,
     ):
         super().__init__(heads)
@@ -92,7 +89,6 @@ class T5Bias(DistanceBias):
         *,
         dim=None,
         heads=None,
-        head_dim=None,
         max_len=None,
         train_len=None,
         bidirectional=False,
@@ -145,9 +141,7 @@ class Sandwich(DistanceBias):
     summary = "parameter-free sinusoidal inner product p_i.p_j, per-head compression 8h/H"
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
-    def __init__(
-        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, sandwich_dim=128
-    ):
+    def __init__(self, *, heads=None, max_len=None, sandwich_dim=128):
         super().__init__(heads)
         self.max_len = check_max_len(max_len)  # the hard limit
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim

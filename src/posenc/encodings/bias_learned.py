@@ -40,11 +40,8 @@ class KERPLE(DistanceBias):
     def __init__(
         self,
         *,
-        dim=None,
         heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         variant="log",
         eps=1e-2,
     ):
@@ -112,9 +109,7 @@ class FIRE(PositionBias):
     def __init__(
         self,
         *,
-        dim=None,
         heads=None,
-        head_dim=None,
         max_len=None,
         train_len=None,
         mlp_width=32,

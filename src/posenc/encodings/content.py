@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.base import PositionalEncoding
+from posenc.base import PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
 from posenc.encodings.relative_base import check_qk, resolve_dims
@@ -56,9 +56,7 @@ class FoX(PositionalEncoding):
     trainable = True
     bidirectional = False  # gates accumulate from the key up to the query: causal only
 
-    def __init__(
-        self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None, gate_bias=5.0
-    ):
+    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, gate_bias=5.0):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("fox", dim, heads, head_dim, need_heads=True)
@@ -100,9 +98,7 @@ class DAPE(PositionalEncoding):
     def __init__(
         self,
         *,
-        dim=None,
         heads=None,
-        head_dim=None,
         max_len=None,
         train_len=None,
         encoding="kerple",
@@ -117,10 +113,10 @@ class DAPE(PositionalEncoding):
         check_int("mlp_width", mlp_width, low=1)
         check_bool("bidirectional", bidirectional)
         cls = lookup("encoding", encoding, bias_family.ENCODINGS)
-        std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, train_len=train_len)
+        std = dict(heads=heads, max_len=max_len, train_len=train_len)
         if "bidirectional" in inspect.signature(cls).parameters:
             std["bidirectional"] = bidirectional
-        self.positional = cls(**{**std, **(encoding_kwargs or {})})
+        self.positional = cls(**model_kwargs(cls, {**std, **(encoding_kwargs or {})}))
         for fact in ("bidirectional", "integer_positions", "max_len"):
             setattr(self, fact, getattr(self.positional, fact))
         self.mlp = nn.Sequential(
@@ -155,11 +151,7 @@ class StickBreaking(PositionalEncoding):
     def __init__(
         self,
         *,
-        dim=None,
-        heads=None,
-        head_dim=None,
         max_len=None,
-        train_len=None,
         attend_current=False,
     ):
         super().__init__()

@@ -51,7 +51,6 @@ class Shaw(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         max_distance: int = 16,
         values: bool = False,
     ):
@@ -128,7 +127,6 @@ class TransformerXL(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         rel_dim: int | None = None,
         base: float = 10000.0,
         shift: bool = True,

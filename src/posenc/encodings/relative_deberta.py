@@ -39,7 +39,6 @@ class DeBERTa(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         num_buckets: int = 256,
         max_distance: int = 512,
         norm_rel_ebd: str = "none",

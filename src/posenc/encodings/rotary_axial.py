@@ -44,7 +44,6 @@ class RoPEND(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         axes: int = 1,
         base: float = 10000.0,
         freqs: str = "lang",

@@ -41,11 +41,16 @@ def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -
 
 
 class RotaryEncoding(PositionalEncoding):
-    """Shared set-up of the rotary family: head dim, rotary dim, base, layout."""
+    """Shared set-up of the rotary family: head dim, rotary dim, base, layout; and rotate and
+    angles derived from one method, `_angles(positions, R, dtype) -> [..., R/2]`, the angle of
+    each rotary pair: a new rotary encoding defines _angles alone (rope_2d, mrope, rope_nd do;
+    rope, xpos and fope override rotate and angles for their scalings / decay / spectra).
+    `signed`: whether negative coordinates are taken (rope_nd's, as rotary-embedding-torch)."""
 
     family = "rotary"
     provides = frozenset({"rotate", "angles"})
     _multiple = 2  # the rotary dim must be a multiple of this
+    signed = False  # negative coordinates allowed (rope_nd's grid in [-1, 1])
 
     def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
         super().__init__()
@@ -77,25 +82,16 @@ class RotaryEncoding(PositionalEncoding):
             )
         return dh
 
-    def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
-
-
-class MultiAxisRotary(RotaryEncoding):
-    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope): each subclass says which
-    angle each rotary pair gets, `_angles(positions [..., P], R, dtype) -> [..., R/2]` (float64
-    for float64 inputs, else float32 reduced by position_angles); rotate and angles follow.
-    `signed`: whether negative coordinates are taken (rope_nd's, as rotary-embedding-torch)."""
-
-    signed = False
-
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [...] (+ [P]) -> [..., R/2] angles of rotary dim r: float64 for `dtype`
+        float64, else float32 reduced mod 2 pi (PF.position_angles). What a subclass defines
+        (unless it overrides rotate and angles itself)."""
         raise NotImplementedError
 
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq, P] / [B, Tq, P] -> rotated."""
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq] / [B, Tq] (+ [P]) -> rotated."""
         r = self.rotary_dim(q.shape[-1])
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
@@ -108,8 +104,18 @@ class MultiAxisRotary(RotaryEncoding):
         return out[0], out[1]
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T, P] (or [B, T, P]) -> [T, R/2] float64 angles, unreduced."""
+        """positions [T] or [B, T] (+ [P]) -> [T, R/2] (or [B, T, R/2]) float64 angles,
+        unreduced."""
         positions = self.check_positions(
             positions, position_dims=self.position_dims, signed=self.signed
         )
         return self._angles(positions, self.rotary_dim(), torch.float64)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
+
+
+class MultiAxisRotary(RotaryEncoding):
+    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope, rope_nd): each subclass says
+    which angle each rotary pair gets (_angles over [..., P]); rotate and angles follow, as for
+    every RotaryEncoding."""

@@ -44,7 +44,6 @@ class MRoPE(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         mrope_section: list[int] | None = None,
         mrope_interleaved: bool = False,

@@ -51,7 +51,6 @@ class PoPE(PositionalEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         bias_init: str = "zeros",
     ) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.base import FACTS, HOOKS, PositionalEncoding
+from posenc.base import FACTS, HOOKS, PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup, renamed
 from posenc.encodings import (
     absolute,
@@ -93,9 +93,9 @@ class Randomized(PositionalEncoding):
         sample_at_eval: bool = False,
         dim: int | None = None,
         heads: int | None = None,
+        kv_heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
     ) -> None:
         super().__init__()
         if sample_len is not None:
@@ -116,8 +116,10 @@ class Randomized(PositionalEncoding):
                 raise ValueError("encoding must be another encoding, not 'randomized' itself")
             n = sample_len or min(SAMPLE_LEN, limit or SAMPLE_LEN)  # never past the hard limit
             # the inner's hard limit is max_len, as given: never enlarged to cover sample_len
-            std = dict(dim=dim, heads=heads, head_dim=head_dim, max_len=limit, train_len=n)
-            inner = lookup("encoding", encoding, WRAPPABLE)(**{**std, **(encoding_kwargs or {})})
+            std = dict(dim=dim, heads=heads, kv_heads=kv_heads, head_dim=head_dim, max_len=limit,
+                       train_len=n)  # fmt: skip
+            cls = lookup("encoding", encoding, WRAPPABLE)
+            inner = cls(**model_kwargs(cls, {**std, **(encoding_kwargs or {})}))
         else:
             raise TypeError(
                 "encoding must be an encoding name or a PositionalEncoding, "
