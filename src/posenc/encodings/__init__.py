@@ -4,6 +4,7 @@ absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D
            learned_window (absolute_window: seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
            pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie)
+video      videorope, hope, vrope (video layouts and frequency allocation of multimodal RoPE)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
@@ -16,9 +17,13 @@ import inspect
 
 from posenc.base import PositionalEncoding, one_directional
 from posenc.checks import lookup
-from posenc.encodings import wrappers
+from posenc.encodings import video, wrappers
 
-ENCODINGS: dict[str, type[PositionalEncoding]] = {**wrappers.WRAPPABLE, **wrappers.ENCODINGS}
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    **wrappers.WRAPPABLE,
+    **video.ENCODINGS,
+    **wrappers.ENCODINGS,
+}
 
 
 def resolve(name: str) -> type[PositionalEncoding]:
