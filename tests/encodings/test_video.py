@@ -17,6 +17,7 @@ from posenc.functional.video import (
     videorope_axes,
     vrope_axes,
     vrope_positions,
+    vrope_streams,
 )
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "video.pt"
@@ -65,7 +66,7 @@ def test_vrope_positions_match_vrope_generate_nd_positions(golden):
     ours = vrope_positions(types, images, videos, attention_mask=mask)
     for head_dim in (16, 12):
         ref = golden[f"vrope/rotate/{head_dim}"]["positions"]
-        assert torch.equal(ours[..., vrope_axes(head_dim // 2)], ref)
+        assert torch.equal(vrope_streams(ours)[..., vrope_axes(head_dim // 2)], ref)
 
 
 @pytest.mark.parametrize("name", ["videorope", "hope", "vrope"])
@@ -147,10 +148,18 @@ def test_hope_time_has_frequency_zero(section):
 @PROPS
 @given(st.integers(1, 24))
 def test_vrope_pair_j_follows_stream_j_mod_4(half):
-    """Hand-derived (reference's channel allocation): pair j turns with stream j % 4 only."""
+    """Hand-derived (reference's channel allocation): pair j turns by stream j % 4 of (a, b, c,
+    b + c - a) times RoPE's base^(-2j / Dh): moving a moves streams 0 and 3, b 1 and 3, c 2
+    and 3."""
     enc = posenc.build("vrope", head_dim=2 * half)
-    for s in range(4):
-        assert moved_pairs(enc, s, 4) == {j for j in range(half) if j % 4 == s}
+    for s in range(3):
+        assert moved_pairs(enc, s, 3) == {j for j in range(half) if j % 4 in (s, 3)}
+    pos = torch.randint(0, 60, (5, 3))
+    a, b, c = pos.double().unbind(-1)
+    streams = [a, b, c, b + c - a]
+    inv_freq = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / (2 * half))
+    expect = torch.stack([streams[j % 4] * inv_freq[j] for j in range(half)], -1)
+    torch.testing.assert_close(enc.angles(pos), expect, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["videorope", "hope", "vrope"])
@@ -251,7 +260,7 @@ def test_vrope_layout_is_symmetric_and_continuous(layout):
     pos = vrope_positions(types, images, videos)
     for _, (t, h, w), at in blocks:
         n = t * h * w
-        block = pos[at : at + n].reshape(t, h, w, 4)
+        block = vrope_streams(pos[at : at + n]).reshape(t, h, w, 4)
         assert block.min() == pos[at - 1, 0] + 1
         assert block.max() + 1 == pos[at + n, 0]
         for i in range(t):
@@ -315,5 +324,5 @@ def test_encodings_reject_bad_input():
         posenc.build("vrope", head_dim=7)
     enc = posenc.build("vrope", head_dim=8)
     q = torch.randn(1, 1, 3, 8)
-    with pytest.raises(ValueError, match="trailing axis of size 4"):
-        enc.rotate(q, q, torch.zeros(3, 3), torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="trailing axis of size 3"):
+        enc.rotate(q, q, torch.zeros(3, 4), torch.zeros(3, 4))

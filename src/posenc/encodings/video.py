@@ -9,8 +9,9 @@ videorope  VideoRoPE (Wei et al. 2025): (t, h, w) positions [..., 3]; h and w al
 hope       HoPE (Li et al. 2025): VideoRoPE's allocation with the temporal pairs at frequency
            zero (hybrid frequency allocation); its layout: diagonal_positions with a drawn
            temporal spacing (dynamic temporal scaling).
-vrope      VRoPE (Liu et al. 2025): four index streams [..., 4], pair j on stream j % 4; its
-           layout: vrope_positions (symmetric rotated grid, continuous with the text).
+vrope      VRoPE (Liu et al. 2025): positions [..., 3], three of its four index streams (the
+           fourth implied), pair j on stream j % 4; its layout: vrope_positions (symmetric
+           rotated grid, continuous with the text).
 
 The layouts are posenc.functional.video's. Text tokens have one index on every axis, where
 videorope and vrope are plain RoPE and hope is RoPE with its temporal pairs unrotated. The whole
@@ -26,7 +27,7 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_max_len
 from posenc.encodings.rotary_base import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_angles, mrope_default_section
-from posenc.functional.video import VROPE_STREAMS, stream_angles, videorope_axes, vrope_axes
+from posenc.functional.video import stream_angles, videorope_axes, vrope_axes, vrope_streams
 
 
 class VideoRoPE(MultiAxisRotary):
@@ -111,15 +112,16 @@ class HoPE(VideoRoPE):
 class VRoPE(MultiAxisRotary):
     """VRoPE (Liu et al. 2025): RoPE over four symmetric spatial index streams.
 
-    Positions [..., 4] (posenc.functional.video.vrope_positions builds VRoPE's layout: a
-    frame's grid rotated 45 degrees and read from its four corners, frames and text one
-    continuous index). Pair j (frequency base^(-2j / Dh)) turns with stream j % 4, as the
-    reference allocates every channel to the spatial streams.
+    Positions [..., 3] = streams (a, b, c) (posenc.functional.video.vrope_positions builds
+    VRoPE's layout: a frame's grid rotated 45 degrees and read from its four corners, frames
+    and text one continuous index); the fourth stream is b + c - a, as it is in that layout
+    (vrope_streams). Pair j (frequency base^(-2j / Dh)) turns with stream j % 4, as the
+    reference allocates every channel to the spatial streams. Text: all streams equal, RoPE.
     """
 
     paper = "Liu et al. 2025 (VRoPE, EMNLP 2025)"
     summary = "video RoPE: four symmetric rotated-grid index streams, continuous with text"
-    position_dims = VROPE_STREAMS
+    position_dims = 3
 
     def __init__(
         self,
@@ -140,10 +142,11 @@ class VRoPE(MultiAxisRotary):
             self.rotary_dim()  # fail now on an odd head dim
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 4] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
         (reduced, see position_angles)."""
         inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
-        return stream_angles(positions, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
+        streams = vrope_streams(positions)  # [..., 4]
+        return stream_angles(streams, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

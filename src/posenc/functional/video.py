@@ -9,7 +9,8 @@ posenc.functional.mrope's.
                                      adjustable temporal spacing (ATS); HoPE's dynamic temporal
                                      scaling (DTS) draws the spacing per video
     vrope_axes(half)              -> [R/2] stream (0..3) of each pair
-    vrope_positions(types ...)    -> [T, 4]: VRoPE's four symmetric spatial index streams
+    vrope_positions(types ...)    -> [T, 3]: three of VRoPE's four symmetric index streams
+    vrope_streams(positions [..., 3]) -> [..., 4]: all four (the fourth is implied)
     stream_angles(positions [..., P], inv_freq [R/2], streams [R/2]) -> angles [..., R/2]
 
 Token types as in mrope_positions: 0 text, 1 image, 2 video; grids [N, 3] (t, h, w) before the
@@ -99,7 +100,7 @@ def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
     span = h + w - 1  # the indices one frame takes: sums of a row and a column index
     frames = (torch.arange(t) * span)[:, None, None, None]  # [t, 1, 1, 1]
     block = (streams[None] + frames + start).reshape(-1, VROPE_STREAMS)
-    return block.double(), start + t * span
+    return block[:, :3].double(), start + t * span  # the fourth is implied: vrope_streams
 
 
 def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, width,
@@ -192,8 +193,9 @@ def vrope_positions(
     spatial_merge_size: int = 2,
     attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """int64 positions [T, 4] or [B, T, 4] of a text + image + video sequence in VRoPE's
-    layout (Liu et al. 2025, its VRoPE.generate_nd_positions).
+    """int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence in VRoPE's
+    layout (Liu et al. 2025, its VRoPE.generate_nd_positions): its first three index streams
+    (vrope_streams gives all four).
 
     A vision block (merged grid (t, h', w')) starting at s gives the token of frame i, row r,
     column c four index streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), with
@@ -205,9 +207,17 @@ def vrope_positions(
     attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
     """
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _vrope_block, VROPE_STREAMS, 0,
+                  attention_mask, _vrope_block, 3, 0,
                   lambda n: [1.0] * n)  # fmt: skip
     return out.long()
+
+
+def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
+    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
+    layout a + d = b + c = 2 (frame offset) + h' + w' - 2 for every token, so three streams
+    determine the fourth (text: all four equal). Linear, so offsets stay relative."""
+    a, b, c = positions[..., :1], positions[..., 1:2], positions[..., 2:3]
+    return torch.cat([positions, b + c - a], dim=-1)
 
 
 def _as_list(temporal_scale) -> list:
