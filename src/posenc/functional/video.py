@@ -91,8 +91,8 @@ def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
 
 
 def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 4] streams of one video over its merged grid, and the next text index:
-    frame i spans start + i (h + w - 1) .. start + (i + 1) (h + w - 1) - 1."""
+    """[t * h * w, 3] streams (a, b, c; d = b + c - a) of one video over its merged grid, and
+    the next text index: frame i spans start + i (h + w - 1) .. start + (i + 1) (h + w - 1) - 1."""
     t, h, w = thw
     i, j = torch.arange(h)[:, None], torch.arange(w)[None, :]
     fi, fj = h - 1 - i, w - 1 - j  # flipped row, column
