@@ -5,6 +5,7 @@ absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
            pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
            rope_heads (rotary_heads: RoPE on some heads, per-head NoPE)
+video      videorope, hope, vrope (video layouts and frequency allocation of multimodal RoPE)
 bias       alibi, t5, kerple, fire, sandwich, dynamic_bias (bias_dynamic)
 relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
@@ -21,7 +22,10 @@ from posenc.base import MODEL_KWARGS, PositionalEncoding, model_kwargs, one_dire
 from posenc.checks import lookup
 from posenc.encodings import wrappers
 
-ENCODINGS: dict[str, type[PositionalEncoding]] = {**wrappers.WRAPPABLE, **wrappers.ENCODINGS}
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    **wrappers.WRAPPABLE,
+    **wrappers.ENCODINGS,
+}
 
 
 def resolve(name: str) -> type[PositionalEncoding]:

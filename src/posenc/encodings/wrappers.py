@@ -39,6 +39,7 @@ from posenc.encodings import (
     rotary_lie,
     rotary_mrope,
     rotary_polar,
+    video,
 )
 
 SAMPLE_LEN = 2048  # sample_len's default (Ruoss et al.'s L), capped at max_len
@@ -54,6 +55,7 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **rotary_fourier.ENCODINGS,
     **rotary_lie.ENCODINGS,
     **rotary_heads.ENCODINGS,
+    **video.ENCODINGS,
     **bias.ENCODINGS,
     **bias_dynamic.ENCODINGS,
     **relative.ENCODINGS,

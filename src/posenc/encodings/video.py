@@ -1,0 +1,156 @@
+"""Video RoPE: multimodal RoPE whose frequency allocation and index layout are made for video.
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k)
+    angles(positions) -> [T, Dh/2] float64, the rotation angle of each pair
+
+videorope  VideoRoPE (Wei et al. 2025): (t, h, w) positions [..., 3]; h and w alternate over
+           the highest-frequency pairs, t takes the lowest (LTA). Its layout: diagonal_positions
+           (diagonal layout, temporal spacing 2).
+hope       HoPE (Li et al. 2025): VideoRoPE's allocation with the temporal pairs at frequency
+           zero (hybrid frequency allocation); its layout: diagonal_positions with a drawn
+           temporal spacing (dynamic temporal scaling).
+vrope      VRoPE (Liu et al. 2025): positions [..., 3], three of its four index streams (the
+           fourth implied), pair j on stream j % 4; its layout: vrope_positions (symmetric
+           rotated grid, continuous with the text).
+
+The layouts are posenc.functional.video's. Text tokens have one index on every axis, where
+videorope and vrope are plain RoPE and hope is RoPE with its temporal pairs unrotated. The whole
+head rotates (R = Dh), layout "half" as the references' rotate_half.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc import functional as PF
+from posenc.base import PositionalEncoding
+from posenc.checks import check_max_len
+from posenc.encodings.rotary_base import MultiAxisRotary
+from posenc.functional.mrope import check_mrope_section, mrope_angles, mrope_default_section
+from posenc.functional.video import stream_angles, videorope_axes, vrope_axes, vrope_streams
+
+
+class VideoRoPE(MultiAxisRotary):
+    """VideoRoPE (Wei et al. 2025): multimodal RoPE with low-frequency temporal allocation.
+
+    Positions [..., 3] = (t, h, w), as mrope's (posenc.functional.video.diagonal_positions
+    builds VideoRoPE's diagonal layout; h, w may be negative there). `mrope_section` = (t, h, w)
+    pair counts summing to Dh/2 (default Qwen2-VL's [16, 24, 24] at Dh = 128, scaled): of the
+    Dh/2 pairs (frequency base^(-2j / Dh)), the first h + w turn with h, w, h, w, ...
+    alternately and the last t, the lowest frequencies, with t (videorope_axes), so the
+    temporal angle barely turns within a context and does not alias.
+    """
+
+    paper = "Wei et al. 2025 (VideoRoPE, ICML 2025, arXiv 2502.05173)"
+    summary = "video RoPE: time on the lowest frequencies, h / w interleaved, diagonal layout"
+    position_dims = 3
+    signed = True  # the diagonal layout centres the grid: h, w below the frame's time
+    zero_temporal = False  # HoPE: the temporal pairs do not turn
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        base: float = 10000.0,
+        mrope_section: list[int] | None = None,
+        layout: str = "half",
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
+        )
+        self.max_len = check_max_len(max_len)  # the hard limit
+        self.mrope_section = None
+        if mrope_section is not None:
+            self.mrope_section = check_mrope_section(mrope_section)
+        if self.head_dim is not None:
+            self.section(self.rotary_dim())  # fail now on a section that does not fit
+
+    def section(self, rotary_dim: int) -> list[int]:
+        """The (t, h, w) pair counts for rotary dim R: mrope_section (checked to sum to R/2),
+        else Qwen2-VL's default."""
+        if self.mrope_section is None:
+            return mrope_default_section(rotary_dim // 2)
+        return check_mrope_section(self.mrope_section, rotary_dim // 2)
+
+    def inv_freq(self, rotary_dim: int) -> torch.Tensor:
+        """[R/2] frequencies: RoPE's; HoPE's temporal pairs (the last t) at zero."""
+        inv_freq, _ = PF.rope_inv_freq(rotary_dim, self.base)  # [R/2]
+        if self.zero_temporal:
+            spatial = sum(self.section(rotary_dim)[1:])
+            inv_freq = torch.cat([inv_freq[:spatial], inv_freq.new_zeros(len(inv_freq) - spatial)])
+        return inv_freq
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        (reduced, see position_angles)."""
+        axes = videorope_axes(self.section(r))
+        return mrope_angles(positions, self.inv_freq(r).to(positions.device), axes, dtype)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", mrope_section={self.mrope_section or 'default'}"
+
+
+class HoPE(VideoRoPE):
+    """HoPE (Li et al. 2025): VideoRoPE's allocation with the temporal pairs at frequency zero.
+
+    Hybrid frequency allocation: the last t pairs of `mrope_section` (VideoRoPE's temporal,
+    lowest-frequency pairs) do not rotate at all (cos 1, sin 0), for reliable long-range
+    semantic matching; h and w alternate over the others. Positions [..., 3] as videorope's;
+    dynamic temporal scaling lives in the layout (posenc.functional.video.diagonal_positions
+    with temporal_scale=HOPE_SCALES drawn per video in training, one float at inference).
+    """
+
+    paper = "Li et al. 2025 (HoPE, NeurIPS 2025, arXiv 2505.20444)"
+    summary = "video RoPE: temporal pairs at frequency zero (NoPE), h / w on the rest"
+    zero_temporal = True
+
+
+class VRoPE(MultiAxisRotary):
+    """VRoPE (Liu et al. 2025): RoPE over four symmetric spatial index streams.
+
+    Positions [..., 3] = streams (a, b, c) (posenc.functional.video.vrope_positions builds
+    VRoPE's layout: a frame's grid rotated 45 degrees and read from its four corners, frames
+    and text one continuous index); the fourth stream is b + c - a, as it is in that layout
+    (vrope_streams). Pair j (frequency base^(-2j / Dh)) turns with stream j % 4, as the
+    reference allocates every channel to the spatial streams. Text: all streams equal, RoPE.
+    """
+
+    paper = "Liu et al. 2025 (VRoPE, EMNLP 2025)"
+    summary = "video RoPE: four symmetric rotated-grid index streams, continuous with text"
+    position_dims = 3
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+    ) -> None:
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
+        )
+        self.max_len = check_max_len(max_len)  # the hard limit
+        if self.head_dim is not None:
+            self.rotary_dim()  # fail now on an odd head dim
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        (reduced, see position_angles)."""
+        inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
+        streams = vrope_streams(positions)  # [..., 4]
+        return stream_angles(streams, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {
+    "videorope": VideoRoPE,
+    "hope": HoPE,
+    "vrope": VRoPE,
+}

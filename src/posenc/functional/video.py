@@ -1,0 +1,229 @@
+"""Video RoPE: which rotary pair follows which position axis, and the index layout of a text +
+image + video sequence, for VideoRoPE (Wei et al. 2025), HoPE (Li et al. 2025) and VRoPE (Liu
+et al. 2025). The multimodal RoPE machinery (sections, angles, token types, grids) is
+posenc.functional.mrope's.
+
+    videorope_axes(section)       -> [R/2] axis (0 t, 1 h, 2 w) of each pair: h, w alternating
+                                     on the highest frequencies, t on the lowest (LTA)
+    diagonal_positions(types ...) -> [T, 3] (t, h, w): VideoRoPE's diagonal layout (DL) with
+                                     adjustable temporal spacing (ATS); HoPE's dynamic temporal
+                                     scaling (DTS) draws the spacing per video
+    vrope_axes(half)              -> [R/2] stream (0..3) of each pair
+    vrope_positions(types ...)    -> [T, 3]: three of VRoPE's four symmetric index streams
+    vrope_streams(positions [..., 3]) -> [..., 4]: all four (the fourth is implied)
+    stream_angles(positions [..., P], inv_freq [R/2], streams [R/2]) -> angles [..., R/2]
+
+Token types as in mrope_positions: 0 text, 1 image, 2 video; grids [N, 3] (t, h, w) before the
+spatial merge. Text tokens have one index on every axis (stream), where all three encodings
+are plain RoPE (HoPE: with its temporal pairs unrotated).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from posenc.checks import check_float, check_int, check_tensor
+from posenc.functional.absolute import position_angles
+from posenc.functional.mrope import NAMES, _grids, _types
+
+HOPE_SCALES = (0.5, 0.75, 1.0, 1.25, 1.5)  # HoPE's training choices of the temporal spacing
+VROPE_STREAMS = 4  # (h + w, h + w', h' + w, h' + w'), x' = the flipped index
+
+
+def videorope_axes(section: list[int]) -> list[int]:
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs, section = (t, h, w)
+    pair counts: the first h + w pairs (the highest frequencies) alternate h, w, h, w, ...; the
+    last t pairs (the lowest frequencies) follow t (VideoRoPE's low-frequency temporal
+    allocation; HoPE's, whose temporal pairs then get frequency zero)."""
+    t, h, w = section
+    return [1 + j % 2 for j in range(h + w)] + [0] * t
+
+
+def vrope_axes(half: int) -> list[int]:
+    """The stream of each of the `half` rotary pairs: pair j follows stream j % 4 (VRoPE)."""
+    return [j % VROPE_STREAMS for j in range(half)]
+
+
+def stream_angles(
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    streams: list[int],
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """positions [..., P], inv_freq [R/2], streams [R/2] (each < P) -> angles [..., R/2]: pair j
+    turns by positions[..., streams[j]] * inv_freq[j], through position_angles (float32
+    reduced, float64 for `dtype` float64). mrope_angles for any P."""
+    groups = [[j for j, a in enumerate(streams) if a == s] for s in range(positions.shape[-1])]
+    parts = [
+        position_angles(positions[..., s], inv_freq[idx], dtype)  # [..., len(idx)]
+        for s, idx in enumerate(groups)
+        if idx
+    ]
+    angles = torch.cat(parts, dim=-1)  # pairs grouped by stream
+    order = [j for idx in groups for j in idx]
+    inverse = sorted(range(len(order)), key=order.__getitem__)  # back to pair order
+    return angles[..., inverse]
+
+
+def _scales(temporal_scale, blocks: int, generator) -> list[float]:
+    """One temporal spacing per vision block: the float, or a draw from the sequence (DTS)."""
+    if isinstance(temporal_scale, int | float):
+        return [check_float("temporal_scale", temporal_scale, gt=0)] * blocks
+    choices = [check_float("temporal_scale", s, gt=0) for s in temporal_scale]
+    if not choices:
+        raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
+    draws = torch.randint(len(choices), (blocks,), generator=generator).tolist()
+    return [choices[i] for i in draws]
+
+
+def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
+    """[t * h * w, 3] (t, h, w) of one video over its merged grid, and the next text index:
+    frame i sits at start + i * scale on the time axis, its rows and columns centred on it."""
+    t, h, w = thw
+    ti = torch.arange(t, dtype=torch.float64) * scale + start  # [t]
+    hi = torch.arange(h, dtype=torch.float64) - (h - 1) // 2  # centred: [-(h-1)//2, ...]
+    wi = torch.arange(w, dtype=torch.float64) - (w - 1) // 2
+    tt, hh, ww = torch.meshgrid(ti, hi, wi, indexing="ij")  # [t, h, w] each
+    block = torch.stack([tt, tt + hh, tt + ww], dim=-1).reshape(-1, 3)
+    return block, float(ti[-1]) + 1  # text goes on from the last frame's time + 1
+
+
+def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
+    """[t * h * w, 3] streams (a, b, c; d = b + c - a) of one video over its merged grid, and
+    the next text index: frame i spans start + i (h + w - 1) .. start + (i + 1) (h + w - 1) - 1."""
+    t, h, w = thw
+    i, j = torch.arange(h)[:, None], torch.arange(w)[None, :]
+    fi, fj = h - 1 - i, w - 1 - j  # flipped row, column
+    streams = torch.stack(torch.broadcast_tensors(i + j, i + fj, fi + j, fi + fj), dim=-1)
+    span = h + w - 1  # the indices one frame takes: sums of a row and a column index
+    frames = (torch.arange(t) * span)[:, None, None, None]  # [t, 1, 1, 1]
+    block = (streams[None] + frames + start).reshape(-1, VROPE_STREAMS)
+    return block[:, :3].double(), start + t * span  # the fourth is implied: vrope_streams
+
+
+def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, width,
+            pad, scales):  # fmt: skip
+    """[B, T, width] float64 positions of every row: text runs count on, each vision block is
+    `block(start, merged (t, h, w), scale) -> (positions, next start)`; padding at `pad`."""
+    types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
+    merge = check_int("spatial_merge_size", merge, low=1)
+    grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
+    keep = torch.ones_like(types, dtype=torch.bool)
+    if attention_mask is not None:
+        check_tensor("attention_mask", attention_mask)
+        if attention_mask.shape != token_types.shape:
+            want, got = tuple(token_types.shape), tuple(attention_mask.shape)
+            raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
+        keep = attention_mask.reshape(types.shape).cpu().bool()
+    scale_of = scales(sum(len(g) for g in grids.values()))  # one per vision block, in order
+    out = torch.full((*types.shape, width), float(pad), dtype=torch.float64)
+    used, blocks = {1: 0, 2: 0}, 0
+    for b in range(types.shape[0]):
+        kinds, start, at, pieces = types[b][keep[b]].tolist(), 0.0, 0, []
+        for kind, run in itertools.groupby(kinds):
+            n = len(list(run))
+            if kind == 0:
+                text = torch.arange(n, dtype=torch.float64) + start
+                pieces.append(text[:, None].expand(n, width))
+                start, at = start + n, at + n
+                continue
+            i, name = used[kind], NAMES[kind]
+            if i == len(grids[kind]):
+                raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of "
+                                 f"type {kind}")  # fmt: skip
+            t, h, w = grids[kind][i]
+            if n != t * (h // merge) * (w // merge):
+                raise ValueError(
+                    f"{name}[{i}] = {[t, h, w]} gives {t * (h // merge) * (w // merge)} tokens "
+                    f"(t * (h // {merge}) * (w // {merge}), spatial_merge_size={merge}), but "
+                    f"its block at token {at} has {n}; separate consecutive blocks by a text token"
+                )
+            piece, start = block(start, (t, h // merge, w // merge), scale_of[blocks])
+            pieces.append(piece)
+            used[kind], blocks, at = i + 1, blocks + 1, at + n
+        if pieces:
+            out[b, keep[b]] = torch.cat(pieces)
+    for kind, name in NAMES.items():
+        if used[kind] != len(grids[kind]):
+            raise ValueError(f"{name} has {len(grids[kind])} rows, but token_types has "
+                             f"{used[kind]} blocks of type {kind}")  # fmt: skip
+    return out.reshape(*token_types.shape, width).to(token_types.device)
+
+
+def diagonal_positions(
+    token_types: torch.Tensor,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    *,
+    spatial_merge_size: int = 2,
+    temporal_scale: float | list[float] = 2.0,
+    attention_mask: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """(t, h, w) positions [T, 3] or [B, T, 3] of a text + image + video sequence in
+    VideoRoPE's diagonal layout (Wei et al. 2025, its get_t_scale_rope_index; HoPE's
+    get_dynamic_rope_index).
+
+    A vision block (its grid (t, h, w) merged to (t, h // m, w // m), m = spatial_merge_size)
+    starting at s puts frame i at time s + i * delta (adjustable temporal spacing, delta =
+    temporal_scale: VideoRoPE's 2) and its row r, column c at (time + r - (h' - 1) // 2,
+    time + c - (w' - 1) // 2): the spatial grid centred on the frame's time, so the frames
+    run along the diagonal of (t, h, w) space. Text tokens get one index on all three axes,
+    counting on from the last frame's time + 1. A list for temporal_scale draws one of its
+    spacings per vision block with `generator` (HoPE's dynamic temporal scaling, HOPE_SCALES
+    in training; a float at inference). Images are blocks of one frame.
+    int64 when every spacing is a whole number, else float32 (as the reference's float ids).
+    attention_mask [B, T] (0: padding): padding is skipped and gets position 1 (as the
+    references).
+    """
+    integral = all(float(s).is_integer() for s in _as_list(temporal_scale))
+    out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
+                  attention_mask, _diagonal_block, 3, 1,
+                  lambda n: _scales(temporal_scale, n, generator))  # fmt: skip
+    return out.long() if integral else out.float()
+
+
+def vrope_positions(
+    token_types: torch.Tensor,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    *,
+    spatial_merge_size: int = 2,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence in VRoPE's
+    layout (Liu et al. 2025, its VRoPE.generate_nd_positions): its first three index streams
+    (vrope_streams gives all four).
+
+    A vision block (merged grid (t, h', w')) starting at s gives the token of frame i, row r,
+    column c four index streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), with
+    r' = h' - 1 - r, c' = w' - 1 - c: the grid rotated 45 degrees and read from its four
+    corners (symmetric: no corner is nearer the text than another). Each frame takes the
+    h' + w' - 1 indices its streams span, and text after the block continues at
+    s + t (h' + w' - 1), right after the block's last index (continuity between video and
+    text). Text tokens get one index on all four streams. Images are blocks of one frame.
+    attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
+    """
+    out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
+                  attention_mask, _vrope_block, 3, 0,
+                  lambda n: [1.0] * n)  # fmt: skip
+    return out.long()
+
+
+def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
+    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
+    layout a + d = b + c = 2 (frame offset) + h' + w' - 2 for every token, so three streams
+    determine the fourth (text: all four equal). Linear, so offsets stay relative."""
+    a, b, c = positions[..., :1], positions[..., 1:2], positions[..., 2:3]
+    return torch.cat([positions, b + c - a], dim=-1)
+
+
+def _as_list(temporal_scale) -> list:
+    if isinstance(temporal_scale, int | float):
+        return [temporal_scale]
+    if not isinstance(temporal_scale, list | tuple):
+        raise TypeError(f"temporal_scale must be a float > 0 or a list of them, got "
+                        f"{temporal_scale!r}")  # fmt: skip
+    return list(temporal_scale)
