@@ -86,6 +86,8 @@ def test_defaults_are_qwen2_vl_and_qwen3_vl_sections():
     assert mrope_axes([3, 3, 2], interleaved=True) == [0, 1, 2, 0, 1, 2, 0, 1]
     # transformers' strided pattern: w's pair 8 would be past the 8 pairs, t takes the rest
     assert mrope_axes([2, 3, 3], interleaved=True) == [0, 1, 2, 0, 1, 2, 0, 1]
+    # ERNIE-4.5-VL: section (h, w, t), h and w alternating, then t
+    assert mrope_axes([3, 3, 2], hw_pairs=True) == [1, 2, 1, 2, 1, 2, 0, 0]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -231,6 +233,11 @@ def test_split_frames_and_omni_time_axis():
                          position_id_per_seconds=10)  # fmt: skip
     assert pos[:, 0].tolist() == [0, 1, 6, 7, 8, 9, 10]  # frame 1 at 1 + int(1 * 0.5 * 10)
     assert pos[1:3, 1:].tolist() == [[1, 1], [1, 1]]
+    # temporal_merge_size 2 (ERNIE-4.5-VL): a 3-frame video row is 1 merged frame of 4 tokens
+    merged = mrope_positions(torch.tensor([0, 2, 2, 2, 2, 0]), video_grid_thw=[[3, 4, 4]],
+                             temporal_merge_size=2)  # fmt: skip
+    assert torch.equal(merged, mrope_positions(torch.tensor([0, 2, 2, 2, 2, 0]),
+                                               video_grid_thw=[[1, 4, 4]]))  # fmt: skip
     padded = omni_positions(torch.tensor([[0, 0, 0]]), attention_mask=torch.tensor([[0, 1, 1]]))
     assert padded[0, :, 0].tolist() == [1, 0, 1]  # padding at 1, as transformers' Omni
 
@@ -309,6 +316,13 @@ def test_bad_positions_and_head_dims():
         (lambda: mrope_positions(torch.tensor([0, 2, 2, 0]), video_grid_thw=[[2, 2, 2]],
                                  split_frames=True),
          r"video_grid_thw\[0\] = \[1, 2, 2\] gives 1 tokens .* has 2"),
+        (lambda: mrope_positions(torch.tensor([0, 2]), video_grid_thw=[[1, 2, 2]],
+                                 temporal_merge_size=2),
+         r"video_grid_thw must have t >= temporal_merge_size = 2"),
+        (lambda: mrope_positions(torch.tensor([0]), temporal_merge_size=0), "temporal_merge_size"),
+        (lambda: mrope_positions(torch.tensor([0]), temporal_merge_size=2, split_frames=True),
+         "temporal_merge_size and split_frames"),
+        (lambda: mrope_axes([2, 3, 2], hw_pairs=True), r"hw_pairs takes a section \(h, w, t\)"),
         (lambda: omni_positions(torch.tensor([0, 4])), "token_types must hold 0 .* 3 .audio."),
         (lambda: omni_positions(torch.tensor([0, 2]), video_grid_thw=[[1, 2, 2]],
                                 second_per_grids=[1.0, 2.0]),

@@ -29,16 +29,23 @@ MODELS = {
     "glm46v": ("Glm46VConfig", "Glm46VForConditionalGeneration", False, True, False),
     "qwen2_5_omni": ("Qwen2_5OmniThinkerConfig", "Qwen2_5OmniThinkerForConditionalGeneration",
                      False, False, False),
+    "glm_ocr": ("GlmOcrConfig", "GlmOcrForConditionalGeneration", False, True, False),
+    "paddleocr_vl": ("PaddleOCRVLConfig", "PaddleOCRVLForConditionalGeneration", False, False,
+                     False),
+    "ernie4_5_vl_moe": ("Ernie4_5_VLMoeConfig", "Ernie4_5_VLMoeForConditionalGeneration", False,
+                        False, True),
 }  # fmt: skip
+ERNIE = "ernie4_5_vl_moe"  # mrope pairs (h, w) alternating, then t; videos merged 2 frames to 1
 MOE = dict(num_experts=4, num_local_experts=4, n_routed_experts=4, moe_intermediate_size=32,
            num_experts_per_tok=2, n_shared_experts=1, decoder_sparse_step=1,
            first_k_dense_replace=1, n_group=1, topk_group=1,
-           shared_expert_intermediate_size=32)  # fmt: skip
+           shared_expert_intermediate_size=32, moe_num_experts=4, moe_k=2,
+           moe_num_shared_experts=1)  # fmt: skip
 VISION = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64,
               patch_size=2, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
               embed_dim=32, fullatt_block_indexes=[0], window_size=8, tokens_per_second=2,
               num_position_embeddings=16, deepstack_visual_indexes=[0],
-              image_size=8)  # fmt: skip
+              image_size=8, temporal_merge_size=2)  # fmt: skip
 
 
 def tiny_config(model_type: str):
@@ -48,6 +55,7 @@ def tiny_config(model_type: str):
     # sections over R/2 pairs: GLM-4V rotates half the head (partial_rotary_factor 0.5)
     rope |= {"mrope_section": [2, 3, 3], "partial_rotary_factor": 0.5} if glm else (
         {"mrope_section": [8, 4, 4], "mrope_interleaved": True} if interleaved
+        else {"mrope_section": [6, 6, 4]} if model_type == ERNIE  # (h, w, t)
         else {"mrope_section": [4, 6, 6]}
     )  # fmt: skip
     text = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -62,12 +70,16 @@ def tiny_config(model_type: str):
             linear_num_value_heads=2,
         )
     text |= MOE if moe else {}
+    if model_type == ERNIE:  # one size per modality's experts (text, vision)
+        text["moe_intermediate_size"] = [32, 32]
     cls = getattr(tf, config_cls)
     vision_keys = set(cls().vision_config.to_dict())
     vision = {k: v for k, v in VISION.items() if k in vision_keys}
+    if model_type == "paddleocr_vl":
+        vision["num_attention_heads"] = 2
     if model_type == "qwen2_vl":
         vision["hidden_size"] = 64  # Qwen2-VL's merger outputs the vision hidden size
-    if glm:
+    if glm or model_type == ERNIE:
         tokens = dict(
             image_token_id=IMG,
             video_token_id=VID,
@@ -124,12 +136,13 @@ def sequence(model_type: str, blocks: list, rng) -> tuple[list, list, list, list
     """(token ids, token types, image grids, video grids) of text around `blocks` [(kind,
     (t, h, w))], merge size 2, each block between start / end tokens; a frames-apart model's
     video has a timestamp (text) between frames, and GLM's videos use the image token."""
-    frames_apart = MODELS[model_type][3]
+    frames_apart, merged = MODELS[model_type][3], 2 if model_type == ERNIE else 1
     ids, types, images, videos = [1 + rng.randrange(40)], [0], [], []
     for kind, (t, h, w) in blocks:
         plane = h * w // 4
         token = IMG if kind == 1 or model_type.startswith("glm") else VID
-        run = [token] * plane + [5, 6] if frames_apart and kind == 2 else [token] * (t * plane)
+        frames = t // merged if kind == 2 else t
+        run = [token] * plane + [5, 6] if frames_apart and kind == 2 else [token] * (frames * plane)
         run = run * t if frames_apart and kind == 2 else run
         ids += [VS, *run, VE, 1 + rng.randrange(40)]
         types += [0, *[kind if x == token else 0 for x in run], 0, 0]
@@ -145,11 +158,14 @@ def forward_inputs(model_type: str, blocks: list, seed: int = 0) -> dict:
     kw = dict(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=int))
     if images:
         kw["image_grid_thw"] = torch.tensor(images)
-        kw["pixel_values"] = torch.randn(sum(t * h * w for t, h, w in images), dim, generator=gen)
+        n = sum(t * h * w for t, h, w in images)
+        shape = {"paddleocr_vl": (n, 3, 2, 2), ERNIE: (n, dim // 2)}.get(model_type, (n, dim))
+        kw["pixel_values"] = torch.randn(*shape, generator=gen)  # (ERNIE, Paddle: no time patch)
     if videos:
         kw["video_grid_thw"] = torch.tensor(videos)
         n = sum(t * h * w for t, h, w in videos)
-        kw["pixel_values_videos"] = torch.randn(n, dim, generator=gen)
+        kw["pixel_values_videos"] = torch.randn(n, dim // 2 if model_type == ERNIE else dim,
+                                                generator=gen)  # fmt: skip
     if model_type == "qwen2_5_omni":
         kw["video_second_per_grid"] = torch.tensor([1.5] * len(videos)) if videos else None
     else:
@@ -179,6 +195,8 @@ def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
     if model_type == "qwen2_5_vl":
         extra = dict(tokens_per_second=vision.tokens_per_second,
                      second_per_grid_ts=kw.get("second_per_grid_ts"))  # fmt: skip
+    if model_type == ERNIE:
+        extra = dict(temporal_merge_size=vision.temporal_merge_size)
     split = MODELS[model_type][3]
     pos = mrope_positions(kw["mm_token_type_ids"], **grids, **extra, split_frames=split)
     return pos.permute(2, 0, 1)
@@ -191,6 +209,8 @@ def forwards(model_type: str) -> list[list]:
     """The blocks of each forward checked: text + image + video (GLM: its videos share the
     image token, so an image and a video go in separate forwards)."""
     image, video = (1, (1, 4, 6)), (2, (2, 4, 4))
+    if model_type == "paddleocr_vl":  # its forward takes no video
+        return [[image]]
     return [[image], [video]] if model_type.startswith("glm") else [[image, video]]
 
 
@@ -233,6 +253,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
     """Left-padded rows of random text / image / video (/ audio for Omni) layouts with merge
     size m: token ids, types, mask, grids, Omni's audio lengths, seconds per video grid."""
     frames_apart, omni = MODELS[model_type][3], model_type == "qwen2_5_omni"
+    merged = rng.choice([1, 2, 3]) if model_type == ERNIE else 1  # temporal merge size
     seqs, images, videos, audio = [], [], [], []
     for _ in range(rows):
         ids, types = [], []
@@ -247,6 +268,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
                 ids, types = ids + [AS] + [AUD] * n + [AE], types + [0] + [3] * n + [0]
                 continue
             t = rng.randint(1, 2) if kind == 1 and omni else (1 if kind == 1 else rng.randint(1, 4))
+            t = max(t, merged) if kind == 2 else t
             thw = [t, m * rng.randint(1, 3), m * rng.randint(1, 3)]
             (images if kind == 1 else videos).append(thw)
             plane = thw[1] * thw[2] // m**2
@@ -254,7 +276,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
             if kind == 2 and frames_apart:
                 run = ([token] * plane + [5] * rng.randint(1, 2)) * t
             else:
-                run = [token] * (t * plane)
+                run = [token] * ((t // merged if kind == 2 else t) * plane)
             ids += [VS, *run, VE]
             types += [0, *[kind if x == token else 0 for x in run], 0]
         ids, types = ids + [7], types + [0]
@@ -269,7 +291,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
         mask=torch.tensor([pad([1] * len(ids)) for ids, _ in seqs]),
         images=grid(images), videos=grid(videos),
         audio=torch.tensor(audio) if audio else None,
-        seconds=torch.tensor(seconds) if videos else None,
+        seconds=torch.tensor(seconds) if videos else None, temporal_merge=merged,
     )  # fmt: skip
 
 
@@ -302,6 +324,8 @@ def test_positions_match_the_models_get_rope_index(model_type, tiny):
                 ours["tokens_per_second"] = tps
                 if b["seconds"] is not None and trial % 2:  # else 1 second per grid, in both
                     extra["second_per_grid_ts"] = ours["second_per_grid_ts"] = b["seconds"]
+            if model_type == ERNIE:
+                vision.temporal_merge_size = ours["temporal_merge_size"] = b["temporal_merge"]
             ref, _ = model.get_rope_index(b["ids"], b["types"], **grids, **extra,
                                           attention_mask=b["mask"])  # fmt: skip
             got = mrope_positions(b["types"], **grids, spatial_merge_size=m, **ours,
@@ -309,3 +333,39 @@ def test_positions_match_the_models_get_rope_index(model_type, tiny):
                                   split_frames=MODELS[model_type][3])  # fmt: skip
         assert got.shape == (*b["types"].shape, 3) and got.dtype == torch.int64
         assert torch.equal(got, ref.permute(1, 2, 0)), (model_type, trial)
+
+
+# -------------------------------------------------------------------------------- refused
+
+# model_type -> (config class, model class, rope_parameters, what the refusal names): VL models
+# whose rotary module posenc's mrope cannot carry
+REFUSED = {
+    "hunyuan_vl": ("HunYuanVLConfig", "HunYuanVLForConditionalGeneration",
+                   {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 4, 4, 4]},
+                   "has 4 axes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", REFUSED)
+def test_patch_refuses_vl_rotary_it_cannot_carry(model_type):
+    """HunYuan-VL's xdrope (sections over the doubled cos / sin, 4 axes: the two channels of a
+    rotary pair can follow different axes): patch() refuses with one line and leaves the
+    model's own rotary module."""
+    from posenc.hf import patch
+
+    config_cls, model_cls, rope, reason = REFUSED[model_type]
+    text = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=32, vocab_size=V, rope_parameters=rope)  # fmt: skip
+    try:
+        cls = getattr(tf, config_cls)
+        vision_keys = set(cls().vision_config.to_dict())
+        vision = {k: v for k, v in VISION.items() if k in vision_keys}
+        config = cls(text_config=text, vision_config=vision, image_token_id=IMG)
+        model = getattr(tf, model_cls)(config).eval()
+    except Exception as error:  # noqa: BLE001 - recorded as the skip reason
+        pytest.skip(f"{model_type} does not build tiny here: {error!r}"[:300])
+    before = dict(model.named_modules())
+    with pytest.raises(ValueError, match=reason) as info:
+        patch(model)
+    assert "\n" not in str(info.value) and str(info.value).endswith("not patched")
+    assert dict(model.named_modules()) == before

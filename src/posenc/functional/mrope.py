@@ -43,13 +43,22 @@ def check_mrope_section(section, half: int | None = None) -> list[int]:
     return section
 
 
-def mrope_axes(section: list[int], interleaved: bool = False) -> list[int]:
+def mrope_axes(
+    section: list[int], interleaved: bool = False, *, hw_pairs: bool = False
+) -> list[int]:
     """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs.
 
     Chunked (Qwen2-VL, Qwen2.5-VL): section[0] pairs follow t, then section[1] h, section[2] w.
     Interleaved (Qwen3-VL): pair j follows h if j % 3 == 1 and j < 3 section[1], w if
     j % 3 == 2 and j < 3 section[2], else t (so t, h, w, t, h, w, ..., then t).
+    hw_pairs (ERNIE-4.5-VL, whose section is (h, w, t) with section[0] == section[1]): the first
+    section[0] + section[1] pairs alternate h, w (h, w, h, w, ...), the last section[2] follow t.
     """
+    if check_bool("hw_pairs", hw_pairs):
+        if interleaved or section[0] != section[1]:
+            raise ValueError(f"hw_pairs takes a section (h, w, t) with h == w and interleaved="
+                             f"False, got {list(section)}, interleaved={interleaved}")  # fmt: skip
+        return [1, 2] * section[0] + [0] * section[2]
     if not interleaved:
         return [a for a, n in enumerate(section) for _ in range(n)]
     limits = (0, 3 * section[1], 3 * section[2])
@@ -170,10 +179,11 @@ def mrope_positions(
     attention_mask: torch.Tensor | None = None,
     advance: str = "grid",
     split_frames: bool = False,
+    temporal_merge_size: int = 1,
 ) -> torch.Tensor:
     """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
-    transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and GLM-4V builds
-    them.
+    transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V, GLM-OCR,
+    PaddleOCR-VL and ERNIE-4.5-VL builds them.
 
     token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
     run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
@@ -186,7 +196,9 @@ def mrope_positions(
     t_i = i (Qwen2-VL) or int(i * tokens_per_second * second_per_grid_ts[v]) when
     tokens_per_second is given (Qwen2.5-VL; seconds default to 1). split_frames (Qwen3-VL,
     Qwen3.5, GLM-4V): each video row (t, h, w) is t frames (1, h, w), each its own block (the
-    timestamp text between frames separates them).
+    timestamp text between frames separates them). temporal_merge_size (ERNIE-4.5-VL's
+    vision_config.temporal_merge_size): a video row (t, h, w) has t // temporal_merge_size
+    merged frames (its tokens and time indices); images are not merged in time.
     attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
     """
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
@@ -199,6 +211,15 @@ def mrope_positions(
             raise ValueError("split_frames gives every frame its own block at time 0: "
                              "tokens_per_second does not apply")  # fmt: skip
         grids[2] = [(1, h, w) for t, h, w in grids[2] for _ in range(t)]
+    tm = check_int("temporal_merge_size", temporal_merge_size, low=1)
+    if tm > 1:
+        if split_frames:
+            raise ValueError("temporal_merge_size and split_frames do not combine (no model "
+                             "has both)")  # fmt: skip
+        if any(t < tm for t, _, _ in grids[2]):
+            raise ValueError(f"video_grid_thw must have t >= temporal_merge_size = {tm}, got "
+                             f"{[list(g) for g in grids[2]]}")  # fmt: skip
+        grids[2] = [(t // tm, h, w) for t, h, w in grids[2]]
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
     intervals = {1: [(1,)] * len(grids[1]), 2: videos}
     return _positions(token_types, types, grids, intervals, merge, advance, attention_mask, 0)

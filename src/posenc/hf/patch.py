@@ -210,6 +210,12 @@ def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> R
     head_dim = head_dim_of(cfg)
     if isinstance(flat, dict) and flat.get("mrope_section") is not None:
         rest, section, interleaved = _mrope_free(flat)
+        if isinstance(section, list | tuple) and len(section) != 3:
+            raise ValueError(
+                f"mrope_section {list(section)} has {len(section)} axes (HunYuan-VL's xdrope, "
+                "whose sections split the doubled cos / sin, so the two channels of a rotary "
+                "pair can follow different axes); posenc's mrope gives each pair one of 3 axes"
+            )
         plain = {**cfg, "rope_parameters": ({**params, layer_type: rest} if layer_type else rest)}
         encoding = from_config(plain, layer_type)
         section = check_mrope_section(section, encoding.rotary_dim() // 2)
@@ -340,6 +346,36 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
                 raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
             head_dims.setdefault(layer_type, None)
     return form, {t: d for t, d in head_dims.items() if d is not None}
+
+
+def _hw_pairs(ropes: dict) -> dict | None:
+    """{layer_type: Rope} with ERNIE-4.5-VL's mrope pair axes (mrope_axes hw_pairs: section
+    (h, w, t), h and w alternating, then t) where the config's section allows them, else
+    None."""
+    out = {}
+    for t, rope in ropes.items():
+        params = getattr(rope.encoding, "hf_rope_parameters", None) or {}
+        section = params.get("mrope_section")
+        if rope.axes is None or params.get("mrope_interleaved") or section[0] != section[1]:
+            return None
+        out[t] = Rope(rope.encoding, PF.mrope_axes(section, hw_pairs=True), rope.head_dim)
+    return out
+
+
+def _identified(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple:
+    """(ropes, form, head dims) of identify(); for mrope, where the config's pair axes do not
+    match the module, the other layout its section allows (ERNIE-4.5-VL's hw_pairs) is tried
+    and kept where it matches (the first error is raised where it does not)."""
+    try:
+        return ropes, *identify(module, name, cfg, ropes)
+    except ValueError as error:
+        other = _hw_pairs(ropes)
+        if other is None:
+            raise
+        try:
+            return other, *identify(module, name, cfg, other)
+        except ValueError:
+            raise error from None
 
 
 def _other_head_dims(rope: Rope, width: int) -> list[int]:
@@ -584,7 +620,7 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
             own = {t: rope_of(cfg, t) for t in (types or [None])}
         except (ValueError, TypeError) as error:
             raise ValueError(f"{where}: its config: {error}; not patched") from None
-        form, head_dims = identify(module, name, cfg, own)
+        own, form, head_dims = _identified(module, name, cfg, own)
         ropes = own
         if scaling is not None:
             _refuse_attention_keys(where, cfg.get("rope_parameters") or {})
@@ -594,6 +630,9 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
                 ropes = {t: rope_of(new_cfg, t, head_dims.get(t)) for t in own}
             except (ValueError, TypeError) as error:
                 raise ValueError(f"scaling: {error}") from None
+            for t, rope in ropes.items():  # the pair axes identified (ERNIE's hw_pairs)
+                if rope.axes is not None and len(rope.axes) == len(own[t].axes or []):
+                    rope.axes = own[t].axes
             cfg_obj = getattr(module, "config", None) or model.config
             ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
             if ref is not None:
