@@ -3,7 +3,8 @@
 absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
            learned_window (absolute_window: seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
-           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie)
+           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
+           comrope (rotary_commuting), rope_pp (rotary_imaginary)
 bias       alibi, t5, kerple, fire, sandwich
 relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
