@@ -45,7 +45,7 @@ def test_the_angle_matrices_commute_and_are_skew(variant, axes):
     torch.manual_seed(axes)
     enc = ComRoPE(heads=2, head_dim=12, axes=axes, variant=variant, block_dim=2 if axes == 3
                   else 3 if axes == 1 else 6, per_head=True)  # fmt: skip
-    A = enc.double().generators()  # [P, G, g, g], float64 parameters
+    A = enc.generators()  # [P, G, g, g] float64
     torch.testing.assert_close(A, -A.transpose(-1, -2))
     assert A.abs().sum() > 0
     for a in range(axes):

@@ -126,6 +126,6 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="even number of heads"):
         RoPEPP(heads=3, head_dim=DH)
     enc = RoPEPP(head_dim=DH)
-    with pytest.raises(ValueError, match="even number of heads, got 3"):
+    with pytest.raises(ValueError, match="even number of heads .*got 3"):
         enc.rotate(torch.randn(1, 3, 2, DH), torch.randn(1, 1, 2, DH), torch.arange(2),
                    torch.arange(2))  # fmt: skip

@@ -83,11 +83,13 @@ class ComRoPE(PositionalEncoding):
         self.multiplier = nn.Parameter(torch.randn(axes, G)) if variant == "ld" else None
 
     def generators(self) -> torch.Tensor:
-        """[P, G * heads?, g, g] the commuting skew-symmetric A_a (head-major blocks)."""
-        mult = self.multiplier
+        """[P, G * heads?, g, g] float64 the commuting skew-symmetric A_a (head-major blocks),
+        in float64 as LieRE's sum p_a A_a: a float32 P_j - P_j^T is off by 2^-24 relative,
+        which large positions would multiply."""
+        mult = None if self.multiplier is None else self.multiplier.double()
         if mult is not None and self.per_head:
             mult = mult.repeat(1, self.heads)  # theta shared by the heads, as the authors'
-        return comrope_generators(self.weight, self.position_dims, self.variant, mult)
+        return comrope_generators(self.weight.double(), self.position_dims, self.variant, mult)
 
     def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
