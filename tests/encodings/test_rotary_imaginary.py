@@ -123,9 +123,20 @@ def test_partial_rotary_passes_the_rest_and_backends_agree():
 def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="mode must be one of split, eh, half"):
         RoPEPP(head_dim=DH, mode="ec")
-    with pytest.raises(ValueError, match="even number of heads"):
-        RoPEPP(heads=3, head_dim=DH)
-    enc = RoPEPP(head_dim=DH)
+    with pytest.raises(ValueError, match="mode='eh' needs an even number of heads"):
+        RoPEPP(heads=3, head_dim=DH, mode="eh")
+    enc = RoPEPP(head_dim=DH, mode="eh")
     with pytest.raises(ValueError, match="even number of heads .*got 3"):
         enc.rotate(torch.randn(1, 3, 2, DH), torch.randn(1, 1, 2, DH), torch.arange(2),
                    torch.arange(2))  # fmt: skip
+
+
+def test_odd_heads_split_and_half():
+    """split: the odd heads imaginary (one head: RoPE's real head); half: heads H // 2 ..."""
+    enc = RoPEPP(head_dim=DH)
+    assert enc.imaginary(3, "cpu").tolist() == [False, True, False]
+    assert RoPEPP(head_dim=DH, mode="half").imaginary(3, "cpu").tolist() == [False, True, True]
+    q, pos = torch.randn(1, 1, 4, DH), torch.arange(4)
+    rope = posenc.build("rope", head_dim=DH)
+    for a, b in zip(enc.rotate(q, q, pos, pos), rope.rotate(q, q, pos, pos), strict=True):
+        torch.testing.assert_close(a, b)

@@ -46,7 +46,7 @@ class RoPEPP(RoPE):
               posenc's attention projects every head); with kv_heads = heads / 2 (or fewer)
               each pair reads one kv head, as the authors'. Their scores, not their halved
               query projection.
-      "half"  (imag_mode "imagh"): the last H / 2 heads imaginary, each its own query.
+      "half"  (imag_mode "imagh"): heads H // 2 .. H - 1 imaginary, each its own query.
     RoPE++_EC (imag2: every query both a real and an imaginary head, 2 H outputs) needs an
     attention whose output has more heads than its queries; posenc's has not. The other
     keywords are RoPE's (base, layout, rotary_dim, scaling); with rotary_dim < Dh the channels
@@ -72,20 +72,21 @@ class RoPEPP(RoPE):
     ) -> None:
         self.mode = check_choice("mode", mode, MODES)
         if heads is not None:
-            self.check_heads(heads)
+            self.check_heads(heads)  # eh pairs the heads
         super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len,
                          train_len=train_len, base=base, layout=layout, rotary_dim=rotary_dim,
                          scaling=scaling)  # fmt: skip
 
-    @staticmethod
-    def check_heads(heads: int) -> None:
-        if heads % 2:
+    def check_heads(self, heads: int) -> None:
+        if self.mode == "eh" and heads % 2:
             raise ValueError(
-                f"rope_pp needs an even number of heads (half real, half imaginary), got {heads}"
+                f"rope_pp mode='eh' needs an even number of heads (pairs of a real and an "
+                f"imaginary head), got {heads}"
             )
 
     def imaginary(self, heads: int, device) -> torch.Tensor:
-        """[H] bool: which heads score by the imaginary part."""
+        """[H] bool: which heads score by the imaginary part (split: the odd ones, so one head
+        is RoPE's real head; half: heads H // 2 .. H - 1, as the authors' slice)."""
         h = torch.arange(heads, device=device)
         return h % 2 == 1 if self.mode != "half" else h >= heads // 2
 
