@@ -109,6 +109,10 @@ CASES = [
     ("fope", {"train_len": 4096, "per_head": True}),
     ("liere", {"axes": 2, "block_dim": 4, "per_head": True}),
     ("rope_heads", {"rotate_heads": 2}),
+    ("comrope", {"axes": 2, "block_dim": 4, "per_head": True}),
+    ("comrope", {"axes": 3, "variant": "ld", "block_dim": 2}),
+    ("rope_pp", {}),
+    ("rope_pp", {"mode": "eh", "layout": "interleaved"}),
 ]
 # Every registered encoding is either here (it computes angles; checked above or below) or
 # without angles; a new encoding must be placed in one of the two.

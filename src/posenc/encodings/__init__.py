@@ -4,7 +4,8 @@ absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D
            learned_window (absolute_window: seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
            pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
-           rope_heads (rotary_heads: RoPE on some heads, per-head NoPE)
+           rope_heads (rotary_heads: RoPE on some heads, per-head NoPE),
+           comrope (rotary_commuting), rope_pp (rotary_imaginary)
 video      videorope, hope, vrope (video layouts and frequency allocation of multimodal RoPE)
 bias       alibi, t5, kerple, fire, sandwich, dynamic_bias (bias_dynamic)
 relative   shaw, transformer_xl, deberta, cope

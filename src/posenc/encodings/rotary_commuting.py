@@ -1,0 +1,139 @@
+"""ComRoPE, rotary position embedding of trainable commuting angle matrices (Yu et al. 2025).
+
+    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
+    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
+
+Position p (P axes) gets R(p) = exp(sum_a p_a A_a), A_a skew-symmetric and block-diagonal in
+blocks of g channels, as LieRE; ComRoPE's A_a commute pairwise by construction (ComRoPE-AP:
+each block turns with one axis; ComRoPE-LD: every axis scales one matrix per block), so
+R(p)^T R(m) = R(m - p) and scores depend only on the offset m - p, for N-D positions too.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.base import PositionalEncoding
+from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
+from posenc.encodings.rotary_base import head_dim_of
+from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
+from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
+
+
+class ComRoPE(PositionalEncoding):
+    """ComRoPE, matched to the authors' ComRoPEAPAttention / ComRoPELDAttention (model.py).
+
+    `variant` "ap" (axis-partition: block j turns with axis j mod P, A_a[j] = P_j - P_j^T) or
+    "ld" (linearly dependent: A_a[j] = theta_{a, j} (P_j - P_j^T), theta [P, G] learned).
+    `block_dim` g (default 2, the authors' block_size default): Dh must be a multiple of g
+    (of P * g for "ap"). Parameters as the authors': P_j ~ N(0, init_std^2) [G, g, g] (G = Dh
+    // g blocks, times heads with `per_head`, as the authors' always are), theta ~ N(0, 1).
+    Positions are multiplied by `position_scale` (default 1 / train_len when train_len is
+    given, else 1: the authors map the patch grid to [0, 1]).
+    """
+
+    family = "rotary"
+    provides = frozenset({"rotate", "angles"})
+    paper = "Yu et al. 2025 (CVPR), arXiv 2506.03737"
+    summary = "ComRoPE: exp(sum_a p_a A_a) of trainable pairwise-commuting angle matrices"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        axes: int = 1,
+        variant: str = "ap",
+        block_dim: int = 2,
+        per_head: bool = False,
+        init_std: float = 1.0,
+        position_scale: float | None = None,
+    ) -> None:
+        self.position_dims = check_int("axes", axes, low=1)
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        self.variant = check_choice("variant", variant, VARIANTS)
+        self.head_dim = head_dim_of(dim, heads, head_dim)
+        if self.head_dim is None:
+            raise ValueError("comrope needs the head dim: pass head_dim= (or dim= and heads=)")
+        g = check_int("block_dim", block_dim, low=2)
+        step = g * axes if variant == "ap" else g  # ap: every axis as many blocks
+        if self.head_dim % step:
+            what = f"block_dim * axes = {g} * {axes}" if variant == "ap" else f"block_dim={g}"
+            raise ValueError(
+                f"comrope variant={variant!r}: head_dim={self.head_dim} must be a multiple of "
+                f"{what}; pass another block_dim"
+            )
+        self.per_head = check_bool("per_head", per_head)
+        if self.per_head and heads is None:
+            raise ValueError("comrope: per_head=True needs heads=")
+        self.heads = heads
+        std = check_float("init_std", init_std, gt=0)
+        if position_scale is None:
+            position_scale = 1.0 / train_len if train_len else 1.0
+        self.position_scale = check_float("position_scale", position_scale, gt=0)
+        G = self.head_dim // g
+        copies = heads if self.per_head else 1
+        self.weight = nn.Parameter(torch.randn(copies * G, g, g) * std)  # [heads? * G, g, g]
+        self.multiplier = nn.Parameter(torch.randn(axes, G)) if variant == "ld" else None
+
+    def generators(self) -> torch.Tensor:
+        """[P, G * heads?, g, g] float64 the commuting skew-symmetric A_a (head-major blocks),
+        in float64 as LieRE's sum p_a A_a: a float32 P_j - P_j^T is off by 2^-24 relative,
+        which large positions would multiply."""
+        mult = None if self.multiplier is None else self.multiplier.double()
+        if mult is not None and self.per_head:
+            mult = mult.repeat(1, self.heads)  # theta shared by the heads, as the authors'
+        return comrope_generators(self.weight.double(), self.position_dims, self.variant, mult)
+
+    def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        rot = liere_rotations(pos, self.generators(), dtype)  # [(B,) T, G * heads?, g, g]
+        heads = self.heads if self.per_head else 1
+        rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
+        return rot if rot.dim() == 6 else rot[None]
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
+        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {q.shape[-1]}, but comrope was built with "
+                f"head_dim={self.head_dim}"
+            )
+        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
+            raise ValueError(
+                f"comrope per_head=True has angle matrices for heads={self.heads}; q and k have "
+                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
+                "use per_head=False or as many kv heads as heads"
+            )
+        out = []
+        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            pos = self.check_positions(pos, name=name, position_dims=self.position_dims)
+            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
+        invariant planes by (first head with per_head)."""
+        positions = self.check_positions(positions, position_dims=self.position_dims)
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        G = self.head_dim // self.weight.shape[-1]
+        return liere_angles(pos, self.generators().detach()[:, :G])
+
+    def extra_repr(self) -> str:
+        G, g, _ = self.weight.shape
+        return (f"head_dim={self.head_dim}, axes={self.position_dims}, variant={self.variant!r}, "
+                f"blocks={G}x{g}, per_head={self.per_head}")  # fmt: skip
+
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"comrope": ComRoPE}
