@@ -47,7 +47,8 @@ class GrapeM(RotaryEncoding):
     rate). `learnable` trains them (else they stay RoPE's); `per_head` gives each head its own
     (then q and k need `heads` heads). `orientation`: "grape" is the authors' sign
     (x_i cos + x_{i+R/2} sin), "rope" the opposite plane orientation, RoPE's: at init it is
-    posenc's rope exactly.
+    posenc's rope exactly. The authors give each layer its own frequencies:
+    TransformerLM(share_encoding=False).
     """
 
     paper = "Zhang et al. 2026 (GRAPE, ICLR, arXiv 2512.07805)"
@@ -141,7 +142,8 @@ class GrapeA(DistanceBias):
     "query_key" (GRAPE-A-QK, eq. 4.6), "key" or "query" (one of the two rates), "none" (rate
     1: ALiBi's bias with a learned w_h; a bias of positions alone, so it also provides
     score_mod and the distance form). The linear law holds for every pair (keys after the
-    query get the continuation, removed by the causal mask): causal only.
+    query get the continuation, removed by the causal mask): causal only. The authors give each
+    layer its own: TransformerLM(share_encoding=False).
     """
 
     family = "bias"
