@@ -327,3 +327,17 @@ def test_per_head_frequencies_refuse_grouped_keys():
         enc.rotate(q, k, torch.arange(3), torch.arange(3))
     with pytest.raises(ValueError, match="head_dim"):
         enc.rotate(rand(B, H, 3, 6), rand(B, H, 3, 6), torch.arange(3), torch.arange(3))
+
+
+def test_frequencies_stay_float32_when_the_model_is_cast():
+    """As the authors' code: model.to(bfloat16) keeps log_freq float32 (bfloat16 would move the
+    frequencies by up to 6%), so the bfloat16 model rotates by float32 frequencies."""
+    model = posenc.TransformerLM(vocab_size=11, dim=D, depth=1, heads=H, encoding="grape_m")
+    enc = model.encodings[0]
+    want = enc.freq().clone()
+    model.to(torch.bfloat16)
+    assert enc.log_freq.dtype == torch.float32 and enc.log_freq.requires_grad
+    torch.testing.assert_close(enc.freq(), want, atol=0, rtol=0)
+    logits = model(torch.randint(0, 11, (2, 5)))
+    logits = logits if torch.is_tensor(logits) else logits[0]
+    assert logits.dtype == torch.bfloat16

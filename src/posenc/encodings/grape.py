@@ -91,6 +91,15 @@ class GrapeM(RotaryEncoding):
             log_freq = log_freq.repeat(heads, 1)  # [H, R/2]
         self.log_freq = nn.Parameter(log_freq, requires_grad=self.learnable)
 
+    def _apply(self, fn, recurse=True):
+        """model.to(dtype) / half() move log_freq but keep it float32 (the authors' code keeps
+        it float32 too): in bfloat16, log w * 16 would round by up to 1/16 (w off by 6%)."""
+        kept = self.log_freq.data
+        super()._apply(fn, recurse)
+        if self.log_freq.dtype != kept.dtype:  # a cast: the float32 values, moved
+            self.log_freq.data = kept.to(self.log_freq.device)
+        return self
+
     def freq(self) -> torch.Tensor:
         """The frequencies w [R/2] (or [H, R/2] per head), float32, > 0."""
         return torch.exp(self.log_freq.float() / self.log_freq_scale)
