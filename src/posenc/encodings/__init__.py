@@ -12,6 +12,7 @@ relative   shaw, transformer_xl, deberta, cope
 content    fox, dape, stickbreaking (attention that depends on content; positions only order)
            distance_basis (bias_dynamic), cable (content_cable), path (content_path: PaTH's
            accumulated Householder transforms)
+grape      grape_m (rotary), grape_a (bias): GRAPE's multiplicative and additive group actions
 wrappers   randomized (wraps any of the above)
 """
 

@@ -31,6 +31,7 @@ from posenc.encodings import (
     content,
     content_cable,
     content_path,
+    grape,
     relative,
     rotary,
     rotary_axial,
@@ -66,6 +67,7 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **content.ENCODINGS,
     **content_cable.ENCODINGS,
     **content_path.ENCODINGS,
+    **grape.ENCODINGS,
 }
 
 
