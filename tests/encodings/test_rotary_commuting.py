@@ -45,7 +45,7 @@ def test_the_angle_matrices_commute_and_are_skew(variant, axes):
     torch.manual_seed(axes)
     enc = ComRoPE(heads=2, head_dim=12, axes=axes, variant=variant, block_dim=2 if axes == 3
                   else 3 if axes == 1 else 6, per_head=True)  # fmt: skip
-    A = enc.generators()  # [P, G, g, g] float64
+    A = enc.generator_tensor()  # [P, G, g, g] float64
     torch.testing.assert_close(A, -A.transpose(-1, -2))
     assert A.abs().sum() > 0
     for a in range(axes):
@@ -77,7 +77,7 @@ def test_scores_depend_only_on_the_offset(variant, axes, block_dim, shift, seed)
     base = scores(enc, q, k, qp, kp)
     torch.testing.assert_close(scores(enc, q, k, qp + s, kp + s), base, atol=1e-8, rtol=1e-8)
     # explicitly: q^T exp(sum_a (m - p)_a A_a) k, with the full block-diagonal A_a per head
-    A = torch.stack([torch.block_diag(*blocks) for blocks in enc.generators().double()
+    A = torch.stack([torch.block_diag(*blocks) for blocks in enc.generator_tensor().double()
                      .unflatten(1, (4, -1)).flatten(0, 1)]).unflatten(0, (axes, 4))  # fmt: skip
     off = (kp[:, None, :] - qp[:, :, None]).reshape(2, 3, 5, axes)  # [B, Tq, Tk, P]
     arg = off[:, None, :, :, :, None, None] * A.transpose(0, 1)[None, :, None, None]

@@ -17,11 +17,11 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
 from posenc.encodings.rotary_base import head_dim_of
+from posenc.encodings.rotary_lie import BlockRotations
 from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
-from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
-class ComRoPE(PositionalEncoding):
+class ComRoPE(BlockRotations):
     """ComRoPE, matched to the authors' ComRoPEAPAttention / ComRoPELDAttention (model.py).
 
     `variant` "ap" (axis-partition: block j turns with axis j mod P, A_a[j] = P_j - P_j^T) or
@@ -33,11 +33,8 @@ class ComRoPE(PositionalEncoding):
     given, else 1: the authors map the patch grid to [0, 1]).
     """
 
-    family = "rotary"
-    provides = frozenset({"rotate", "angles"})
     paper = "Yu et al. 2025 (CVPR), arXiv 2506.03737"
     summary = "ComRoPE: exp(sum_a p_a A_a) of trainable pairwise-commuting angle matrices"
-    trainable = True
 
     def __init__(
         self,
@@ -82,7 +79,7 @@ class ComRoPE(PositionalEncoding):
         self.weight = nn.Parameter(torch.randn(copies * G, g, g) * std)  # [heads? * G, g, g]
         self.multiplier = nn.Parameter(torch.randn(axes, G)) if variant == "ld" else None
 
-    def generators(self) -> torch.Tensor:
+    def generator_tensor(self) -> torch.Tensor:
         """[P, G * heads?, g, g] float64 the commuting skew-symmetric A_a (head-major blocks),
         in float64 as LieRE's sum p_a A_a: a float32 P_j - P_j^T is off by 2^-24 relative,
         which large positions would multiply."""
@@ -90,45 +87,6 @@ class ComRoPE(PositionalEncoding):
         if mult is not None and self.per_head:
             mult = mult.repeat(1, self.heads)  # theta shared by the heads, as the authors'
         return comrope_generators(self.weight.double(), self.position_dims, self.variant, mult)
-
-    def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        rot = liere_rotations(pos, self.generators(), dtype)  # [(B,) T, G * heads?, g, g]
-        heads = self.heads if self.per_head else 1
-        rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
-        return rot if rot.dim() == 6 else rot[None]
-
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but comrope was built with "
-                f"head_dim={self.head_dim}"
-            )
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"comrope per_head=True has angle matrices for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name, position_dims=self.position_dims)
-            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
-        return out[0], out[1]
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
-        invariant planes by (first head with per_head)."""
-        positions = self.check_positions(positions, position_dims=self.position_dims)
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        G = self.head_dim // self.weight.shape[-1]
-        return liere_angles(pos, self.generators().detach()[:, :G])
 
     def extra_repr(self) -> str:
         G, g, _ = self.weight.shape

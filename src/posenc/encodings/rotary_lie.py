@@ -23,7 +23,62 @@ from posenc.encodings.rotary_base import head_dim_of
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
-class LieRE(PositionalEncoding):
+class BlockRotations(PositionalEncoding):
+    """Rotations R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators, applied
+    to q and k (LieRE, ComRoPE). A subclass sets position_dims, head_dim, heads, per_head,
+    position_scale and `generator_tensor()` [P, G * heads?, g, g] (head-major blocks)."""
+
+    family = "rotary"
+    provides = frozenset({"rotate", "angles"})
+    trainable = True
+
+    def generator_tensor(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        rot = liere_rotations(pos, self.generator_tensor(), dtype)  # [(B,) T, G * heads?, g, g]
+        heads = self.heads if self.per_head else 1
+        rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
+        return rot if rot.dim() == 6 else rot[None]
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
+        name = type(self).__name__
+        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"q/k have head dim {q.shape[-1]}, but {name} was built with "
+                f"head_dim={self.head_dim}"
+            )
+        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
+            raise ValueError(
+                f"{name} per_head=True has generators for heads={self.heads}; q and k have "
+                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
+                "use per_head=False or as many kv heads as heads"
+            )
+        out = []
+        for x, pos, pname in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
+            pos = self.check_positions(pos, name=pname, position_dims=self.position_dims)
+            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
+        return out[0], out[1]
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
+        invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
+        generator's rotation frequencies, as RoPE's p * w_j."""
+        positions = self.check_positions(positions, position_dims=self.position_dims)
+        pos = positions.double() * self.position_scale
+        pos = pos[..., None] if self.position_dims == 1 else pos
+        gens = self.generator_tensor().detach()
+        G = gens.shape[1] // (self.heads if self.per_head else 1)
+        return liere_angles(pos, gens[:, :G])
+
+
+class LieRE(BlockRotations):
     """LieRE, matched to the authors' LierePositionEncoder + FlexibleAttention.
 
     `axes` position axes; `block_dim` g (default: the whole head, the authors' generator_dim =
@@ -35,11 +90,8 @@ class LieRE(PositionalEncoding):
     paper's runs use per_head=True and one encoding per layer.
     """
 
-    family = "rotary"
-    provides = frozenset({"rotate", "angles"})
     paper = "Ostmeier et al. 2024"
     summary = "LieRE: rotations exp(sum_a p_a A_a) of learned skew-symmetric generators"
-    trainable = True
 
     def __init__(
         self,
@@ -73,45 +125,8 @@ class LieRE(PositionalEncoding):
         G = (self.head_dim // g) * (heads if self.per_head else 1)
         self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))
 
-    def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        rot = liere_rotations(pos, self.generators, dtype)  # [(B,) T, G * heads?, g, g]
-        heads = self.heads if self.per_head else 1
-        rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
-        return rot if rot.dim() == 6 else rot[None]
-
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but liere was built with "
-                f"head_dim={self.head_dim}"
-            )
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"liere per_head=True has generators for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name, position_dims=self.position_dims)
-            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
-        return out[0], out[1]
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
-        invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
-        generator's rotation frequencies, as RoPE's p * w_j."""
-        positions = self.check_positions(positions, position_dims=self.position_dims)
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        G = self.generators.shape[1] // (self.heads if self.per_head else 1)
-        return liere_angles(pos, self.generators.detach()[:, :G])
+    def generator_tensor(self) -> torch.Tensor:
+        return self.generators
 
     def extra_repr(self) -> str:
         P, G, g, _ = self.generators.shape
