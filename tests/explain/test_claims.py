@@ -47,7 +47,7 @@ def test_inventory_ids_seeds_quotes_claims(claim_list):
     names = [check.__name__ for check in C.CHECKS]
     assert len(names) == len(set(names))
     for module, c in zip([m for m in C.SEEDS for _ in m.CHECKS], claim_list):
-        # each seed module checks its own seed's claims (trained01, trained23: two seeds each)
+        # each seed module checks its own seed's claims (trained: seeds 000 to 003)
         assert c.seed == getattr(module, "SEED", c.seed)
         assert c.id.startswith(f"claim-{c.seed[:3]}-")
         assert c.quote and c.claim and c.method and c.result and c.about

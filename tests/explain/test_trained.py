@@ -1,5 +1,5 @@
-"""The seeds' claims that need trained models (posenc.explain.claims.trained, trained01,
-trained23): read from arena databases, verdicts computed from the numbers read."""
+"""The seeds' claims that need trained models (posenc.explain.claims.trained): read from arena
+databases, verdicts computed from the numbers read."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from posenc.arena.config import validate_encodings
 from posenc.arena.store import Row, Store
 from posenc.explain import claims as C
-from posenc.explain.claims import trained, trained23
+from posenc.explain.claims import trained
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,21 +80,21 @@ def test_learned_judged_at_seed_lengths_from_two_databases(tmp_path, rise, verdi
     bands = lambda r: [("lm", 512, 600, "loss@0-512", 1.0), ("lm", 512, 600, "loss@512-600", 1 + r)]  # noqa: E731
     a = write(tmp_path / "a.sqlite", trained.LEARNED_LONG, bands(rise))
     b = write(tmp_path / "b.sqlite", "sinusoidal", bands(0.02))
-    learned = trained23.claim_002_learned_cannot(64, 128, arena=f"{a},{b}")
+    learned = trained.claim_002_learned_cannot(64, 128, arena=f"{a},{b}")
     assert learned.verdict == verdict
     assert learned.measured["loss rise past 512 (nats)"] == pytest.approx(rise)
-    sin = trained23.claim_002_sinusoidal_extrapolates(64, 128, arena=[a, b])
+    sin = trained.claim_002_sinusoidal_extrapolates(64, 128, arena=[a, b])
     assert sin.verdict == C.HOLDS and "+0.020" in sin.result
 
 
 def test_missing_cells_and_databases(tmp_path):
     db = write(tmp_path / "a.sqlite", "sinusoidal", [("copy", 8, 8, "accuracy", 0.9)])
-    c = trained23.claim_003_fusion(64, 128, arena=db)
+    c = trained.claim_003_fusion(64, 128, arena=db)
     assert c.verdict == C.UNMEASURED and trained.CONCAT in c.result
     both = f"{db},{tmp_path / 'missing.sqlite'}"
     with pytest.raises(FileNotFoundError, match="--arena"):  # refused before any check runs
         C.check_all(dim=32, max_pos=64, arena=both)
-    c = trained23.claim_003_fusion(64, 128, arena=both)  # called alone: an error, not a verdict
+    c = trained.claim_003_fusion(64, 128, arena=both)  # called alone: an error, not a verdict
     assert c.verdict == C.ERROR and "FileNotFoundError: --arena" in c.error
 
 

@@ -8,13 +8,11 @@ shown beside them. Numbers and code the seeds print are quoted as data.
 
     base        seed_claim (declares a check), the seed texts; re-exports posenc.verdict
     seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
-                (seed001b, seed002b, seed002c, seed003b, seed004b: more of seeds 001 to 004,
-                where one module would pass 300 lines)
     inventory   every checkable claim of the seeds, as data: the check that settles it, how it
                 would be measured, or why it cannot be
     arena       the arena's results for one encoding (`--arena DB[,DB...]`)
-    trained     claims that need trained models: Evidence from the arena's databases
-    trained01, trained23   those claims of seeds 000-001 and 002-003
+    trained     the claims of seeds 000-003 that need trained models: Evidence from the arena's
+                databases
 """
 
 from __future__ import annotations
@@ -25,16 +23,10 @@ from posenc import verdict
 from posenc.explain.claims import (
     seed000,
     seed001,
-    seed001b,
     seed002,
-    seed002b,
-    seed002c,
     seed003,
-    seed003b,
     seed004,
-    seed004b,
-    trained01,
-    trained23,
+    trained,
 )
 from posenc.explain.claims.arena import arena_results, databases, extrapolates
 from posenc.explain.claims.base import (
@@ -53,19 +45,13 @@ from posenc.explain.claims.base import (
 SEEDS = (
     seed000,
     seed001,
-    seed001b,
     seed002,
-    seed002b,
-    seed002c,
     seed003,
-    seed003b,
     seed004,
-    seed004b,
-    trained01,
-    trained23,
+    trained,
 )
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
-ARENA_CHECKS = trained01.CHECKS + trained23.CHECKS  # these take arena= too
+ARENA_CHECKS = trained.CHECKS  # these take arena= too
 
 
 def check_all(*, dim: int = 64, max_pos: int = 128, arena: str | Path | None = None) -> list[Claim]:
