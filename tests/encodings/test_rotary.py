@@ -301,7 +301,7 @@ def test_a_rotary_encoding_that_defines_only_its_angles_rotates_by_them():
     subclass that defines _angles alone declares both, and with RoPE's angles rotates as
     rope does, [T] and [B, T] positions, in float32 and float64."""
     from posenc import functional as PF
-    from posenc.encodings.rotary_base import RotaryEncoding
+    from posenc.encodings.rotary import RotaryEncoding
 
     class Angles(RotaryEncoding):
         paper, summary = "(test)", "RoPE's angles, rotate derived"

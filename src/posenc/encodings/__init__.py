@@ -1,7 +1,7 @@
 """Every encoding, one module per family, and the registry: one plain dict, name -> class.
 
 absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
-           learned_window (absolute_window: seed 001's formula)
+           learned_window (seed 001's formula)
 rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
            pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
            rope_heads (rotary_heads: RoPE on some heads, per-head NoPE),

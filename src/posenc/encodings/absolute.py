@@ -6,7 +6,7 @@
 (float64 for float64 x or positions), accurate at any position, and cast to x's dtype at the
 end. Built without `dim`, a formula-based encoding takes D from x; `table(positions, dim)`
 returns the positional part alone (what embed adds or concatenates). Shared validation and the
-added / concatenated forms are in posenc.encodings.absolute_base.
+added / concatenated forms are in posenc.encodings.absolute.
 """
 
 from __future__ import annotations
@@ -17,8 +17,90 @@ from torch import nn
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_max_len
-from posenc.encodings.absolute_base import AddedEncoding, ConcatEncoding, check_base, check_size
+from posenc.checks import check_choice, check_float, check_int, check_max_len
+
+
+def check_size(name: str, value, *, required: str | None = None) -> int | None:
+    """None (allowed unless `required` says why it is needed) or a positive int."""
+    if value is None:
+        if required:
+            raise ValueError(f"{name} is required: {required}; got None")
+        return None
+    return check_int(name, value, low=1)
+
+
+def check_base(base) -> float:
+    return check_float("base", base, gt=0)
+
+
+class AbsoluteEncoding(PositionalEncoding):
+    """Shared validation for the absolute family. Subclasses define table()."""
+
+    family = "absolute"
+
+    def __init__(self, *, dim: int | None = None, max_len=None):
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        self.dim = check_size("dim", dim)
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        """positions [T] / [B, T] (+[P]) -> [T, W] / [B, T, W], the positional features."""
+        raise NotImplementedError
+
+    def _width(self, dim: int | None) -> int:
+        dim = dim if dim is not None else self.dim
+        if dim is None:
+            raise ValueError("dim (the model width D) is needed: pass dim=, or call embed(x, ...)")
+        return dim
+
+    def _check(self, x: torch.Tensor, positions: torch.Tensor) -> int:
+        """Validate x [B, T, D] and positions; return D."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be [B, T, D], got {shape}")
+        P = self.position_dims
+        positions = self.check_positions(positions, integer=self.integer_positions, position_dims=P)
+        lead = positions.shape[:-1] if P > 1 else positions.shape  # [T] or [B, T]
+        B, T, D = x.shape
+        if len(lead) not in (1, 2) or lead[-1] != T or (len(lead) == 2 and lead[0] not in (1, B)):
+            want = "[T] or [B, T]" + (f" + [{P}]" if P > 1 else "")
+            raise ValueError(
+                f"positions must be {want} with T={T}, B={B} (as x), got {tuple(positions.shape)}"
+            )
+        if self.dim is not None and self.dim != D:
+            raise ValueError(f"x has width {D}, but this encoding was built with dim={self.dim}")
+        return D
+
+    @staticmethod
+    def _positions_for(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """float64 x: float64 positions, so the table is computed in float64 too."""
+        return positions.double() if x.dtype == torch.float64 else positions
+
+
+class AddedEncoding(AbsoluteEncoding):
+    """x + table(positions): the output width is D."""
+
+    provides = frozenset({"embed"})
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        D = self._check(x, positions)
+        return x + self.table(self._positions_for(x, positions), D).to(x.dtype)
+
+
+class ConcatEncoding(AbsoluteEncoding):
+    """[x, table(positions)]: the output width is D + width (the model projects back to D)."""
+
+    provides = frozenset({"embed", "embed_dim"})
+    width: int = 1
+
+    def embed_dim(self, dim: int) -> int:
+        return dim + self.width
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        D = self._check(x, positions)
+        feats = self.table(self._positions_for(x, positions), D).to(x.dtype)  # [T, W] / [B, T, W]
+        return torch.cat([x, feats.expand(x.shape[0], x.shape[1], -1)], dim=-1)
+
 
 # ------------------------------------------------------------------------------ sinusoids
 
@@ -278,6 +360,32 @@ class NoPETemperature(PositionalEncoding):
         return f"floor_scale={self.floor_scale:g}, attn_scale={self.attn_scale:g}"
 
 
+class LearnedWindow(Learned):
+    """x + W[t] + sum_{j<J} beta_j W[t - j] * w_j; max_len rows (train_len if not given)."""
+
+    paper = "seed 001's formula (no published source)"
+    summary = "a trained table plus a learned mix of the J - 1 rows before each position"
+
+    def __init__(self, *, dim=None, max_len=None, train_len=None, window: int = 5):
+        super().__init__(dim=dim, max_len=max_len, train_len=train_len)
+        self.window = check_int("window", window, low=1)
+        self.beta = nn.Parameter(torch.zeros(self.window - 1))  # [J - 1]
+        self.w = nn.Parameter(torch.ones(self.window - 1, self.dim))  # [J - 1, D]
+
+    def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        positions = self.check_positions(positions, integer=True)
+        pos = positions.long()  # [T] or [B, T]
+        pe = F.embedding(pos, self.weight)  # [(B,) T, D]
+        for j in range(1, self.window):
+            back = pos - j
+            rows = F.embedding(back.clamp(min=0), self.weight) * (back >= 0).unsqueeze(-1)
+            pe = pe + self.beta[j - 1] * rows * self.w[j - 1]
+        return pe
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, window={self.window}"
+
+
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal": Sinusoidal,
     "scaled_sinusoidal": ScaledSinusoidal,
@@ -289,4 +397,5 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal_3d": Sinusoidal3D,
     "nope": NoPE,
     "nope_temperature": NoPETemperature,
+    "learned_window": LearnedWindow,
 }

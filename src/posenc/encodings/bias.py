@@ -1,12 +1,12 @@
 """Bias encodings: a score added to the attention logits that depends on positions only.
 
-    alibi     ALiBi      fixed linear distance penalty per head           (here)
-    t5        T5Bias     learned scalar per (bucket, head)                (here)
-    kerple    KERPLE     learned log / power distance kernel              (bias_learned)
-    fire      FIRE       learned MLP of a normalized log distance         (bias_learned)
-    sandwich  Sandwich   parameter-free sinusoidal inner product          (here)
+    alibi     ALiBi      fixed linear distance penalty per head
+    t5        T5Bias     learned scalar per (bucket, head)
+    kerple    KERPLE     learned log / power distance kernel
+    fire      FIRE       learned MLP of a normalized log distance
+    sandwich  Sandwich   parameter-free sinusoidal inner product
 
-Each is a PositionBias (posenc.encodings.bias_base): one elementwise function of query
+Each is a PositionBias (posenc.encodings.bias): one elementwise function of query
 positions, key positions and head index, which bias() and score_mod() both evaluate, so the
 two give the same numbers by construction.
 
@@ -17,13 +17,273 @@ causal mask removes them in a decoder.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_max_len, limit_and_hint, position_at
-from posenc.encodings.bias_base import DistanceBias, PositionBias, difference  # noqa: F401
-from posenc.encodings.bias_learned import FIRE, KERPLE
+from posenc.checks import check_bool, check_int, check_max_len, limit_and_hint, position_at
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
+
+
+def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
+    """i - j as float32, subtracted exactly first (int64, or float64 for float positions)."""
+    if qp.is_floating_point() or kp.is_floating_point():
+        return (qp.double() - kp.double()).float()
+    return (qp - kp).float()
+
+
+class PositionBias(PositionalEncoding):
+    """Shared plumbing: head count, position checks, bias() and score_mod() from _value()."""
+
+    family = "bias"
+    provides = frozenset({"bias", "score_mod"})
+
+    def __init__(self, heads: int | None):
+        super().__init__()
+        name = type(self).__name__
+        if heads is None:
+            raise ValueError(f"{name} needs heads= (the number of attention heads, >= 1)")
+        self.heads = check_int("heads", heads, low=1)
+
+    # -- what a subclass defines
+    def _params(self) -> tuple:
+        """Tensors computed once per call (e.g. positive parameters), passed to _value."""
+        return ()
+
+    def _value(self, qp: torch.Tensor, kp: torch.Tensor, h: torch.Tensor, params: tuple):
+        """Elementwise bias for query positions qp, key positions kp, head indices h."""
+        raise NotImplementedError
+
+    # -- shared
+    def _positions(
+        self, pos: torch.Tensor, name: str, length: int | None = None, batch: int | None = None
+    ) -> torch.Tensor:
+        pos = self.check_positions(pos, name=name, integer=self.integer_positions)
+        if pos.dim() not in (1, 2):
+            raise ValueError(f"{name} must be [T] or [B, T], got shape {tuple(pos.shape)}")
+        if length is not None and pos.shape[-1] != length:
+            raise ValueError(
+                f"{name} has {pos.shape[-1]} positions but the sequence has {length} tokens"
+            )
+        if batch is not None and pos.dim() == 2 and pos.shape[0] not in (1, batch):
+            raise ValueError(
+                f"{name} has batch size {pos.shape[0]}, expected {batch}"
+                + (" or 1 (broadcast)" if batch != 1 else "")
+            )
+        if self.integer_positions and pos.is_floating_point():
+            pos = pos.long()
+        return pos
+
+    def _grids(self, q, k, q_pos, k_pos) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Validated qp [b, 1, Tq, 1], kp [b, 1, 1, Tk], h [1, H, 1, 1] on q's device."""
+        if q.dim() != 4 or k.dim() != 4:
+            raise ValueError(
+                f"q and k must be [B, H, T, Dh], got {tuple(q.shape)} and {tuple(k.shape)}"
+            )
+        if q.shape[1] != self.heads:
+            raise ValueError(
+                f"this {type(self).__name__} encoding was built for heads={self.heads}, "
+                f"but q has {q.shape[1]} heads"
+            )
+        q_pos = self._positions(q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
+        k_pos = self._positions(k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp = q_pos.reshape(-1, 1, q_pos.shape[-1], 1)
+        kp = k_pos.reshape(-1, 1, 1, k_pos.shape[-1])
+        h = torch.arange(self.heads, device=q.device).view(1, -1, 1, 1)
+        return qp, kp, h
+
+    def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
+        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [1 or B, H, Tq, Tk].
+
+        q and k only supply shapes, dtype and device.
+        """
+        qp, kp, h = self._grids(q, k, q_pos, k_pos)
+        return self._value(qp, kp, h, self._params()).to(q.dtype)
+
+    def _score_mod_positions(self, q_pos, k_pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated positions for score_mod; [B, T] batches must match or be 1 (broadcast)."""
+        q_pos = self._positions(q_pos, "q_pos")
+        k_pos = self._positions(k_pos, "k_pos")
+        qb, kb = q_pos.shape[0], k_pos.shape[0]
+        if q_pos.dim() == 2 and k_pos.dim() == 2 and qb != kb and 1 not in (qb, kb):
+            raise ValueError(
+                f"q_pos and k_pos batch sizes differ: {qb} and {kb} (allowed: equal, or 1)"
+            )
+        return q_pos, k_pos
+
+    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
+        q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
+        q_at, k_at = position_at(q_pos), position_at(k_pos)
+        params = self._params()
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, params)
+            return score + value.to(score.dtype)
+
+        return score_mod
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}"
+
+
+class DistanceBias(PositionBias):
+    """A bias of (head, q_pos - k_pos) alone (ALiBi, T5, KERPLE): _value at key position 0
+    gives the `distance` form."""
+
+    provides = PositionBias.provides | {"distance"}
+
+    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
+        """distances [N] int64 -> [H, N]: bias() at every pair that far apart."""
+        d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
+        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
+        return self._value(d, torch.zeros_like(d), h, self._params())
+
+
+def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.log(-torch.expm1(-x))
+
+
+class KERPLE(DistanceBias):
+    """Kernelized relative positional embedding: a learned conditionally positive definite kernel.
+
+    variant="log":   -r1_h * log(1 + r2_h * |i - j|)
+    variant="power": -r1_h * |i - j| ** r2_h, 0 < r2_h <= 2
+
+    Symmetric in i - j (keys after the query get the mirrored value). Positivity: r1 =
+    softplus(raw) and, for log, r2 = softplus(raw); the power exponent is r2 = 2*sigmoid(raw).
+    The paper's code instead clamps the raw values in place (min 0.01, exponent max 2) at every
+    forward; the smooth maps keep gradients alive and never mutate parameters. Init as that code:
+    log r1 ~ U(0, 2), r2 ~ U(0, 1); power r1 ~ U(0, 1), r2 ~ U(0, 2); all at least `eps`.
+    """
+
+    paper = "Chi et al. 2022"
+    summary = "learned log or power distance kernel per head (conditionally positive definite)"
+    trainable = True
+    VARIANTS = ("log", "power")
+
+    def __init__(
+        self,
+        *,
+        heads=None,
+        max_len=None,
+        variant="log",
+        eps=1e-2,
+    ):
+        super().__init__(heads)
+        self.max_len = check_max_len(max_len)  # the hard limit
+        if variant not in self.VARIANTS:
+            raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
+        if not 0 < eps < 1:
+            raise ValueError(f"eps must be in (0, 1), got {eps}")
+        self.variant = variant
+        H = self.heads
+        if variant == "log":
+            r1 = (torch.rand(H) * 2).clamp(min=eps)
+            r2 = torch.rand(H).clamp(min=eps)
+            self.r2_raw = nn.Parameter(_inverse_softplus(r2))
+        else:
+            r1 = torch.rand(H).clamp(min=eps)
+            r2 = (torch.rand(H) * 2).clamp(min=eps, max=2 - eps)
+            self.r2_raw = nn.Parameter(torch.logit(r2 / 2))
+        self.r1_raw = nn.Parameter(_inverse_softplus(r1))  # [H]
+
+    @property
+    def r1(self) -> torch.Tensor:
+        """Positive scale per head [H]."""
+        return F.softplus(self.r1_raw)
+
+    @property
+    def r2(self) -> torch.Tensor:
+        """Positive rate (log) or exponent in (0, 2) (power) per head [H]."""
+        if self.variant == "log":
+            return F.softplus(self.r2_raw)
+        return 2 * torch.sigmoid(self.r2_raw)
+
+    def _params(self):
+        return self.r1, self.r2
+
+    def _value(self, qp, kp, h, params):
+        r1, r2 = params
+        dist = difference(qp, kp).abs()
+        if self.variant == "log":
+            return 0.0 - r1[h] * torch.log1p(r2[h] * dist)
+        return 0.0 - r1[h] * dist.pow(r2[h])
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, variant={self.variant!r}"
+
+
+class FIRE(PositionBias):
+    """Functional interpolation: b(i, j) = MLP(psi(i - j) / psi(max(i, L))), psi(x) = log(c*x + 1).
+
+    MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper. c (init 0.1) is learned;
+    L = |s * L0| with a learned multiplier s (init 1), as in the paper's code; L0 = `train_len`
+    when given, else the reference's 512, which would leave every
+    position of a short training run below the threshold. psi uses |c*x| and the denominator
+    gets `eps`, as in that code. Keys after the query (j > i) get psi(|i - j|), the mirrored
+    distance over the same normalizer. Depends on i itself (not only i - j): not shift-invariant.
+    Computed hidden unit by hidden unit, the same way in bias() and score_mod().
+    """
+
+    provides = PositionBias.provides | {"distance"}  # below the threshold L
+    paper = "Li et al. 2023"
+    summary = "learned MLP of log-scaled relative distance, normalized by the query position"
+    trainable = True
+
+    def __init__(
+        self,
+        *,
+        heads=None,
+        max_len=None,
+        train_len=None,
+        mlp_width=32,
+        init_c=0.1,
+        eps=1e-6,
+    ):
+        super().__init__(heads)
+        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
+        check_int("mlp_width", mlp_width, low=1)
+        self.train_len = train_len
+        self.init_L = float(train_len if train_len is not None else 512)
+        self.eps = eps
+        self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(), nn.Linear(mlp_width, heads))
+        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        self.L_multiplier = nn.Parameter(torch.tensor(1.0))
+
+    @property
+    def threshold(self) -> torch.Tensor:
+        """L, the position below which the normalizer stays psi(L)."""
+        return (self.L_multiplier * self.init_L).abs()
+
+    def _params(self):
+        first, last = self.mlp[0], self.mlp[2]
+        return self.c, self.threshold, first.weight[:, 0], first.bias, last.weight, last.bias
+
+    def _value(self, qp, kp, h, params):
+        c, L, w1, b1, w2, b2 = params
+        num = torch.log((c * difference(qp, kp)).abs() + 1)
+        den = torch.log((c * torch.maximum(qp.float(), L)).abs() + 1) + self.eps
+        x = num / den
+        out = b2[h]
+        for unit in range(w1.shape[0]):  # MLP unrolled: no reductions, so FlexAttention compiles it
+            out = out + w2[h, unit] * torch.relu(w1[unit] * x + b1[unit])
+        return out
+
+    def distance_bias(self, distances, q_pos):
+        """Below the threshold (every query position < L) the normalizer is psi(L): a function of
+        the distance alone, the MLP evaluated once per distinct distance (its sum over hidden
+        units as a matmul: equal to bias() up to float rounding); None otherwise."""
+        c, L, w1, b1, w2, b2 = self._params()
+        if not bool(q_pos.max().float() < L):
+            return None
+        num = torch.log((c * distances.float()).abs() + 1)  # [N], float32 as in _value
+        den = torch.log((c * L.float()).abs() + 1) + self.eps
+        hidden = torch.relu((num / den).unsqueeze(-1) * w1.float() + b1.float())  # [N, units]
+        return (hidden @ w2.float().t() + b2.float()).t()  # [H, N]
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, init_L={self.init_L:g}"
 
 
 class ALiBi(DistanceBias):

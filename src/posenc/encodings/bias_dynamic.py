@@ -15,9 +15,9 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_int, check_max_len, position_at
-from posenc.encodings.bias_base import PositionBias
+from posenc.encodings.bias import PositionBias
 from posenc.encodings.content import rows
-from posenc.encodings.relative_base import check_qk, resolve_dims
+from posenc.encodings.relative import check_qk, resolve_dims
 from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
 
 

@@ -22,7 +22,7 @@ from torch import nn
 from posenc.base import PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
-from posenc.encodings.relative_base import check_qk, resolve_dims
+from posenc.encodings.relative import check_qk, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_max_len
 from posenc.encodings.content import rows
-from posenc.encodings.relative_base import check_qk, resolve_dims
+from posenc.encodings.relative import check_qk, resolve_dims
 from posenc.functional.content import forget_bias
 from posenc.functional.path import path_scores, short_conv
 

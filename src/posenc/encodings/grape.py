@@ -25,9 +25,9 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float, check_max_len
-from posenc.encodings.bias_base import DistanceBias, difference
-from posenc.encodings.relative_base import check_qk, resolve_dims
-from posenc.encodings.rotary_base import RotaryEncoding
+from posenc.encodings.bias import DistanceBias, difference
+from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.rotary import RotaryEncoding
 from posenc.functional import alibi_slopes
 from posenc.functional.absolute import sinusoidal_inv_freq
 from posenc.functional.grape import grape_a_gates, grape_m_angles

@@ -9,21 +9,87 @@ indices), so query-chunked and KV-cached evaluation equal the full one.
     deberta         He et al. 2021        c2p q_i.K_r[d(i, j)] + p2c k_j.Q_r[d(i, j)], log buckets
     cope            Golovneva et al. 2024 q_i.e[p_ij], p_ij = sum of sigmoid gates from j to i
 
-Shaw and Transformer-XL are here; DeBERTa in relative_deberta, CoPE in relative_cope, the
-helpers they share (keyword resolution, q / k checks, position differences) in relative_base.
+Shaw, Transformer-XL, DeBERTa and CoPE, and the helpers they share (keyword resolution, q / k
+checks, position differences).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, check_max_len, renamed
-from posenc.encodings.relative_base import check_qk, expand_heads, relative_positions, resolve_dims
-from posenc.encodings.relative_cope import CoPE
-from posenc.encodings.relative_deberta import DeBERTa
-from posenc.functional import rel_shift, relative_sinusoid
+from posenc.checks import check_int, check_max_len, limit_and_hint, renamed
+from posenc.functional import deberta_bucket, rel_shift, relative_sinusoid
+from posenc.functional.content import run_ends
+
+
+def resolve_dims(
+    name: str, dim, heads, head_dim, need_heads: bool
+) -> tuple[int | None, int | None, int]:
+    """Resolve (D, H, Dh) from the standard keywords; ValueError naming what is missing."""
+    for key, val in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
+        if val is not None:
+            check_int(f"{name}: {key}", val, low=1)
+    if head_dim is None:
+        if dim is None or heads is None:
+            raise ValueError(
+                f"{name} needs head_dim, or dim and heads (head_dim = dim // heads); "
+                f"got dim={dim}, heads={heads}, head_dim=None"
+            )
+        if dim % heads:
+            raise ValueError(f"{name}: dim={dim} is not divisible by heads={heads}; pass head_dim")
+        head_dim = dim // heads
+    if need_heads and heads is None:
+        raise ValueError(f"{name} needs heads (the number of query heads H), got heads=None")
+    if dim is None and heads is not None:
+        dim = heads * head_dim
+    return dim, heads, head_dim
+
+
+def check_qk(enc, q: torch.Tensor, k: torch.Tensor) -> None:
+    name = type(enc).__name__
+    if q.dim() != 4 or k.dim() != 4:
+        raise ValueError(
+            f"{name}: q and k must be [B, H, T, Dh], got {tuple(q.shape)} and {tuple(k.shape)}"
+        )
+    if q.shape[-1] != enc.head_dim:
+        raise ValueError(
+            f"{name} was built for head_dim={enc.head_dim}, but q has last dim {q.shape[-1]}"
+        )
+    if getattr(enc, "heads", None) is not None and q.shape[1] != enc.heads:
+        raise ValueError(f"{name} was built for heads={enc.heads}, but q has {q.shape[1]} heads")
+    if k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"{name}: k must be [B, H, Tk, Dh] matching q {tuple(q.shape)} (kv heads repeated), "
+            f"got {tuple(k.shape)}"
+        )
+
+
+def relative_positions(
+    enc, q_pos: torch.Tensor, k_pos: torch.Tensor, tq: int, tk: int, batch: int, integer: bool
+) -> torch.Tensor:
+    """Validate positions ([T] or [B, T]; enc.check_positions: its max_len) and return
+    q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
+    out = []
+    for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
+        pos = enc.check_positions(pos, name=name, integer=integer)
+        bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
+        if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
+            raise ValueError(
+                f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got {tuple(pos.shape)}"
+            )
+        pos = pos.long() if integer else pos
+        out.append(pos if pos.dim() == 2 else pos[None])
+    qp, kp = out
+    return (qp[:, :, None] - kp[:, None, :]).unsqueeze(1)
+
+
+def expand_heads(idx: torch.Tensor, b: int, h: int) -> torch.Tensor:
+    """[B or 1, 1, X, Y] index -> [B, H, X, Y] (a view)."""
+    return idx.expand(b, h, idx.shape[-2], idx.shape[-1])
+
 
 # --------------------------------------------------------------------------- Shaw
 
@@ -177,6 +243,158 @@ class TransformerXL(PositionalEncoding):
         distances = torch.arange(lo, hi + 1, device=qv.device)
         bd = qv @ self.rel_keys(distances).to(qv.dtype).transpose(-1, -2)  # [B, H, Tq, L]
         return bd.gather(-1, expand_heads(rel - lo, qv.shape[0], qv.shape[1]))
+
+
+class CoPE(PositionalEncoding):
+    """Golovneva et al. 2024, contextual position encoding, for causal attention.
+
+    Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (the reference code gates the scaled
+    logits); contextual position p_ij = sum of g_it over the keys t from j up to the query
+    (k_pos[j] <= k_pos[t] <= q_pos[i], within j's run of increasing positions, so packed
+    documents do not count each other), clamped to max_distance - 1; bias q_i.e[p_ij] with e
+    [max_distance, Dh] (shared by the heads) linearly interpolated between floor and ceil.
+
+    Non-causal pairs (k_pos[j] > q_pos[i]) have no gates between key and query: p_ij = 0 and
+    the bias is q_i.e[0], the value the reference code gives masked pairs. With causal=False
+    every future key therefore sits at contextual position 0.
+    """
+
+    family = "relative"
+    provides = frozenset({"bias"})
+    bidirectional = False  # positions count gates up to the query: causal attention only
+    paper = "Golovneva et al. 2024"
+    summary = "contextual positions from cumulative sigmoid gates, interpolated embeddings"
+    trainable = True
+
+    @renamed(npos_max="max_distance")
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        train_len: int | None = None,
+        max_distance: int | None = None,
+    ):
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        _, self.heads, self.head_dim = resolve_dims("cope", dim, heads, head_dim, need_heads=False)
+        if max_distance is None:  # scaled with train_len (max_len alone: the deprecated hint)
+            self.max_len, train_len = limit_and_hint(max_len, train_len)
+            max_distance = train_len or 64
+        self.max_distance = check_int("max_distance", max_distance, low=1)
+        self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
+
+    def positions(self, q, k, q_pos, k_pos) -> torch.Tensor:
+        """Contextual positions p [B, H, Tq, Tk] float32 (before clamping)."""
+        check_qk(self, q, k)
+        b, h, tq, dh = q.shape
+        tk = k.shape[2]
+        rel = relative_positions(self, q_pos, k_pos, tq, tk, b, False)  # i - j
+        logits = (q.float() @ k.float().transpose(-1, -2)) * self.softmax_scale(dh)
+        gates = torch.sigmoid(logits).masked_fill(rel < 0, 0.0)  # keys after the query: closed
+        suffix = F.pad(gates.flip(-1).cumsum(-1).flip(-1), (0, 1))  # sum_{t >= j}, [.., Tk+1]
+        kp = k_pos if k_pos.dim() == 2 else k_pos[None]
+        nxt = expand_heads(run_ends(kp)[:, None, None, :], b, h).expand(b, h, tq, tk)
+        return suffix[..., :tk] - suffix.gather(-1, nxt)
+
+    def bias(self, q, k, q_pos, k_pos):
+        pos = self.positions(q, k, q_pos, k_pos).clamp(0, self.max_distance - 1)
+        lo = pos.floor()
+        w = (pos - lo).to(q.dtype)
+        logits = q @ self.pos_emb.to(q.dtype).T  # q_i . e[n], [B, H, Tq, max_distance]
+        at_lo = logits.gather(-1, lo.long())
+        at_hi = logits.gather(-1, pos.ceil().long())
+        return at_hi * w + at_lo * (1 - w)
+
+
+class DeBERTa(PositionalEncoding):
+    """He et al. 2021 (DeBERTa-v2 form): disentangled attention with relative position buckets.
+
+    d(i, j) = clamp(deberta_bucket(i - j) + span, 0, 2 span - 1), span = num_buckets (or
+    max_distance without buckets). Relative embeddings [2 span, D] (optionally
+    LayerNorm-ed) go through their own projections to K_r, Q_r [H, 2 span, Dh]; bias() returns
+    (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) * softmax_scale(Dh), softmax_scale = 1/sqrt(3 Dh)
+    (1/sqrt((1 + len(pos_att_type)) Dh)), as DebertaV2's DisentangledSelfAttention with
+    share_att_key=False. (The p2c index is transformers' -r of the transposed score, which is
+    again d(i, j) in query-key layout.)
+    """
+
+    family = "relative"
+    provides = frozenset({"bias", "softmax_scale"})
+    paper = "He et al. 2021"
+    summary = "disentangled content-to-position and position-to-content scores, log buckets"
+    integer_positions = True
+    trainable = True
+
+    @renamed(position_buckets="num_buckets", max_relative_positions="max_distance")
+    def __init__(
+        self,
+        *,
+        dim: int | None = None,
+        heads: int | None = None,
+        head_dim: int | None = None,
+        max_len: int | None = None,
+        num_buckets: int = 256,
+        max_distance: int = 512,
+        norm_rel_ebd: str = "none",
+        layer_norm_eps: float = 1e-7,
+        pos_att_type: tuple[str, ...] = ("c2p", "p2c"),
+    ):
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        d, self.heads, self.head_dim = resolve_dims("deberta", dim, heads, head_dim, True)
+        check_int("max_distance", max_distance, low=1)
+        if num_buckets > 0 and max_distance - 1 <= num_buckets // 2:
+            raise ValueError(
+                f"max_distance must be > num_buckets // 2 + 1, got "
+                f"max_distance={max_distance}, num_buckets={num_buckets}"
+            )
+        if norm_rel_ebd not in ("none", "layer_norm"):
+            raise ValueError(f"norm_rel_ebd must be 'none' or 'layer_norm', got {norm_rel_ebd!r}")
+        types = tuple(pos_att_type)
+        if not types or any(t not in ("c2p", "p2c") for t in types) or len(set(types)) < len(types):
+            raise ValueError(
+                f"pos_att_type must be a non-empty subset of ('c2p', 'p2c'), got {pos_att_type!r}"
+            )
+        self.pos_att_type = types
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.span = num_buckets if num_buckets > 0 else max_distance
+        self.rel_embeddings = nn.Parameter(torch.randn(2 * self.span, d) * 0.02)  # [2 span, D]
+        norm = norm_rel_ebd == "layer_norm"
+        self.rel_norm = nn.LayerNorm(d, eps=layer_norm_eps) if norm else None
+        hd = self.heads * self.head_dim
+        self.pos_key_proj = nn.Linear(d, hd) if "c2p" in types else None
+        self.pos_query_proj = nn.Linear(d, hd) if "p2c" in types else None
+
+    def softmax_scale(self, head_dim: int) -> float:
+        return (head_dim * (1 + len(self.pos_att_type))) ** -0.5
+
+    def _project(self, proj: nn.Linear, emb: torch.Tensor) -> torch.Tensor:
+        """[2 span, D] -> [H, 2 span, Dh]."""
+        return proj(emb).view(-1, self.heads, self.head_dim).transpose(0, 1)
+
+    def bias(self, q, k, q_pos, k_pos):
+        check_qk(self, q, k)
+        b, h, tq, dh = q.shape
+        rel = relative_positions(
+            self, q_pos, k_pos, tq, k.shape[2], b, True
+        )  # i - j, [B or 1, 1, Tq, Tk]
+        if self.num_buckets > 0:
+            rel = deberta_bucket(rel, self.num_buckets, self.max_distance)
+        idx = (rel + self.span).clamp(0, 2 * self.span - 1)
+        emb = self.rel_embeddings if self.rel_norm is None else self.rel_norm(self.rel_embeddings)
+        score = 0
+        if self.pos_key_proj is not None:  # content -> position: q_i . K_r[d(i, j)]
+            kr = self._project(self.pos_key_proj, emb).to(q.dtype)
+            score = score + (q @ kr.transpose(-1, -2)).gather(-1, expand_heads(idx, b, h))
+        if self.pos_query_proj is not None:  # position -> content: k_j . Q_r[d(i, j)]
+            qr = self._project(self.pos_query_proj, emb).to(k.dtype)
+            p2c = (k @ qr.transpose(-1, -2)).gather(-1, expand_heads(idx.transpose(-1, -2), b, h))
+            score = score + p2c.transpose(-1, -2)
+        return score * self.softmax_scale(dh)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

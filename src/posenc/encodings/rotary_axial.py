@@ -15,7 +15,7 @@ import torch
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_float, check_int, check_max_len
-from posenc.encodings.rotary_base import MultiAxisRotary
+from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
-from posenc.encodings.rotary_base import head_dim_of
+from posenc.encodings.rotary import head_dim_of
 from posenc.encodings.rotary_lie import BlockRotations
 from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
 

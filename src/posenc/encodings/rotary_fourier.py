@@ -18,7 +18,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, limit_and_hint
-from posenc.encodings.rotary_base import RotaryEncoding
+from posenc.encodings.rotary import RotaryEncoding
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import apply_rope
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq

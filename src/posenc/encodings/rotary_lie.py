@@ -19,7 +19,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary_base import head_dim_of
+from posenc.encodings.rotary import head_dim_of
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 

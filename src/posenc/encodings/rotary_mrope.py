@@ -18,7 +18,7 @@ import torch
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_max_len
-from posenc.encodings.rotary_base import MultiAxisRotary
+from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_default_section
 
 

@@ -20,7 +20,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_float, check_max_len
-from posenc.encodings.rotary_base import head_dim_of
+from posenc.encodings.rotary import head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
 from posenc.functional.rotary_learned import apply_pope, pope_inv_freq

@@ -25,7 +25,7 @@ import torch
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.checks import check_max_len
-from posenc.encodings.rotary_base import MultiAxisRotary
+from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_angles, mrope_default_section
 from posenc.functional.video import stream_angles, videorope_axes, vrope_axes, vrope_streams
 

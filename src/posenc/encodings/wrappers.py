@@ -25,7 +25,6 @@ from posenc.base import FACTS, HOOKS, PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup, renamed
 from posenc.encodings import (
     absolute,
-    absolute_window,
     bias,
     bias_dynamic,
     content,
@@ -50,7 +49,6 @@ SAMPLE_LEN = 2048  # sample_len's default (Ruoss et al.'s L), capped at max_len
 # What a wrapper can wrap: every position scheme (not another wrapper).
 WRAPPABLE: dict[str, type[PositionalEncoding]] = {
     **absolute.ENCODINGS,
-    **absolute_window.ENCODINGS,
     **rotary.ENCODINGS,
     **rotary_mrope.ENCODINGS,
     **rotary_axial.ENCODINGS,
