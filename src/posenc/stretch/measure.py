@@ -77,7 +77,7 @@ def prefix_rows(nll: torch.Tensor, length: int, context: int) -> dict[str, float
 
 # --------------------------------------------------------------------- retrieval: a shared prefix
 # Retrieval prompts of one length differ only from their first needle on (the filler before it is
-# the same), so each prompt reuses the KV cache of the previous one up to their common prefix and
+# the same), so each prompt reuses the KV cache of an earlier one up to their common prefix and
 # prefills only the rest: a chunk of queries after cached keys. SDPA would need an explicit
 # [q, kv] mask for that (on a CPU it then computes every block); `prefix_attention` attends the
 # prefix (no mask) and the chunk (causal) apart and merges them by their log-sum-exp.
