@@ -109,6 +109,10 @@ CASES = [
     ("fope", {"train_len": 4096, "per_head": True}),
     ("liere", {"axes": 2, "block_dim": 4, "per_head": True}),
     ("rope_heads", {"rotate_heads": 2}),
+    ("grape_m", {}),
+    ("videorope", {}),
+    ("hope", {}),
+    ("vrope", {}),
     ("comrope", {"axes": 2, "block_dim": 4, "per_head": True}),
     ("comrope", {"axes": 3, "variant": "ld", "block_dim": 2}),
     ("rope_pp", {}),
@@ -120,7 +124,7 @@ WITH_ANGLES = {name for name, _ in CASES} | {"transformer_xl"}
 WITHOUT_ANGLES = {
     "alibi", "cope", "deberta", "fire", "index", "kerple", "learned", "learned_window", "nope",
     "onehot", "phase", "randomized", "sandwich", "shaw", "t5", "nope_temperature", "fox", "dape",
-    "stickbreaking", "dynamic_bias", "distance_basis", "cable", "path",
+    "stickbreaking", "dynamic_bias", "distance_basis", "cable", "path", "grape_a",
 }  # fmt: skip
 
 

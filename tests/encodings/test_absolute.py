@@ -20,7 +20,7 @@ def _x(dim=D, dtype=torch.float32, t=T):
 def test_registry_and_attributes():
     assert set(ENCODINGS) == {
         "sinusoidal", "scaled_sinusoidal", "learned", "onehot", "index", "phase",
-        "sinusoidal_2d", "sinusoidal_3d", "nope", "nope_temperature",
+        "sinusoidal_2d", "sinusoidal_3d", "nope", "nope_temperature", "learned_window",
     }  # fmt: skip
     for name, cls in ENCODINGS.items():
         assert posenc.ENCODINGS[name] is cls

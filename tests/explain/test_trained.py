@@ -101,7 +101,9 @@ def test_missing_cells_and_databases(tmp_path):
 def test_labels_are_runnable_and_in_the_recorded_command():
     """The labels the checks read are arena labels, and run.sh trains each of them."""
     script = (REPO / trained.RUN).read_text()
-    labels = [v for k, v in vars(trained).items() if k.isupper() and "(" in str(v)]
+    labels = [
+        v for k, v in vars(trained).items() if k.isupper() and isinstance(v, str) and "(" in v
+    ]
     assert len(labels) >= 6
     validate_encodings(labels)
     for label in labels:
