@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from posenc.arena.config import ArenaConfig
+from posenc.arena.report import MODEL_METRICS
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import build_task
@@ -110,7 +111,7 @@ def test_a_grid_on_a_two_node_cluster_equals_the_local_run_through_kills(tmp_pat
     assert report["plain"] == report["node"] == report["driver"] == 0, report
     assert report["node_killed"] > 0, report  # the worker node's raylet and workers were killed
     short, long = local_rows(tmp_path, 40), local_rows(tmp_path, 300)
-    evaluated = [r for r in short if not r[5].startswith("train_loss@")]  # + learning curves
+    evaluated = [r for r in short if not r[5].startswith(MODEL_METRICS)]  # + training records
     assert rows(work / "plain.sqlite") == short and len(evaluated) == 2 * 4 * 6 * 2
     assert rows(work / "node.sqlite") == long  # nothing lost or doubled
     assert 0 < report["driver_rows_at_kill"] < len(long), report  # killed mid-run

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from posenc.arena.cli import main
-from posenc.arena.train import CURVE
+from posenc.arena.config import STOP_BAR
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +25,15 @@ def rows(tmp_path_factory):
     return {(e, m): (n, v) for e, n, m, v in found}
 
 
-def test_every_trained_model_has_its_learning_curve(rows):
+def test_every_trained_model_has_its_training_record(rows):
+    """copy trains to the bar: the steps taken (the cap, 16, at this size), learned or not, and
+    the check at the cap; at eval_len = train_len, once per trained model."""
     for label in ("learned(max_len=64)", "sinusoidal(learned_scale=true)", "lstm:nope", "rope"):
-        curve = [rows[label, f"train_loss@{f:g}"] for f in CURVE]
-        assert all(n == 4 and v > 0 for n, v in curve), label  # at eval_len = train_len
-    assert not any(m.startswith("train_loss") for e, m in rows if e == "rope+yarn")
+        assert rows[label, "steps"] == (4, 16.0), label
+        assert rows[label, "learned"] in ((4, 0.0), (4, 1.0)), label
+        n, v = rows[label, "valid@16"]
+        assert n == 4 and 0.0 <= v <= 1.0 and (v >= STOP_BAR) == rows[label, "learned"][1]
+    assert not any(m.startswith(("steps", "valid@")) for e, m in rows if e == "rope+yarn")
 
 
 def test_learned_table_statistics(rows):

@@ -20,10 +20,10 @@ from posenc.arena.cells import make_cells, model_kwargs, rope_scaling
 from posenc.arena.config import TASK_DEFAULTS, ArenaConfig, split_label, task_config
 from posenc.arena.corpus import Corpus
 from posenc.arena.drope import dropped_kwargs
+from posenc.arena.report import MODEL_METRICS
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.arena.train import CURVE
 
 TINY_CORPUS = Corpus(
     name="tiny", train=np.arange(4096) % 251, valid=np.arange(4096) % 241, files=0, digest="0"
@@ -78,8 +78,8 @@ def tiny_cfg(db, out, workers, **kw):
 
 
 def evaluated(found):
-    """The evaluation rows of rows(): without the learning curve (train_loss@) of each model."""
-    return [r for r in found if not r[5].startswith("train_loss@")]
+    """The evaluation rows of rows(): without the rows about each model's training."""
+    return [r for r in found if not r[5].startswith(MODEL_METRICS)]
 
 
 def rows(db):
@@ -159,6 +159,7 @@ SHARE = """
 import sys
 from posenc.arena.tasks import build_task
 from posenc.arena.runner import run
+from posenc.arena.report import MODEL_METRICS
 from posenc.arena.store import Store
 from posenc.arena.config import ArenaConfig
 cfg = ArenaConfig(
@@ -217,4 +218,5 @@ def test_a_cell_that_raises_is_recorded_and_the_grid_goes_on(tmp_path, monkeypat
         r[1] == "alibi" and r[2] == 1 for r in done
     )
     monkeypatch.setattr(workers, "train", real)
-    assert run_cfg(cfg) == 6 * 2 + len(CURVE)  # the rerun does only the failed cell
+    # the rerun does only the failed cell: its evaluations, steps, learned and the check at 40
+    assert run_cfg(cfg) == 6 * 2 + 3

@@ -75,18 +75,21 @@ def test_copy_reverse_sort_answers_at_every_size(n):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 40), st.integers(0, 2**31))
 def test_addition_against_python_ints_at_every_digit_count(n, seed):
+    """Places a_i b_i s_i k_{i+1}, LSD first: the sum digits and the last carry spell a + b; the
+    scored tokens are the sum digits and the carries."""
     task = AdditionTask()
     batch = task.sample_batch(np.random.default_rng(seed), 3, n)
-    assert batch.inputs.shape[1] == task.tokens(n) == 3 * n + 2
+    assert batch.inputs.shape[1] == task.tokens(n) == 4 * n - 1
+    as_int = lambda ds: int("".join(str(t - task.DIGIT0) for t in reversed(ds)))  # noqa: E731
     for i in range(3):
-        ans, prompt = answer(batch, i)
-        d = task.DIGIT0
-        a_digits = prompt[:n]
-        assert prompt[n] == task.PLUS and prompt[-1] == task.EQ
-        b_digits = prompt[n + 1 : 2 * n + 1]
-        as_int = lambda ds, d=d: int("".join(str(t - d) for t in reversed(ds)))  # noqa: E731
-        assert len(ans) == n + 1
-        assert as_int(ans) == as_int(a_digits) + as_int(b_digits)  # LSD first
+        seq = torch.cat([batch.inputs[i, :1], batch.targets[i]]).view(n, 4).tolist()
+        a, b, s, k = (list(col) for col in zip(*seq, strict=True))
+        assert as_int(s + k[-1:]) == as_int(a) + as_int(b)
+        carry_in = [1] + k[:-1]  # tokens: digit d is 1 + d
+        carries = [x + y + c - 3 >= 10 for x, y, c in zip(a, b, carry_in, strict=True)]
+        assert [c - 1 for c in k] == [int(c) for c in carries]
+        scored = batch.targets[i][batch.mask[i]].view(n, 2).tolist()
+        assert scored == [[x, y] for x, y in zip(s, k, strict=True)]
 
 
 def test_passkey_retrieves_the_key():

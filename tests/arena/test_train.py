@@ -1,17 +1,24 @@
-"""Training checkpoints: a truncated, corrupt or foreign checkpoint is reported and the cell
-trained again from scratch, to the same rows as a clean run (never a torch traceback)."""
+"""Training: a truncated, corrupt or foreign checkpoint is reported and the cell trained again
+from scratch, to the same rows as a clean run (never a torch traceback); training to the bar
+stops at the first check at the bar, records its steps and curve, resumes with them, and does
+not change the training it checks."""
 
+import glob
 import os
 import pickle
 import sqlite3
 from pathlib import Path
 
 import pytest
+import torch
 
-from posenc.arena.config import ArenaConfig
+import posenc.arena.train as train_mod
+from posenc.arena.config import BAR, STOP_BAR, TASK_DEFAULTS, VALID, ArenaConfig, task_config
+from posenc.arena.evaluate import eval_batch
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import build_task
+from posenc.arena.train import validation
 
 
 def cfg_at(tmp_path, name):
@@ -53,3 +60,101 @@ def test_a_damaged_checkpoint_is_reported_and_trained_again(tmp_path, capsys, da
     assert run_rows(cfg) == want
     err = capsys.readouterr().err
     assert err.count("unreadable") == 4 and "training from scratch" in err, err
+
+
+# ----------------------------------------------------------------------------- to the bar
+
+
+def bar_cfg(tmp_path, name, **kw):
+    """copy at L = 3, the bar checked every 5 steps, a cap of 40."""
+    return ArenaConfig(**{**dict(
+        tasks=["copy"], encodings=["rope"], seeds=1, steps=40, train_len=3, dim=16, depth=1,
+        heads=2, batch_size=8, eval_samples=16, db=str(tmp_path / f"{name}.sqlite"),
+        out=str(tmp_path / name), workers=1, checkpoint_seconds=0.0,
+        overrides={"copy": {"check_every": 5}},
+    ), **kw})  # fmt: skip
+
+
+def model_rows(cfg) -> dict[str, float]:
+    run_rows(cfg)
+    with sqlite3.connect(cfg.db) as conn:
+        got = conn.execute("SELECT metric, value FROM results WHERE eval_len = train_len")
+        return {m: v for m, v in got if m in ("steps", "learned") or m.startswith("valid@")}
+
+
+@pytest.mark.parametrize("scores, steps", [((0.1, 0.5, 0.99), 15), ((0.97,) * 8, 40)])
+def test_training_stops_at_the_first_check_at_the_bar(tmp_path, monkeypatch, scores, steps):
+    """The check runs every 5 steps; training stops once it is >= STOP_BAR, else at the cap
+    (not learned). Steps, learned and the validation curve are rows."""
+    seen = iter(scores)
+    monkeypatch.setattr(train_mod, "lowest_exact_match", lambda *a: next(seen))
+    got = model_rows(bar_cfg(tmp_path, "bar"))
+    curve = {f"valid@{5 * (i + 1)}": v for i, v in enumerate(scores)}
+    assert got == {"steps": steps, "learned": float(scores[-1] >= STOP_BAR), **curve}
+
+
+def test_checking_the_bar_does_not_change_the_training(tmp_path, monkeypatch):
+    """A bar never reached: the model trains the cap and equals the one trained without checks,
+    row for row, also for randomized positions (which draw at evaluation)."""
+    monkeypatch.setattr(train_mod, "STOP_BAR", 2.0)
+    kw = dict(encodings=["randomized:rope", "alibi"])
+    checked = bar_cfg(tmp_path, "checked", **kw)
+    plain = bar_cfg(tmp_path, "plain", overrides={"copy": {"check_every": 0}}, **kw)
+    drop = lambda rows: [r for r in rows if r[2] not in ("steps", "learned")  # noqa: E731
+                         and not r[2].startswith(("valid@", "train_loss@"))]  # fmt: skip
+    a, b = run_rows(checked), run_rows(plain)
+    assert drop(a) == drop(b) and len(drop(a)) == 2 * 6 * 2
+    assert sum(r[2].startswith("valid@") for r in a) == 2 * 8
+
+
+def test_a_resumed_training_keeps_its_validation_curve(tmp_path, monkeypatch):
+    """Killed mid-training (a checkpoint every step), the rerun resumes with the checks made."""
+    ref = model_rows(bar_cfg(tmp_path, "ref"))
+    cfg = bar_cfg(tmp_path, "killed")
+
+    class Killed(Exception):
+        pass
+
+    real = train_mod.fit
+
+    def dying(*args, on_step=None, **kw):
+        def step(i, loss):
+            if i == 23:
+                raise Killed
+
+        return real(*args, on_step=step, **kw)
+
+    monkeypatch.setattr(train_mod, "fit", dying)
+    with pytest.raises(RuntimeError, match="failed"), Store(cfg.db) as store:
+        run(cfg, {"copy": build_task("copy")}, store)  # the group fails: recorded, not written
+    assert glob.glob(os.path.join(cfg.out, "models", "*.train.ckpt"))
+    monkeypatch.setattr(train_mod, "fit", real)
+    assert model_rows(cfg) == ref
+
+
+def test_validation_is_held_out_at_sizes_up_to_L():
+    task, tc = build_task("reverse"), task_config(ArenaConfig(), "reverse")
+    valid = validation(task, tc)
+    assert [b.inputs.shape for b in valid] == [(VALID, 2 * n) for n in range(1, tc.train_len + 1)]
+    again = validation(task, tc)
+    assert all(torch.equal(a.inputs, b.inputs) for a, b in zip(valid, again, strict=True))
+    ev = eval_batch(task, tc, tc.train_len)  # the evaluation's instances at L are others
+    assert not torch.equal(valid[-1].inputs, ev.inputs[:VALID])
+
+
+@pytest.mark.parametrize("L", [4, 6])
+def test_the_default_recipe_learns_at_another_length(tmp_path, L):
+    """The default recipe (model, lr, bar, cap) at a training length other than the default's:
+    NoPE and ALiBi learn reverse to the bar in distribution (a small-scale check of issue 29)."""
+    cfg = ArenaConfig(tasks=["reverse"], encodings=["nope", "alibi"], seeds=1, train_len=L,
+                      eval_lens=[L], db=str(tmp_path / "a.sqlite"), out=str(tmp_path / "o"),
+                      workers=1)  # fmt: skip
+    with Store(cfg.db) as store:
+        run(cfg, {"reverse": build_task("reverse")}, store)
+    with sqlite3.connect(cfg.db) as conn:
+        got = dict(((e, m), v) for e, m, v in conn.execute(
+            "SELECT encoding, metric, value FROM results WHERE metric IN "
+            "('learned', 'steps', 'accuracy')"))  # fmt: skip
+    for enc in ("nope", "alibi"):
+        assert got[enc, "learned"] == 1.0 and got[enc, "accuracy"] >= BAR, got
+        assert got[enc, "steps"] < TASK_DEFAULTS["reverse"]["steps"], got

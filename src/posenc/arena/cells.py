@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from posenc.arena.config import (
     PROTOCOL,
     RANDOMIZED_REACH,
+    STOP_BAR,
+    VALID,
     VARIANTS,
     TaskConfig,
     backbone_of,
@@ -131,6 +133,12 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                     "batch_size": tc.batch_size,
                     "lr": tc.lr,
                 }
+                # keys only where they differ from the recipe before train-to-the-bar (issue
+                # 29), so that the cells it did not change (lm, passkey) keep their hashes
+                if tc.task != "lm" and tc.mix != 0.5:
+                    train_cfg["mix"] = tc.mix
+                if tc.check_every:
+                    train_cfg["bar"] = {"stop": STOP_BAR, "valid": VALID, "every": tc.check_every}
                 if tc.task == "lm":
                     train_cfg["corpus"] = task.corpus.digest
                     full = dict(train_cfg, eval_tokens=tc.eval_tokens)

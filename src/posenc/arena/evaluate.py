@@ -35,15 +35,23 @@ def variant_model(model: nn.Module, cell: Cell, device: str) -> nn.Module:
 
 
 def trained_rows(model: nn.Module, task, cell: Cell) -> list[Row]:
-    """Rows about the training itself, at eval_len = train_len: the learning curve
-    (`train_loss@<fraction of the steps>`), and for a learned table its statistics, trained and
+    """Rows about the training itself, at eval_len = train_len: the steps it took (`steps`);
+    trained to the bar, whether it reached it (`learned`, 1 or 0) and its validation curve
+    (`valid@<step>`: the lowest exact match over the sizes 1..L), else the learning curve
+    (`train_loss@<fraction of the steps>`); for a learned table its statistics, trained and
     at init (`table_jump`, `table_periodicity` over the rows training reached; `table_drift@seen`
     / `@unseen`: mean |W_t - W0_t| / |W0_t| of the rows training reached / never reached), and a
     learned scalar scale on the encoding (`encoding_scale`, sinusoidal(learned_scale=true))."""
     row = lambda m, v: Row(  # noqa: E731
         cell.task, cell.label, cell.seed, cell.train_len, cell.train_len, m, v, "ok", None
     )
-    rows = [row(f"train_loss@{f:g}", v) for f, v in getattr(model, "arena_curve", {}).items()]
+    done = getattr(model, "arena", {})
+    rows = [row(f"train_loss@{f:g}", v) for f, v in done.get("curve", {}).items()]
+    if "steps" in done:
+        rows.append(row("steps", done["steps"]))
+    if "learned" in done:
+        rows.append(row("learned", float(done["learned"])))
+        rows += [row(f"valid@{step}", v) for step, v in done["valid"].items()]
     enc = model.encoding
     if isinstance(getattr(enc, "scale", None), nn.Parameter) and enc.scale.numel() == 1:
         rows.append(row("encoding_scale", enc.scale.item()))

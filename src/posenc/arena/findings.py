@@ -13,6 +13,7 @@ import math
 import re
 import statistics
 
+from posenc.arena.config import BAR
 from posenc.arena.results import Results
 from posenc.verdict import (
     INCONCLUSIVE,
@@ -26,7 +27,6 @@ from posenc.verdict import (
     finding,
 )
 
-BAR = 0.95  # in-distribution exact match at L that a trained model must reach
 KAZEMNEJAD = ("nope", "t5", "alibi", "rope", "sinusoidal")
 KAZEMNEJAD_TASKS = ("copy", "reverse", "sort")
 RUOSS_PAIRS = (("randomized:rope", "rope"), ("randomized:sinusoidal", "sinusoidal"))
@@ -231,3 +231,24 @@ def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]
         rows.append([e] + cells)
     title = f"In distribution: exact match at L (median [min–max] over seeds; ✗ below {BAR})"
     return [(title, header, rows)]
+
+
+def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """One table: per task trained to the bar, the seeds that reached it and the steps each
+    took (median [min–max], a model at the cap counted at the cap) — how fast each learns."""
+    tasks = [(t, L) for t, L in res.groups if any(m == "learned" for m in res.metrics(t, L))]
+    if not tasks:
+        return []
+    encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
+    rows = []
+    for e in encs:
+        cells = []
+        for t, L in tasks:
+            learned = res.per_seed(t, L, "learned", e, L)
+            steps = spread(list(res.per_seed(t, L, "steps", e, L).values()))
+            ok = sum(v == 1.0 for v in learned.values())
+            cells.append("–" if not learned else f"{ok}/{len(learned)}: {show(steps, 0)}")
+        rows.append([e] + cells)
+    title = ("Trained to the bar: seeds that reached it / seeds, steps taken (median [min–max]; "
+             "a seed at the cap did not learn)")  # fmt: skip
+    return [(title, ["encoding"] + [f"{t} (L={L})" for t, L in tasks], rows)]

@@ -13,15 +13,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from posenc.arena.config import backbone_of
-from posenc.arena.findings import addition, in_distribution, kazemnejad, ruoss  # noqa: E402
+from posenc.arena.config import STOP_BAR, backbone_of
+from posenc.arena.findings import (  # noqa: E402
+    addition,
+    in_distribution,
+    kazemnejad,
+    ruoss,
+    to_the_bar,
+)
 from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
-MODEL_METRICS = ("train_loss@", "table_", "encoding_scale")
+MODEL_METRICS = ("train_loss@", "table_", "encoding_scale", "steps", "learned", "valid@")
 
 
 def findings(res: Results):
@@ -59,7 +65,9 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
                              else ("n/a" if res.is_na(task, L, m, enc, E) else "–") for m in bands]
                     for enc in encs]  # fmt: skip
             out.append((f"{task}, L={L}: loss per position band at eval length {E}", header, rows))
-        trained = sorted((m for m in res.metrics(task, L) if m.startswith(MODEL_METRICS)),
+        # the bar's steps and validation curve have a table and a plot of their own
+        trained = sorted((m for m in res.metrics(task, L) if m.startswith(MODEL_METRICS)
+                          and not m.startswith(("steps", "learned", "valid@"))),
                          key=curve_order)  # fmt: skip
         if trained:  # one value per trained model (evaluate.trained_rows), at eval_len = L
             vals = {(e, m): res.med(task, L, m, e, L) for e in encs for m in trained}
@@ -132,6 +140,37 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
     return files
 
 
+def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
+    """PNG per task trained to the bar: the validation's lowest exact match over sizes 1..L
+    against the step, one line per model (seeds share their encoding's style)."""
+    files = []
+    for task, L in res.groups:
+        curves = sorted({m for m in res.metrics(task, L) if m.startswith("valid@")},
+                        key=lambda m: int(m[6:]))  # fmt: skip
+        if not curves:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for enc in res.encodings(task, L):
+            per = [(int(m[6:]), res.per_seed(task, L, m, enc, L)) for m in curves]
+            for i, seed in enumerate(sorted({s for _, p in per for s in p})):
+                pts = [(step, p[seed]) for step, p in per if seed in p]
+                kw = style(enc) | {"marker": None}
+                ax.plot(*zip(*pts, strict=True), lw=1, label=enc if i == 0 else None, **kw)
+        ax.axhline(STOP_BAR, color="gray", lw=0.8, ls=":")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("validation exact match (lowest over sizes 1..L)")
+        title = f"{task}: training to the bar {STOP_BAR} (trained at L={L}; one line per seed)"
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        name = f"{task}_L{L}_bar.png"
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        files.append((name, title))
+    return files
+
+
 def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> str:
     """Axes, scales, title and legend of one panel; returns its title (without `name`)."""
     if task == "lm":
@@ -197,7 +236,7 @@ def terminal_summary(rows: list[dict], width: int = 0) -> str:
     out = [terminal_table(measured, ("claim", "verdict", "numbers", "rule"), width, title)]
     if unmeasured_note(found):
         out.append(textwrap.fill(unmeasured_note(found), width))
-    for title, header, body in in_distribution(res):
+    for title, header, body in in_distribution(res) + to_the_bar(res):
         out += ["", text_table(header, body, title=title)]
     return "\n".join(out)
 
@@ -207,8 +246,8 @@ def write_report(rows: list[dict], out: str) -> str:
     os.makedirs(out, exist_ok=True)
     res = Results(rows)
     found = findings(res) if rows else []
-    tabs = in_distribution(res) + tables(res)
-    pngs = plots(res, out) if rows else []
+    tabs = in_distribution(res) + to_the_bar(res) + tables(res)
+    pngs = plots(res, out) + bar_plots(res, out) if rows else []
     # only the findings this run measured; the others in one line under the table
     finding_rows = [[f.claim, f.paper, f.result, f.verdict, f.rule] for f in found
                     if f.verdict != NOT_MEASURED]  # fmt: skip

@@ -15,8 +15,8 @@ starts at position 0 whatever its padding.
     copy      x SEP x                      n symbols (10 symbols)       T = 2n
     reverse   x SEP reversed(x)                                         T = 2n
     sort      x SEP sorted(x)              (bucket sort over 5 symbols, Ruoss et al. 2023)
-    addition  a + b = c                    n digits each, least-significant digit first,
-                                           c has n + 1 digits           T = 3n + 2
+    addition  a0 b0 s0 k1 a1 b1 s1 k2 ...   n digits each, least-significant digit first;
+                                           s_i sum digit, k carry out  T = 4n - 1
     passkey   filler KEY k filler QUERY k  (a 5-digit key at a random depth), T = n
     lm        bytes of a corpus            (every target scored),      T = n
 """
@@ -110,34 +110,37 @@ class SequenceTask(_Task):
 
 
 class AdditionTask(_Task):
-    """a + b = c, each number least-significant digit first; a, b n digits, c n + 1 digits.
+    """a + b digit by digit, least-significant digit first, with a scratchpad: for each place i
+    the operand digits a_i b_i, then the sum digit s_i and the carry out k_{i+1} (scored):
 
-    Size n = digits per operand; sequence 3n + 3 tokens. Digit d is token 3 + d.
+        a0 b0 s0 k1  a1 b1 s1 k2  ...  a_{n-1} b_{n-1} s_{n-1} k_n      (a + b = k_n s_{n-1}..s0)
+
+    Size n = digits per operand; sequence 4n tokens. Digit d is token 1 + d. The places come
+    aligned and the carries are written out (Nye et al. 2021's scratchpad; Lee et al. 2023's
+    reversed order and digit-wise sum and carry), so that a model of the arena's size learns it;
+    what stays is applying the per-place rule at positions past those trained on.
     """
 
     name = "addition"
     unit = "digits"
-    PLUS, EQ, DIGIT0 = 1, 2, 3
-    vocab_size = 13
+    DIGIT0 = 1
+    vocab_size = 11
 
     def tokens(self, n: int) -> int:
-        return 3 * n + 2
+        return 4 * n - 1
 
     def _instances(self, rng, count: int, n: int):
-        a = rng.integers(0, 10, size=(count, n))  # LSD first
+        a = rng.integers(0, 10, size=(count, n))
         b = rng.integers(0, 10, size=(count, n))
-        c = np.zeros((count, n + 1), dtype=np.int64)
+        s = np.zeros((count, n, 4), dtype=np.int64)  # [a_i, b_i, s_i, k_{i+1}] per place
         carry = np.zeros(count, dtype=np.int64)
         for i in range(n):
             t = a[:, i] + b[:, i] + carry
-            c[:, i], carry = t % 10, t // 10
-        c[:, n] = carry
-        col = lambda v: np.full((count, 1), v)  # noqa: E731
-        d = self.DIGIT0
-        s = np.concatenate([a + d, col(self.PLUS), b + d, col(self.EQ), c + d], axis=1)
+            carry = t // 10
+            s[:, i] = np.stack([a[:, i], b[:, i], t % 10, carry], axis=1)
         answer = np.zeros_like(s, dtype=bool)
-        answer[:, 2 * n + 2 :] = True
-        return s, answer
+        answer[:, :, 2:] = True
+        return s.reshape(count, 4 * n) + self.DIGIT0, answer.reshape(count, 4 * n)
 
 
 class PasskeyTask(_Task):

@@ -22,11 +22,12 @@ from torch import nn
 
 from posenc.arena.backbones import build_model, decayed
 from posenc.arena.cells import Cell
-from posenc.arena.config import TaskConfig, split_label
+from posenc.arena.config import STOP_BAR, VALID, TaskConfig, split_label
 from posenc.checks import load_checkpoint
 
 WEIGHT_DECAY = 0.1
 WARMUP = 100
+VALID_SEED = 54321  # the bar's validation instances (evaluation: posenc.arena.evaluate.EVAL_SEED)
 # the training loss (EMA) recorded at these fractions of the steps: a learning curve per model
 CURVE = (0.125, 0.25, 0.5, 1.0)
 
@@ -50,14 +51,39 @@ def lr_at(step: int, steps: int, lr: float) -> float:
 
 
 def train_batch(task, tc: TaskConfig, rng: np.random.Generator):
-    """lm: batch_size windows of train_len bytes. Algorithmic: half the instances at size L
-    (the length evaluation reads first), half at sizes U(min..L), each its own size,
+    """lm: batch_size windows of train_len bytes. Algorithmic: a share `mix` of the instances at
+    size L (the length evaluation reads first), the rest at sizes U(min..L), each its own size,
     right-padded (in a causal model pads after a sequence never reach it)."""
     if tc.task == "lm":
         return task.sample_batch(rng, tc.batch_size, tc.train_len)
     sizes = rng.integers(task.min_size, tc.train_len + 1, size=tc.batch_size)
-    sizes[: tc.batch_size // 2] = tc.train_len
+    sizes[: round(tc.batch_size * tc.mix)] = tc.train_len
     return task.sample(rng, sizes)
+
+
+def validation(task, tc: TaskConfig) -> list:
+    """The bar's held-out data: VALID instances at every size min..L, from a seed of their own
+    (neither the training stream's nor the evaluation's)."""
+    sizes = range(task.min_size, tc.train_len + 1)
+    return [task.sample_batch(np.random.default_rng([VALID_SEED, task_seed(tc.task), n]), VALID, n)
+            for n in sizes]  # fmt: skip
+
+
+@torch.no_grad()
+def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
+    """The lowest exact match over the batches (teacher-forced argmax = greedy decoding). Torch's
+    random state is kept, so that checking does not change the training (randomized positions
+    draw at evaluation)."""
+    was_training, model.training = model.training, False
+    model.eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(VALID_SEED)
+        low = 1.0
+        for inputs, targets, mask in (b[:3] for b in batches):
+            hit = model(inputs.to(device)).argmax(-1).cpu() == targets
+            low = min(low, (hit | ~mask).all(dim=1).float().mean().item())
+    model.train(was_training)
+    return low
 
 
 def task_seed(name: str) -> int:
@@ -103,7 +129,7 @@ def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None
         print(f"{name}: {path} does not fit the model ({type(err).__name__}); "
               "training from scratch", file=sys.stderr, flush=True)  # fmt: skip
         return None
-    model.arena_curve = ckpt["arena"].get("curve", {})  # fit()'s learning curve
+    model.arena = ckpt["arena"]  # fit()'s record: curves, steps taken
     return model
 
 
@@ -136,24 +162,34 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
         return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)])
 
     lr_of = lambda step: lr_at(step, tc.steps, tc.lr)  # noqa: E731
+    check = None
+    if tc.check_every:
+        batches = validation(task, tc)
+        check = lambda m: lowest_exact_match(m, batches, device)  # noqa: E731
     model = fit(cell.name, cell.train_hash, final, fresh, tc.steps, lr_of, task, tc,
                 device=device, checkpoint_seconds=checkpoint_seconds, on_step=on_step,
-                kwargs=cell.train_cfg["model"], meta={"train_cfg": cell.train_cfg})  # fmt: skip
+                kwargs=cell.train_cfg["model"], meta={"train_cfg": cell.train_cfg},
+                check=check, check_every=tc.check_every)  # fmt: skip
     return model.eval()
 
 
 def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: TaskConfig, *,
-        device: str, checkpoint_seconds: float, kwargs: dict, meta: dict,
-        on_step=None) -> nn.Module:  # fmt: skip
+        device: str, checkpoint_seconds: float, kwargs: dict, meta: dict, on_step=None,
+        check=None, check_every: int = 0) -> nn.Module:  # fmt: skip
     """`steps` optimizer steps from fresh() -> (model, optimizer, numpy rng) at lr_of(step),
     resuming from the training state saved beside `final` under `key` (saved atomically every
     `checkpoint_seconds`); then the model is saved at `final` (save_final(kwargs, meta + the
-    loss)) and the state removed. Returns the model."""
+    loss, the steps taken, the curves)) and the state removed. Returns the model.
+
+    With check_every, check(model) (the validation's lowest exact match) runs every check_every
+    steps and at the last; training stops once it reaches STOP_BAR, so `steps` is a cap, and
+    the model records whether it was `learned`."""
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
     model, opt, rng = fresh()
     step = 0
-    marks = {max(1, round(f * steps)): f for f in CURVE}  # step -> fraction of the steps
-    curve, loss_ema = {}, None
+    # step -> fraction of the steps: the loss curve of a fixed budget (a capped one has `valid`)
+    marks = {} if check_every else {max(1, round(f * steps)): f for f in CURVE}
+    curve, valid, loss_ema = {}, {}, None
     st = read_checkpoint(state_path, name)
     if st is not None and st.get("train_hash") == key:
         try:
@@ -163,6 +199,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             torch.set_rng_state(st["torch_rng"])
             step = int(st["step"])
             curve, loss_ema = dict(st.get("curve", {})), st.get("loss_ema")
+            valid = dict(st.get("valid", {}))
             print(f"{name}: resuming at step {step}", file=sys.stderr, flush=True)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             print(f"{name}: {state_path} does not fit ({type(err).__name__}); training "
@@ -188,6 +225,10 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             curve[marks[step]] = loss_ema
         if on_step is not None:
             on_step(step, loss_ema)
+        if check_every and (step % check_every == 0 or step == steps):
+            valid[step] = check(model)
+            if valid[step] >= STOP_BAR:
+                break
         if step < steps and time.time() - last_save >= checkpoint_seconds:
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
             atomic_save(
@@ -199,13 +240,17 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
                     "torch_rng": torch.get_rng_state(),
                     "step": step,
                     "curve": curve,
+                    "valid": valid,
                     "loss_ema": loss_ema,
                 },
                 state_path,
             )
             last_save = time.time()
-    model.arena_curve = curve  # {fraction of the steps: loss EMA}: evaluate.trained_rows
-    save_final(final, model, key, kwargs, {**meta, "loss": loss_ema, "curve": curve})
+    done = {"loss": loss_ema, "curve": curve, "steps": step}
+    if check_every:
+        done |= {"valid": valid, "learned": valid.get(step, 0.0) >= STOP_BAR}
+    model.arena = done  # evaluate.trained_rows
+    save_final(final, model, key, kwargs, {**meta, **done})
     if os.path.exists(state_path):
         os.remove(state_path)
     return model
