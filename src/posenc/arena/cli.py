@@ -35,7 +35,7 @@ from posenc.checks import OneLineParser, check_writable
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (trained to the bar, capped at 3000 steps instead of
-# 10000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
+# 15000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
 # al.'s perplexity findings and the zero-shot rope scalings. The report shows the findings it
 # measured.
 QUICK = dict(

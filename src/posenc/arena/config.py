@@ -77,7 +77,7 @@ CHECK_EVERY = 250
 # at size L, the rest at sizes U(1..L).
 ALGO = dict(dim=64, depth=4, heads=4, batch_size=32, lr=1e-3, steps=3000, check_every=0, mix=0.5)
 BARRED = dict(
-    ALGO, train_len=8, steps=10000, check_every=CHECK_EVERY, encodings=ALGORITHMIC_ENCODINGS
+    ALGO, train_len=8, steps=15000, check_every=CHECK_EVERY, encodings=ALGORITHMIC_ENCODINGS
 )
 TASK_DEFAULTS: dict[str, dict] = {
     "copy": BARRED,

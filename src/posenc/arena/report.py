@@ -279,3 +279,31 @@ def write_report(rows: list[dict], out: str) -> str:
     with open(index, "w") as fh:
         fh.write(page)
     return index
+
+
+def readme_tables(rows: list[dict]) -> str:
+    """The README's arena tables, generated from the recorded run's rows (tests/arena keeps the
+    README in step): the findings with their verdicts, in distribution, the steps to the bar, and
+    per lm length the median perplexity ([min–max] in the run's results.md)."""
+    res = Results(rows)
+    found = [[f.claim, f.result, f.verdict] for f in findings(res) if f.verdict != NOT_MEASURED]
+    out = [_md_table(["published finding", "this run", "verdict"], found), ""]
+    for title, h, r in in_distribution(res) + to_the_bar(res):
+        out += [f"{title}:", "", _md_table(h, r), ""]
+    for task, L in res.groups:
+        if task == "lm":
+            lens = res.eval_lens(task, L)
+            body = [[e] + [fmt_median(res, task, L, e, E) for E in lens]
+                    for e in res.encodings(task, L)]  # fmt: skip
+            header = ["encoding"] + [f"{E / L:g}L" if E != L else "L" for E in lens]
+            out += [f"lm, L={L} bytes: perplexity (median over seeds):", "",
+                    _md_table(header, body), ""]  # fmt: skip
+    return "\n".join(out).strip() + "\n"
+
+
+def fmt_median(res: Results, task: str, L: int, enc: str, E: int) -> str:
+    s = res.stat(task, L, "ppl", enc, E)
+    if s is None:
+        return "n/a" if res.is_na(task, L, "ppl", enc, E) else "–"
+    return fmt((s[0], s[0], s[0], 1), "ppl")
+
