@@ -7,8 +7,8 @@ import pytest
 from support.flips import assert_each_rule_flips
 
 from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
-from posenc.arena.findings import BAR, addition, kazemnejad, ruoss
-from posenc.arena.report import findings, style, tables, write_report
+from posenc.arena.findings import BAR, addition, kazemnejad, ruoss, to_the_bar
+from posenc.arena.report import findings, readme_tables, style, tables, write_report
 from posenc.arena.results import Results
 from posenc.verdict import Claim
 
@@ -180,3 +180,32 @@ def test_every_finding_is_declared_and_each_rule_flips():
     from posenc.arena.findings_frontier import frontier_findings
 
     assert len(seen) == len(findings(Results([]))) - len(frontier_findings(Results([])))
+
+
+def test_the_bar_has_a_table_of_steps_and_a_plot_of_its_checks(tmp_path):
+    """Trained to the bar: seeds that reached it / seeds and steps taken (median [min–max]), one
+    column per task; the validation curves are a plot, not a table column each."""
+    rows = []
+    for seed, (steps, learned) in enumerate([(500, 1.0), (750, 1.0), (1000, 0.0)]):
+        rows += [row("copy", "nope", seed, 8, 8, "accuracy", 0.99),
+                 row("copy", "nope", seed, 8, 8, "steps", steps),
+                 row("copy", "nope", seed, 8, 8, "learned", learned)]  # fmt: skip
+        rows += [row("copy", "nope", seed, 8, 8, f"valid@{s}", s / 1000) for s in (250, steps)]
+    ((title, header, body),) = to_the_bar(Results(rows))
+    assert header == ["encoding", "copy (L=8)"] and body == [["nope", "2/3: 750 [500–1000]"]]
+    assert not any("valid@" in t or "steps" in h for t, h, _ in tables(Results(rows)) for h in h)
+    write_report(rows, str(tmp_path))
+    assert (tmp_path / "copy_L8_bar.png").exists()
+    assert "Trained to the bar" in (tmp_path / "results.md").read_text()
+
+
+@pytest.mark.parametrize("block, db", [("arena", "docs/arena/arena.sqlite"),
+                                       ("schemes", "docs/arena/schemes/arena.sqlite")])  # fmt: skip
+def test_the_readme_tables_are_the_recorded_runs(block, db):
+    """README.md's arena sections are report.readme_tables of the committed databases."""
+    from support.readme import REPO, readme_block
+
+    from posenc.arena.store import Store
+
+    with Store(str(REPO / db), create=False) as store:
+        assert readme_block(block) == readme_tables(store.all_rows())

@@ -138,7 +138,8 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                 if tc.task != "lm" and tc.mix != 0.5:
                     train_cfg["mix"] = tc.mix
                 if tc.check_every:
-                    train_cfg["bar"] = {"stop": STOP_BAR, "valid": VALID, "every": tc.check_every}
+                    train_cfg["bar"] = {"stop": STOP_BAR, "valid": VALID,
+                                        "every": tc.check_every, "decay": tc.decay}  # fmt: skip
                 if tc.task == "lm":
                     train_cfg["corpus"] = task.corpus.digest
                     full = dict(train_cfg, eval_tokens=tc.eval_tokens)

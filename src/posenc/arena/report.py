@@ -306,4 +306,3 @@ def fmt_median(res: Results, task: str, L: int, enc: str, E: int) -> str:
     if s is None:
         return "n/a" if res.is_na(task, L, "ppl", enc, E) else "–"
     return fmt((s[0], s[0], s[0], 1), "ppl")
-

@@ -42,11 +42,11 @@ def param_groups(model: nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[d
 
 
 def lr_at(step: int, steps: int, lr: float) -> float:
-    """Linear warmup, then cosine from lr down to 0.1 lr."""
+    """Linear warmup, then cosine from lr down to 0.1 lr at `steps`, and 0.1 lr after."""
     warm = max(1, min(WARMUP, steps // 10))
     if step < warm:
         return lr * (step + 1) / warm
-    t = (step - warm) / max(1, steps - warm)
+    t = min(1.0, (step - warm) / max(1, steps - warm))
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
@@ -161,7 +161,7 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
         opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
         return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)])
 
-    lr_of = lambda step: lr_at(step, tc.steps, tc.lr)  # noqa: E731
+    lr_of = lambda step: lr_at(step, tc.decay or tc.steps, tc.lr)  # noqa: E731
     check = None
     if tc.check_every:
         batches = validation(task, tc)
