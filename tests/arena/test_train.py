@@ -158,3 +158,16 @@ def test_the_default_recipe_learns_at_another_length(tmp_path, L):
     for enc in ("nope", "alibi"):
         assert got[enc, "learned"] == 1.0 and got[enc, "accuracy"] >= BAR, got
         assert got[enc, "steps"] < TASK_DEFAULTS["reverse"]["steps"], got
+
+
+@pytest.mark.parametrize("steps, decay", [(15000, 5000), (3000, 3000), (40, 40)])
+def test_the_lr_decays_over_the_recipe_then_stays_at_its_floor(steps, decay):
+    """Warmup, cosine to 0.1 lr over `decay` steps (never past a lower cap), 0.1 lr after."""
+    tc = task_config(ArenaConfig(steps=steps), "copy")
+    assert tc.decay == decay and tc.check_every
+    lr = [train_mod.lr_at(s, tc.decay, tc.lr) for s in range(steps)]
+    assert max(lr) == pytest.approx(tc.lr) and lr.index(max(lr)) < decay // 2
+    assert all(a >= b for a, b in zip(lr[decay // 2 : decay], lr[decay // 2 + 1 : decay]))
+    assert lr[decay - 1] == pytest.approx(0.1 * tc.lr, rel=0.05)  # the cosine's last step
+    after = [train_mod.lr_at(s, tc.decay, tc.lr) for s in range(decay, decay + 100)]
+    assert all(v == pytest.approx(0.1 * tc.lr) for v in after)

@@ -170,6 +170,7 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     """The run's settings for `task`: its defaults, overridden by what the run sets."""
     d = {**TASK_DEFAULTS[task], **cfg.overrides.get(task, {})}
     pick = {k: d[k] if getattr(cfg, k, None) is None else getattr(cfg, k) for k in ALGO}
+    pick["decay"] = min(pick["decay"], pick["steps"])  # a cap under the decay: decay to the cap
     L = cfg.train_len if cfg.train_len is not None else d["train_len"]
     lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
     lens = lens if lens is not None else default_eval_lens(task, L)

@@ -161,7 +161,7 @@ def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint
         opt = torch.optim.AdamW(param_groups(model), lr=tc.lr, betas=(0.9, 0.98))
         return model, opt, np.random.default_rng([cell.seed, task_seed(cell.task)])
 
-    lr_of = lambda step: lr_at(step, tc.decay or tc.steps, tc.lr)  # noqa: E731
+    lr_of = lambda step: lr_at(step, tc.decay or tc.steps, tc.lr)  # noqa: E731 (decay <= steps)
     check = None
     if tc.check_every:
         batches = validation(task, tc)
