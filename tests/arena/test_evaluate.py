@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from posenc.arena.cli import main
-from posenc.arena.config import STOP_BAR
+from posenc.arena.config import BAR
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_every_trained_model_has_its_training_record(rows):
         assert rows[label, "steps"] == (4, 16.0), label
         assert rows[label, "learned"] in ((4, 0.0), (4, 1.0)), label
         n, v = rows[label, "valid@16"]
-        assert n == 4 and 0.0 <= v <= 1.0 and (v >= STOP_BAR) == rows[label, "learned"][1]
+        assert n == 4 and 0.0 <= v <= 1.0 and (v >= BAR) == rows[label, "learned"][1]
     assert not any(m.startswith(("steps", "valid@")) for e, m in rows if e == "rope+yarn")
 
 

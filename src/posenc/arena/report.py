@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from posenc.arena.config import STOP_BAR, backbone_of
+from posenc.arena.config import BAR, backbone_of
 from posenc.arena.findings import (  # noqa: E402
     addition,
     in_distribution,
@@ -156,10 +156,10 @@ def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
                 pts = [(step, p[seed]) for step, p in per if seed in p]
                 kw = style(enc) | {"marker": None}
                 ax.plot(*zip(*pts, strict=True), lw=1, label=enc if i == 0 else None, **kw)
-        ax.axhline(STOP_BAR, color="gray", lw=0.8, ls=":")
+        ax.axhline(BAR, color="gray", lw=0.8, ls=":")
         ax.set_xlabel("training step")
         ax.set_ylabel("validation exact match (lowest over sizes 1..L)")
-        title = f"{task}: training to the bar {STOP_BAR} (trained at L={L}; one line per seed)"
+        title = f"{task}: training to the bar {BAR} (trained at L={L}; one line per seed)"
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
@@ -287,7 +287,7 @@ def readme_tables(rows: list[dict]) -> str:
     per lm length the median perplexity ([min–max] in the run's results.md)."""
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in findings(res) if f.verdict != NOT_MEASURED]
-    out = [_md_table(["published finding", "this run", "verdict"], found), ""]
+    out = [_md_table(["published finding", "this run", "verdict"], found), ""] if found else []
     for title, h, r in in_distribution(res) + to_the_bar(res):
         out += [f"{title}:", "", _md_table(h, r), ""]
     for task, L in res.groups:

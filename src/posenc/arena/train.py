@@ -22,7 +22,7 @@ from torch import nn
 
 from posenc.arena.backbones import build_model, decayed
 from posenc.arena.cells import Cell
-from posenc.arena.config import STOP_BAR, VALID, TaskConfig, split_label
+from posenc.arena.config import BAR, VALID, TaskConfig, split_label
 from posenc.checks import load_checkpoint
 
 WEIGHT_DECAY = 0.1
@@ -182,7 +182,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
     loss, the steps taken, the curves)) and the state removed. Returns the model.
 
     With check_every, check(model) (the validation's lowest exact match) runs every check_every
-    steps and at the last; training stops once it reaches STOP_BAR, so `steps` is a cap, and
+    steps and at the last; training stops once it reaches BAR, so `steps` is a cap, and
     the model records whether it was `learned`."""
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
     model, opt, rng = fresh()
@@ -227,7 +227,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             on_step(step, loss_ema)
         if check_every and (step % check_every == 0 or step == steps):
             valid[step] = check(model)
-            if valid[step] >= STOP_BAR:
+            if valid[step] >= BAR:
                 break
         if step < steps and time.time() - last_save >= checkpoint_seconds:
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
@@ -248,7 +248,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             last_save = time.time()
     done = {"loss": loss_ema, "curve": curve, "steps": step}
     if check_every:
-        done |= {"valid": valid, "learned": valid.get(step, 0.0) >= STOP_BAR}
+        done |= {"valid": valid, "learned": valid.get(step, 0.0) >= BAR}
     model.arena = done  # evaluate.trained_rows
     save_final(final, model, key, kwargs, {**meta, **done})
     if os.path.exists(state_path):
