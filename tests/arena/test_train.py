@@ -142,7 +142,7 @@ def test_validation_is_held_out_at_sizes_up_to_L():
     assert not torch.equal(valid[-1].inputs, ev.inputs[:VALID])
 
 
-@pytest.mark.parametrize("L", [4, 6])
+@pytest.mark.parametrize("L", [5])
 def test_the_default_recipe_learns_at_another_length(tmp_path, L):
     """The default recipe (model, lr, bar, cap) at a training length other than the default's:
     NoPE and ALiBi learn reverse to the bar in distribution (a small-scale check of issue 29)."""

@@ -74,7 +74,7 @@ def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
     """The lowest exact match over the batches (teacher-forced argmax = greedy decoding). Torch's
     random state is kept, so that checking does not change the training (randomized positions
     draw at evaluation)."""
-    was_training, model.training = model.training, False
+    was_training = model.training
     model.eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(VALID_SEED)
