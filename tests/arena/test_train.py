@@ -20,6 +20,8 @@ from posenc.arena.store import Store
 from posenc.arena.tasks import build_task
 from posenc.arena.train import validation
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def cfg_at(tmp_path, name):
     return ArenaConfig(
@@ -171,3 +173,24 @@ def test_the_lr_decays_over_the_recipe_then_stays_at_its_floor(steps, decay):
     assert lr[decay - 1] == pytest.approx(0.1 * tc.lr, rel=0.05)  # the cosine's last step
     after = [train_mod.lr_at(s, tc.decay, tc.lr) for s in range(decay, decay + 100)]
     assert all(v == pytest.approx(0.1 * tc.lr) for v in after)
+
+
+def test_fixed_steps_is_the_recipe_before_the_bar():
+    """--fixed-steps: no bar, the cosine over all the steps, and the cell's hash of that recipe
+    (the committed claims run was recorded so: its copy cells keep their hashes)."""
+    from posenc.arena.cells import make_cells
+    from posenc.arena.cli import config_from_args, parser
+
+    args = parser().parse_args(["--tasks", "copy", "--fixed-steps", "--steps", "5000"])
+    tc = task_config(config_from_args(args), "copy")
+    assert tc.check_every == 0 and tc.decay == 0 and tc.steps == 5000 and tc.mix == 0.5
+    (cell,) = make_cells([tc], {"copy": build_task("copy")})[:1]
+    assert "bar" not in cell.train_cfg and "mix" not in cell.train_cfg
+    with sqlite3.connect(REPO / "docs/arena/claims/arena.sqlite") as conn:
+        query = "SELECT config_hash FROM results WHERE task = 'copy' AND encoding = 'index'"
+        recorded = {h for (h,) in conn.execute(query)}
+    tc = task_config(config_from_args(parser().parse_args(
+        ["--tasks", "copy", "--fixed-steps", "--steps", "5000", "--seeds", "1",
+         "--encodings", "index"])), "copy")  # fmt: skip
+    (cell,) = make_cells([tc], {"copy": build_task("copy")})
+    assert recorded == {cell.hash}

@@ -88,9 +88,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--steps",
         type=int,
-        help="training steps (default per task); on copy, "
-        "reverse, sort and addition the cap: a model trains until it reaches the "
-        "bar on held-out data at sizes <= L, else it is reported not learned",
+        help="training steps (default per task); on copy, reverse, sort and addition the "
+        "cap: a model trains until it reaches the bar on held-out data at sizes <= L, else "
+        "it is reported not learned",
+    )
+    p.add_argument(
+        "--fixed-steps",
+        action="store_true",
+        help="train every model exactly --steps (no bar; the lr's cosine over all of them: "
+        "the recipe before issue 29)",
     )
     p.add_argument(
         "--train-len", type=int,
@@ -172,6 +178,7 @@ def config_from_args(args) -> ArenaConfig:
     if args.eval_lens:
         kw["eval_lens"] = parse_lens(args.eval_lens)
     kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
+    kw["fixed_steps"] = args.fixed_steps
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below

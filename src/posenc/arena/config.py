@@ -112,6 +112,7 @@ class ArenaConfig:
     backbones: tuple[str, ...] = ("posenc",)  # each label runs on each (hf-llama: rope, nope)
     seeds: int = 3
     steps: int | None = None
+    fixed_steps: bool = False  # train exactly `steps` (no bar, lr cosine over all of them)
     train_len: int | None = None
     eval_lens: list[int] | None = None
     dim: int | None = None
@@ -170,6 +171,8 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     d = {**TASK_DEFAULTS[task], **cfg.overrides.get(task, {})}
     pick = {k: d[k] if getattr(cfg, k, None) is None else getattr(cfg, k) for k in ALGO}
     pick["decay"] = min(pick["decay"], pick["steps"])  # a cap under the decay: decay to the cap
+    if cfg.fixed_steps:
+        pick["check_every"], pick["decay"] = 0, 0
     L = cfg.train_len if cfg.train_len is not None else d["train_len"]
     lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
     lens = lens if lens is not None else default_eval_lens(task, L)
