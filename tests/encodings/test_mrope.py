@@ -240,6 +240,24 @@ def test_split_frames_and_omni_time_axis():
                                                video_grid_thw=[[1, 4, 4]]))  # fmt: skip
     padded = omni_positions(torch.tensor([[0, 0, 0]]), attention_mask=torch.tensor([[0, 1, 1]]))
     assert padded[0, :, 0].tolist() == [1, 0, 1]  # padding at 1, as transformers' Omni
+    # a video with its audio (types 2 and 3 in one block): 2 one-token frames 10 time ids apart
+    # (0.5 s * 20), 3 audio tokens, between [VS, AS] and [AE, VE], then text
+    grids = dict(video_grid_thw=[[2, 1, 1]], spatial_merge_size=1, second_per_grids=[0.5],
+                 position_id_per_seconds=20)  # fmt: skip
+    # Qwen2.5-Omni, chunks of 2 time ids: frame 0, audio 0-1, frame 1, audio 2; VS and AS share
+    # id 0, AE and VE id 4 (after the last chunk, audio at 3)
+    types = torch.tensor([0, 0, 2, 3, 3, 2, 3, 0, 0, 0])
+    chunks = omni_positions(types, **grids, seconds_per_chunk=0.1)
+    assert chunks[:, 0].tolist() == [0, 0, 1, 1, 2, 11, 3, 4, 4, 5]
+    assert chunks.dtype == torch.int64
+    # Qwen3-Omni, by time: frame 0 at 2, audio at 2, 3, 4, frame 1 at 12; start / end tokens
+    # one id each
+    types = torch.tensor([0, 0, 2, 3, 3, 3, 2, 0, 0, 0])
+    timed = omni_positions(types, **grids, model_type="qwen3_omni_moe")
+    assert timed.dtype == torch.float32
+    assert timed[:, 0].tolist() == [0, 1, 2, 2, 3, 4, 12, 13, 14, 15]
+    with pytest.raises(ValueError, match="does not interleave"):  # Qwen2.5-Omni's order
+        omni_positions(types, **grids, seconds_per_chunk=0.1)
 
 
 def test_positions_drive_attention_and_the_model():
@@ -331,6 +349,21 @@ def test_bad_positions_and_head_dims():
          "position_id_per_seconds"),
         (lambda: omni_positions(torch.tensor([0, 1, 0]), [[1, 2, 2]], spatial_merge_size=0),
          "spatial_merge_size"),
+        (lambda: omni_positions(torch.tensor([0]), model_type="qwen3_omni"), "model_type must"),
+        (lambda: omni_positions(torch.tensor([0]), seconds_per_chunk=0.01),
+         r"position_id_per_seconds \* seconds_per_chunk must be >= 1"),
+        (lambda: omni_positions(torch.tensor([0, 1, 2, 0]), [[1, 1, 1]], [[1, 1, 1]],
+                                spatial_merge_size=1),
+         r"the block at token 1 mixes types \[1, 2\]"),
+        (lambda: omni_positions(torch.tensor([0, 2, 3, 0, 0]), video_grid_thw=[[1, 1, 1]],
+                                spatial_merge_size=1),
+         "a video with audio needs 2 text tokens before and after it"),
+        (lambda: omni_positions(torch.tensor([1, 0]), [[1, 1, 1]], spatial_merge_size=1,
+                                model_type="qwen3_omni_moe"),
+         r"the block at token 0 needs 0 end token\(s\) .* and 1 start token"),
+        (lambda: omni_positions(torch.tensor([0, 1]), [[1, 1, 1]], spatial_merge_size=1,
+                                model_type="qwen3_omni_moe"),
+         r"needs 1 end token\(s\) after it"),
     ],
 )  # fmt: skip
 def test_bad_positions_input(call, match):

@@ -6,6 +6,8 @@ one-block vision tower with patch size 2; random weights, no download). A type w
 does not build with the installed transformers is skipped with the reason."""
 
 import random
+from functools import partial
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -29,6 +31,8 @@ MODELS = {
     "glm46v": ("Glm46VConfig", "Glm46VForConditionalGeneration", False, True, False),
     "qwen2_5_omni": ("Qwen2_5OmniThinkerConfig", "Qwen2_5OmniThinkerForConditionalGeneration",
                      False, False, False),
+    "qwen3_omni_moe": ("Qwen3OmniMoeThinkerConfig",
+                       "Qwen3OmniMoeThinkerForConditionalGeneration", True, False, True),
     "glm_ocr": ("GlmOcrConfig", "GlmOcrForConditionalGeneration", False, True, False),
     "paddleocr_vl": ("PaddleOCRVLConfig", "PaddleOCRVLForConditionalGeneration", False, False,
                      False),
@@ -36,6 +40,7 @@ MODELS = {
                         False, True),
 }  # fmt: skip
 ERNIE = "ernie4_5_vl_moe"  # mrope pairs (h, w) alternating, then t; videos merged 2 frames to 1
+OMNI = ("qwen2_5_omni", "qwen3_omni_moe")  # thinkers: audio too, ids from omni_positions
 MOE = dict(num_experts=4, num_local_experts=4, n_routed_experts=4, moe_intermediate_size=32,
            num_experts_per_tok=2, n_shared_experts=1, decoder_sparse_step=1,
            first_k_dense_replace=1, n_group=1, topk_group=1,
@@ -58,6 +63,9 @@ def tiny_config(model_type: str):
         else {"mrope_section": [6, 6, 4]} if model_type == ERNIE  # (h, w, t)
         else {"mrope_section": [4, 6, 6]}
     )  # fmt: skip
+    if model_type == "qwen3_omni_moe":  # its hub config's key (its module always interleaves)
+        rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 4, 4],
+                "interleaved": True}  # fmt: skip
     text = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                 num_key_value_heads=1, head_dim=32, vocab_size=V, rope_parameters=rope,
                 partial_rotary_factor=rope.get("partial_rotary_factor", 1.0))  # fmt: skip
@@ -88,12 +96,15 @@ def tiny_config(model_type: str):
             video_start_token_id=AS,
             video_end_token_id=AE,
         )
-    elif model_type == "qwen2_5_omni":
+    elif model_type in OMNI:
         audio = dict(num_mel_bins=16, encoder_layers=1, encoder_attention_heads=2,
                      encoder_ffn_dim=32, d_model=32, output_dim=64, n_window=4,
-                     max_source_positions=64)  # fmt: skip
-        return cls(text_config=text, vision_config=vision, audio_config=audio,
-                   audio_token_index=AUD, image_token_index=IMG, video_token_index=VID,
+                     max_source_positions=64, downsample_hidden_size=8)  # fmt: skip
+        audio = {k: v for k, v in audio.items() if k in cls().audio_config.to_dict()}
+        key = "index" if model_type == "qwen2_5_omni" else "id"  # its config's names
+        tokens = {f"audio_token_{key}": AUD, f"image_token_{key}": IMG,
+                  f"video_token_{key}": VID}  # fmt: skip
+        return cls(text_config=text, vision_config=vision, audio_config=audio, **tokens,
                    audio_start_token_id=AS, audio_end_token_id=AE, vision_start_token_id=VS,
                    vision_end_token_id=VE)  # fmt: skip
     else:
@@ -166,7 +177,7 @@ def forward_inputs(model_type: str, blocks: list, seed: int = 0) -> dict:
         n = sum(t * h * w for t, h, w in videos)
         kw["pixel_values_videos"] = torch.randn(n, dim // 2 if model_type == ERNIE else dim,
                                                 generator=gen)  # fmt: skip
-    if model_type == "qwen2_5_omni":
+    if model_type in OMNI:
         kw["video_second_per_grid"] = torch.tensor([1.5] * len(videos)) if videos else None
     else:
         kw["mm_token_type_ids"] = torch.tensor([types])
@@ -181,7 +192,7 @@ def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
     grids = dict(image_grid_thw=kw.get("image_grid_thw"), video_grid_thw=kw.get("video_grid_thw"),
                  spatial_merge_size=vision.spatial_merge_size,
                  attention_mask=kw["attention_mask"])  # fmt: skip
-    if model_type == "qwen2_5_omni":
+    if model_type in OMNI:
         ids = kw["input_ids"]
         types = (ids == IMG).long() + 2 * (ids == VID).long() + 3 * (ids == AUD).long()
         pos = omni_positions(
@@ -189,6 +200,7 @@ def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
             **grids,
             second_per_grids=kw.get("video_second_per_grid"),
             position_id_per_seconds=model.config.position_id_per_seconds,
+            model_type=model_type,
         )
         return pos.permute(2, 0, 1)
     extra = {}
@@ -249,12 +261,43 @@ def test_patch_keeps_vl_logits(model_type, tiny):
 # --------------------------------------------------------------------------- position builders
 
 
-def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
+AV_SECONDS = [0.5, 0.25, 0.75, 1.5, 2.0, 3.0]  # a video with audio: exact in float32 and 64
+
+
+def audio_tokens(model, model_type: str, length: int) -> int:
+    """The audio token count of `length` feature frames, by the model's own audio formula."""
+    if model_type == "qwen3_omni_moe":
+        from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as q3
+
+        n_window = model.config.audio_config.n_window
+        return int(q3._get_feat_extract_output_lengths(torch.tensor(length), n_window))
+    return ((length - 1) // 2 + 1 - 2) // 2 + 1  # Qwen2.5-Omni's audio tower
+
+
+def av_layout(model_type: str, thw: list, m: int, seconds: float, n: int, pps) -> list[int]:
+    """The video and audio tokens of a video with its audio, in the order transformers' own
+    processor writes them (replace_video_with_audio_token, seconds_per_chunk 2)."""
+    proc = getattr(tf, "Qwen2_5OmniProcessor" if model_type == "qwen2_5_omni"
+                   else "Qwen3OmniMoeProcessor")  # fmt: skip
+    stub = SimpleNamespace(video_processor=SimpleNamespace(merge_size=m), audio_bos_token="",
+                           audio_eos_token="", video_token="v", audio_token="a")  # fmt: skip
+    stub.get_chunked_index = partial(proc.get_chunked_index, stub)
+    videos, audio = (
+        {"video_grid_thw": [thw], "video_second_per_grid": [seconds]},
+        {"num_audio_tokens": [n]},
+    )
+    text = proc.replace_video_with_audio_token(stub, videos, 0, audio, 0, seconds_per_chunk=2,
+                                               position_id_per_seconds=pps)  # fmt: skip
+    return [VID if c == "v" else AUD for c in text]
+
+
+def random_batch(model_type: str, rng, m: int, rows: int, model=None, av=False, pps=25) -> dict:
     """Left-padded rows of random text / image / video (/ audio for Omni) layouts with merge
-    size m: token ids, types, mask, grids, Omni's audio lengths, seconds per video grid."""
-    frames_apart, omni = MODELS[model_type][3], model_type == "qwen2_5_omni"
+    size m: token ids, types, mask, grids, Omni's audio lengths, seconds per video grid. av:
+    every Omni video holds its audio (laid out as the model's processor does, at pps)."""
+    frames_apart, omni = MODELS[model_type][3], model_type in OMNI
     merged = rng.choice([1, 2, 3]) if model_type == ERNIE else 1  # temporal merge size
-    seqs, images, videos, audio = [], [], [], []
+    seqs, images, videos, audio, av_seconds = [], [], [], [], []
     for _ in range(rows):
         ids, types = [], []
         for _ in range(rng.randint(1, 4)):
@@ -263,7 +306,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
             kind = rng.choice([1, 2, 3] if omni else [1, 2])
             if kind == 3:  # Omni's audio: its token count from the feature length
                 length = rng.randint(8, 40)
-                n = ((length - 1) // 2 + 1 - 2) // 2 + 1
+                n = audio_tokens(model, model_type, length)
                 audio.append(length)
                 ids, types = ids + [AS] + [AUD] * n + [AE], types + [0] + [3] * n + [0]
                 continue
@@ -273,6 +316,15 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
             (images if kind == 1 else videos).append(thw)
             plane = thw[1] * thw[2] // m**2
             token = IMG if kind == 1 or model_type.startswith("glm") else VID
+            if kind == 2 and av:  # [VS, AS, video and audio interleaved, AE, VE]
+                length, seconds = rng.randint(8, 80), rng.choice(AV_SECONDS)
+                run = av_layout(model_type, thw, m, seconds, audio_tokens(model, model_type,
+                                                                          length), pps)  # fmt: skip
+                audio.append(length)
+                av_seconds.append(seconds)
+                ids += [VS, AS, *run, AE, VE]
+                types += [0, 0, *[2 if x == VID else 3 for x in run], 0, 0]
+                continue
             if kind == 2 and frames_apart:
                 run = ([token] * plane + [5] * rng.randint(1, 2)) * t
             else:
@@ -284,7 +336,7 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
     T = max(len(ids) for ids, _ in seqs)
     pad = lambda row: [0] * (T - len(row)) + row  # noqa: E731
     grid = lambda g: torch.tensor(g) if g else None  # noqa: E731
-    seconds = [rng.choice([0.5, 0.3, 0.7, 1.0, 1.5, 2.0, 0.1]) for _ in videos]
+    seconds = av_seconds or [rng.choice([0.5, 0.3, 0.7, 1.0, 1.5, 2.0, 0.1]) for _ in videos]
     return dict(
         ids=torch.tensor([pad(ids) for ids, _ in seqs]),
         types=torch.tensor([pad(types) for _, types in seqs]),
@@ -295,44 +347,79 @@ def random_batch(model_type: str, rng, m: int, rows: int) -> dict:
     )  # fmt: skip
 
 
+def omni_pair(model, model_type: str, rng, trial: int, av: bool) -> tuple:
+    """(the thinker's get_rope_index ids [B, T, 3], omni_positions' ids, the token types) of
+    one random batch."""
+    m = rng.choice([1, 2, 4])
+    pps = rng.choice([25, 2, 13])
+    b = random_batch(model_type, rng, m, 1 + trial % 3, model, av=av, pps=pps)
+    model.config.vision_config.spatial_merge_size = model.spatial_merge_size = m
+    model.config.position_id_per_seconds = pps
+    grids = dict(image_grid_thw=b["images"], video_grid_thw=b["videos"])
+    ref, _ = model.get_rope_index(b["ids"], **grids, attention_mask=b["mask"],
+                                  use_audio_in_video=av, audio_seqlens=b["audio"],
+                                  second_per_grids=b["seconds"])  # fmt: skip
+    got = omni_positions(b["types"], **grids, spatial_merge_size=m, position_id_per_seconds=pps,
+                         attention_mask=b["mask"], second_per_grids=b["seconds"],
+                         model_type=model_type)  # fmt: skip
+    assert got.shape == (*b["types"].shape, 3)
+    return ref.permute(1, 2, 0), got, b["types"]
+
+
 @pytest.mark.parametrize("model_type", MODELS)
 def test_positions_match_the_models_get_rope_index(model_type, tiny):
     """Random layouts (1-3 left-padded rows, several images / videos / audio clips of random
     grids, text between, merge sizes 1, 2 and 4, time scales): posenc's builder gives the
-    model's own get_rope_index ids."""
+    model's own get_rope_index ids (Qwen3-Omni: float32, fractional time ids)."""
     model = inner(tiny(model_type))
     rng = random.Random(model_type)
     vision = model.config.vision_config
     for trial in range(10):
+        if model_type in OMNI:
+            ref, got, _ = omni_pair(model, model_type, rng, trial, av=False)
+            want = torch.float32 if model_type == "qwen3_omni_moe" else torch.int64
+            assert got.dtype == want and torch.equal(got, ref), (model_type, trial)
+            continue
         m = rng.choice([1, 2, 4])
         b = random_batch(model_type, rng, m, 1 + trial % 3)
         vision.spatial_merge_size = m
         grids = dict(image_grid_thw=b["images"], video_grid_thw=b["videos"])
-        if model_type == "qwen2_5_omni":
-            model.config.position_id_per_seconds = pps = rng.choice([25, 2, 13])
-            model.spatial_merge_size = m
-            ref, _ = model.get_rope_index(b["ids"], **grids, attention_mask=b["mask"],
-                                          audio_seqlens=b["audio"],
-                                          second_per_grids=b["seconds"])  # fmt: skip
-            got = omni_positions(b["types"], **grids, spatial_merge_size=m,
-                                 position_id_per_seconds=pps, attention_mask=b["mask"],
-                                 second_per_grids=b["seconds"])  # fmt: skip
-        else:
-            extra, ours = {}, {}
-            if model_type == "qwen2_5_vl":
-                vision.tokens_per_second = tps = rng.choice([1, 2, 4])
-                ours["tokens_per_second"] = tps
-                if b["seconds"] is not None and trial % 2:  # else 1 second per grid, in both
-                    extra["second_per_grid_ts"] = ours["second_per_grid_ts"] = b["seconds"]
-            if model_type == ERNIE:
-                vision.temporal_merge_size = ours["temporal_merge_size"] = b["temporal_merge"]
-            ref, _ = model.get_rope_index(b["ids"], b["types"], **grids, **extra,
-                                          attention_mask=b["mask"])  # fmt: skip
-            got = mrope_positions(b["types"], **grids, spatial_merge_size=m, **ours,
-                                  attention_mask=b["mask"],
-                                  split_frames=MODELS[model_type][3])  # fmt: skip
+        extra, ours = {}, {}
+        if model_type == "qwen2_5_vl":
+            vision.tokens_per_second = tps = rng.choice([1, 2, 4])
+            ours["tokens_per_second"] = tps
+            if b["seconds"] is not None and trial % 2:  # else 1 second per grid, in both
+                extra["second_per_grid_ts"] = ours["second_per_grid_ts"] = b["seconds"]
+        if model_type == ERNIE:
+            vision.temporal_merge_size = ours["temporal_merge_size"] = b["temporal_merge"]
+        ref, _ = model.get_rope_index(b["ids"], b["types"], **grids, **extra,
+                                      attention_mask=b["mask"])  # fmt: skip
+        got = mrope_positions(b["types"], **grids, spatial_merge_size=m, **ours,
+                              attention_mask=b["mask"],
+                              split_frames=MODELS[model_type][3])  # fmt: skip
         assert got.shape == (*b["types"].shape, 3) and got.dtype == torch.int64
         assert torch.equal(got, ref.permute(1, 2, 0)), (model_type, trial)
+
+
+@pytest.mark.parametrize("model_type", OMNI)
+def test_omni_audio_in_video_matches_get_rope_index(model_type, tiny):
+    """use_audio_in_video=True: every video holds its audio's tokens, interleaved as the
+    model's own processor writes them (Qwen2.5-Omni by 2-second chunks, a time jump over
+    several chunks splitting a frame; Qwen3-Omni by time), with images and audio clips
+    around, left-padded rows: omni_positions gives the model's get_rope_index ids; a video
+    whose audio is laid out in another order is refused."""
+    model = inner(tiny(model_type))
+    rng = random.Random(f"{model_type} audio in video")
+    interleaved = 0
+    for trial in range(10):
+        ref, got, types = omni_pair(model, model_type, rng, trial, av=True)
+        assert torch.equal(got, ref), (model_type, trial)
+        interleaved += int(((types[:, :-1] == 3) & (types[:, 1:] == 2)).any())  # audio, frame
+    assert interleaved  # the batches did interleave audio into video time
+    types = torch.tensor([0, 0, 3, 3, 2, 2, 2, 2, 3, 0, 0])  # audio before its video's frame 0
+    grids = dict(video_grid_thw=[[2, 1, 2]], spatial_merge_size=1, second_per_grids=[1.0])
+    with pytest.raises(ValueError, match="does not interleave as the model does"):
+        omni_positions(types, **grids, model_type=model_type)
 
 
 # -------------------------------------------------------------------------------- refused

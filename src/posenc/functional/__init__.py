@@ -9,7 +9,7 @@ Shapes follow the legend in posenc.base.
                   cos/sin, in place or out=, both layouts, partial rotary, engines); its older
                   names apply_rope_qk / _cos_sin / _fast / _qk_fast / _reference are deprecated
     mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL ... GLM-4V),
-                  omni_positions (Qwen2.5-Omni)
+                  omni_positions (Qwen2.5-Omni, Qwen3-Omni)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     rotary_learned  axial frequencies (rope_nd), PoPE, FoPE, LieRE (import the module)
     bias          alibi_slopes, t5_bucket, sandwich_curve

@@ -1,6 +1,7 @@
 """Multimodal RoPE (Qwen2-VL): which position axis each rotary pair follows, the angles, and the
 (t, h, w) positions of a text + image + video (+ audio) sequence: mrope_positions (Qwen2-VL,
-Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V), omni_positions (Qwen2.5-Omni's time-aligned ids).
+Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V), omni_positions (Qwen2.5-Omni's and Qwen3-Omni's
+time-aligned ids, a video's audio interleaved into it).
 
 Positions carry posenc's trailing axis: [T, 3] or [B, T, 3] = (t, h, w). transformers'
 position_ids [3, B, T] are `position_ids.permute(1, 2, 0)` here (and ours `.permute(2, 0, 1)`
@@ -18,6 +19,7 @@ from posenc.functional.absolute import position_angles
 
 AXES = ("t", "h", "w")
 ADVANCES = ("grid", "max")
+OMNI_TYPES = ("qwen2_5_omni", "qwen3_omni_moe")
 NAMES = {1: "image_grid_thw", 2: "video_grid_thw"}  # token type -> its grids' name
 
 
@@ -222,7 +224,12 @@ def mrope_positions(
         grids[2] = [(t // tm, h, w) for t, h, w in grids[2]]
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
     intervals = {1: [(1,)] * len(grids[1]), 2: videos}
-    return _positions(token_types, types, grids, intervals, merge, advance, attention_mask, 0)
+    used = {1: 0, 2: 0}
+
+    def row(kinds):
+        return _row(kinds, grids, used, intervals, merge, advance)
+
+    return _positions(token_types, types, grids, used, row, attention_mask, 0)
 
 
 def omni_positions(
@@ -234,30 +241,242 @@ def omni_positions(
     position_id_per_seconds: float = 25,
     second_per_grids=None,
     attention_mask: torch.Tensor | None = None,
+    seconds_per_chunk: float = 2.0,
+    model_type: str = "qwen2_5_omni",
 ) -> torch.Tensor:
-    """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video + audio sequence,
-    as transformers' Qwen2.5-Omni thinker `get_rope_index` builds them (audio not interleaved
-    into a video: use_audio_in_video=False).
+    """(t, h, w) positions [T, 3] or [B, T, 3] of a text + image + video + audio sequence, as
+    the `get_rope_index` of transformers' Qwen2.5-Omni thinker (model_type "qwen2_5_omni": int64)
+    or Qwen3-Omni-MoE thinker ("qwen3_omni_moe": float32, fractional time ids kept) builds them.
 
-    token_types [T] or [B, T]: 0 text, 1 image, 2 video, 3 audio. The time axis counts
-    position_id_per_seconds ids per second: a video's time index is int(i *
-    second_per_grids[v] * position_id_per_seconds) (seconds default to 1; an image's int(i *
-    position_id_per_seconds)); its height / width indices as in mrope_positions. Text and
-    audio tokens get one index on all three axes, and every token after a block starts after
-    the block's largest index (mrope_positions' advance="max"). attention_mask [B, T] (0:
-    padding): padding is skipped and gets position 1, as in transformers.
+    token_types [T] or [B, T]: 0 text, 1 image, 2 video, 3 audio. A run of non-text tokens is
+    one block: an image, a video, an audio clip, or a video holding its audio's tokens
+    (transformers' use_audio_in_video=True). The time axis counts position_id_per_seconds ids
+    per second: a video's time index is i * second_per_grids[v] * position_id_per_seconds
+    (seconds default to 1; an image's i * position_id_per_seconds), int() for Qwen2.5-Omni; its
+    height / width indices as in mrope_positions. Text and audio tokens get one index on all
+    three axes, and the tokens after a block start after its last piece's largest index (the
+    whole block, or a video with audio's last run of one kind). A video with audio takes its
+    video ids and its audio's (start, start + 1, ...) from one start, interleaved as the model
+    interleaves them: Qwen2.5-Omni by chunks of int(position_id_per_seconds *
+    seconds_per_chunk) time ids (video chunk j, then audio chunk j), Qwen3-Omni by time (a
+    video token before an audio token at an equal or larger id); the run's types must follow
+    that order. Qwen2.5-Omni's two tokens before such a block (vision start, audio start)
+    share one id, as do the two after it; Qwen3-Omni needs each block between its start and
+    end tokens (text: 1 each, 2 for a video with audio). attention_mask [B, T] (0: padding):
+    padding is skipped and gets position 1 (Qwen2.5-Omni) or 0 (Qwen3-Omni), as in
+    transformers.
     """
     types = _types(token_types, (0, 1, 2, 3), "0 (text), 1 (image), 2 (video) or 3 (audio)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
     check_float("position_id_per_seconds", position_id_per_seconds, gt=0)
+    pps = position_id_per_seconds  # as given (transformers multiplies by the config's value)
+    if model_type not in OMNI_TYPES:
+        raise ValueError(f"model_type must be one of {OMNI_TYPES}, got {model_type!r}")
+    chunk = None  # Qwen3-Omni interleaves by time
+    if model_type == "qwen2_5_omni":
+        check_float("seconds_per_chunk", seconds_per_chunk, gt=0)
+        chunk = int(pps * seconds_per_chunk)
+        if chunk < 1:
+            raise ValueError(f"position_id_per_seconds * seconds_per_chunk must be >= 1 (time ids "
+                             f"per chunk), got {pps} * {seconds_per_chunk}")  # fmt: skip
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
     seconds = [1.0] * len(grids[2])
     if second_per_grids is not None:
         seconds = _seconds("second_per_grids", second_per_grids, len(grids[2]))
-    pps = position_id_per_seconds
-    intervals = {1: [(1, pps)] * len(grids[1]),  # as transformers multiplies: i * s * pps
-                 2: [(torch.as_tensor(s).float(), pps) for s in seconds]}  # fmt: skip
-    return _positions(token_types, types, grids, intervals, merge, "max", attention_mask, 1)
+    seconds = [torch.as_tensor(s).float() for s in seconds]  # float32, as transformers
+    used = {1: 0, 2: 0}
+
+    def row(kinds):
+        return _omni_row(kinds, grids, used, merge, pps, seconds, chunk)
+
+    qwen3 = chunk is None
+    pad, dtype = (0, torch.float32) if qwen3 else (1, torch.int64)
+    return _positions(token_types, types, grids, used, row, attention_mask, pad, dtype)
+
+
+AV = 4  # a block kind: a video holding its audio's tokens
+
+
+def _omni_blocks(kinds: list[int]) -> list[tuple[int, int, int]]:
+    """(begin, end, kind) of each run of non-text tokens: kind 1 image, 2 video, 3 audio, AV a
+    video with its audio (types 2 and 3)."""
+    out, i = [], 0
+    while i < len(kinds):
+        if not kinds[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(kinds) and kinds[j]:
+            j += 1
+        found = set(kinds[i:j])
+        if len(found) > 1 and found != {2, 3}:
+            raise ValueError(f"token_types: the block at token {i} mixes types {sorted(found)}; "
+                             "only a video and its audio (2, 3) share a block, separate the "
+                             "others by a text token")  # fmt: skip
+        out.append((i, j, AV if len(found) > 1 else kinds[i]))
+        i = j
+    return out
+
+
+def _line(n: int, start) -> torch.Tensor:
+    """[n, 3] ids start, start + 1, ... on all three axes (start an int or a 0-d tensor)."""
+    return (torch.arange(n) + start)[:, None].expand(n, 3)
+
+
+def _chunks(times: list, size: int) -> list[tuple[int, int]]:
+    """(begin, end) index ranges of a nondecreasing list of time ids: a range ends where
+    times[i] reaches the next multiple of `size`, one step per index (as Qwen2.5-Omni's
+    get_chunked_index: a time jump over several chunks splits its frame)."""
+    out, begin, k = [], 0, 1
+    for i, x in enumerate(times):
+        if x >= k * size:
+            out.append((begin, i))
+            begin, k = i, k + 1
+    return out + [(begin, len(times))]
+
+
+def _omni_vision(start, thw, merge: int, t_index: torch.Tensor, qwen3: bool) -> torch.Tensor:
+    """[t * h * w, 3] ids of one image / video: time ids t_index [t], merged grid rows and
+    columns, row-major, plus `start` (Qwen3-Omni: float32)."""
+    dtype = torch.float32 if qwen3 else torch.int64
+    h, w = (torch.arange(n // merge, dtype=dtype) for n in thw[1:])
+    grid = torch.meshgrid(t_index.to(dtype), h, w, indexing="ij")
+    return torch.stack(grid, dim=-1).reshape(-1, 3) + start  # [t * h * w, 3]
+
+
+def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
+    """(ids [n, 3], its last piece) of one block of `run` (its token types) at token `at`."""
+    qwen3 = chunk is None
+    if kind == 3:
+        ids = _line(len(run), start)
+        return ids, ids
+    grid_kind = 1 if kind == 1 else 2
+    i, name = used[grid_kind], NAMES[grid_kind]
+    if i == len(grids[grid_kind]):
+        raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type "
+                         f"{grid_kind}")  # fmt: skip
+    thw = grids[grid_kind][i]
+    scale = 1 if kind == 1 else seconds[i]
+    t_index = torch.arange(thw[0]) * scale * pps  # transformers' product order
+    t_index = t_index.float() if qwen3 else t_index.long()
+    video = _omni_vision(start, thw, merge, t_index, qwen3)
+    n = sum(k == grid_kind for k in run)
+    if len(video) != n:
+        raise ValueError(
+            f"{name}[{i}] = {list(thw)} gives {len(video)} tokens (t * (h // {merge}) * "
+            f"(w // {merge}), spatial_merge_size={merge}), but its block at token {at} has {n}"
+        )
+    used[grid_kind] += 1
+    if kind != AV:
+        return video, video
+    audio = _line(len(run) - n, start)  # [m, 3]
+    both = torch.cat([video.double(), audio.double()])  # order only
+    if qwen3:  # by time: a video token first where its time id <= the audio token's
+        order = torch.sort(both[:, 0], stable=True).indices
+        is_audio = order >= n
+        changes = (is_audio[1:] != is_audio[:-1]).nonzero()
+        tail = order[int(changes[-1]) + 1 if len(changes) else 0 :]  # the last run of one kind
+    else:  # by chunks of `chunk` time ids: video chunk j, then audio chunk j
+        vc = _chunks((video[:, 0] - start).tolist(), chunk)
+        ac = _chunks(list(range(len(audio))), chunk)
+        parts = []
+        for j in range(max(len(vc), len(ac))):
+            parts += [torch.arange(*vc[j])] if j < len(vc) else []
+            parts += [torch.arange(*ac[j]) + n] if j < len(ac) else []
+        order, tail = torch.cat(parts), parts[-1]
+        is_audio = order >= n
+    got = [3 if a else 2 for a in is_audio.tolist()]
+    if got != list(run):
+        how = "by time" if qwen3 else f"by chunks of {chunk} time ids"
+        raise ValueError(
+            f"token_types: the video + audio block at token {at} ({n} video, {len(run) - n} "
+            f"audio tokens) does not interleave as the model does ({how}): expected "
+            f"{_runs(got)}, got {_runs(list(run))}"
+        )
+    ids = torch.cat([video, audio.to(video.dtype)])
+    last = audio[tail - n] if bool(is_audio[-1]) else ids[tail]  # audio keeps its dtype
+    return ids[order], last
+
+
+def _runs(kinds: list[int]) -> str:
+    """'2 x 4, 3 x 2, ...': the runs of a type list."""
+    return ", ".join(f"{k} x {len(list(g))}" for k, g in itertools.groupby(kinds))
+
+
+def _omni_row(kinds, grids, used, merge, pps, seconds, chunk):
+    """[n, 3] positions of one unpadded row, in the model's steps: each piece (text, start
+    tokens, block, end tokens) starts after the largest id of the piece before it."""
+    qwen3 = chunk is None
+    pieces, top = [], None  # top: the largest id of the last piece
+
+    def put(ids, last=None):
+        nonlocal top
+        pieces.append(ids)
+        top = (ids if last is None else last).max()
+
+    def after():
+        return 0 if top is None else top + 1
+
+    def text(n: int, shared_after: bool, shared_before: bool):
+        """Qwen2.5-Omni's text run: one id each, but the 2 tokens after / before a video with
+        audio share one."""
+        need = 2 * shared_after + 2 * shared_before
+        if n < need:
+            raise ValueError(f"token_types: a video with audio needs 2 text tokens before and "
+                             f"after it (start / end tokens), got a text run of {n}")  # fmt: skip
+        step = torch.ones(n, dtype=torch.int64)
+        step[0] = 0
+        if shared_after:
+            step[1] = 0
+        if shared_before:
+            step[-1] = 0
+        put((torch.cumsum(step, 0) + after())[:, None].expand(n, 3))
+
+    at, edge_before = 0, 0  # edge_before: the end tokens the block before has (Qwen3-Omni)
+    for begin, end, kind in _omni_blocks(kinds):
+        edge = 2 if kind == AV else 1
+        if qwen3:
+            n = begin - at - edge_before - edge
+            if n < 0:
+                raise ValueError(
+                    f"token_types: the block at token {begin} needs {edge_before} end token(s) "
+                    f"of the block before and {edge} start token(s) before it (text), got "
+                    f"{begin - at}"
+                )
+            if edge_before:
+                put(_line(edge_before, after()))
+            start = after()
+            if n:
+                put(_line(n, start))
+                start = start + n
+            put(_line(edge, start))
+            start = start + edge
+        else:
+            if begin > at:
+                text(begin - at, edge_before == 2, kind == AV)
+            elif kind == AV:
+                raise ValueError(f"token_types: the video with audio at token {begin} needs 2 "
+                                 "text tokens before it (start tokens)")  # fmt: skip
+            start = after()
+        ids, last = _omni_block(kind, kinds[begin:end], begin, start, grids, used, merge, pps,
+                                seconds, chunk)  # fmt: skip
+        put(ids, last)
+        at, edge_before = end, edge
+    rest = len(kinds) - at
+    if qwen3:
+        if rest < edge_before:
+            raise ValueError(f"token_types: the block before token {at} needs {edge_before} "
+                             f"end token(s) after it (text), got {rest}")  # fmt: skip
+        if edge_before:
+            put(_line(edge_before, after()))
+            rest -= edge_before
+        if rest:
+            put(_line(rest, after()))
+    elif rest or edge_before == 2:
+        text(rest, edge_before == 2, False)
+    if not pieces:
+        return torch.zeros(0, 3)
+    return torch.cat([p.float() for p in pieces]) if qwen3 else torch.cat(pieces)
 
 
 def _types(token_types, allowed: tuple, names: str) -> torch.Tensor:
@@ -272,8 +491,9 @@ def _types(token_types, allowed: tuple, names: str) -> torch.Tensor:
     return types
 
 
-def _positions(token_types, types, grids, intervals, merge, advance, attention_mask, pad):
-    """[B, T, 3] positions of every row (padding at `pad`), shaped as token_types."""
+def _positions(token_types, types, grids, used, row, attention_mask, pad, dtype=torch.int64):
+    """[B, T, 3] positions of every row (row(kinds) -> [n, 3]; padding at `pad`), shaped as
+    token_types; `used` counts the grids the rows took."""
     keep = torch.ones_like(types, dtype=torch.bool)
     if attention_mask is not None:
         check_tensor("attention_mask", attention_mask)
@@ -281,10 +501,9 @@ def _positions(token_types, types, grids, intervals, merge, advance, attention_m
             want, got = tuple(token_types.shape), tuple(attention_mask.shape)
             raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
         keep = attention_mask.reshape(types.shape).cpu().bool()
-    out = torch.full((*types.shape, 3), pad, dtype=torch.int64)  # padding stays at `pad`
-    used = {1: 0, 2: 0}
+    out = torch.full((*types.shape, 3), pad, dtype=dtype)  # padding stays at `pad`
     for b in range(types.shape[0]):
-        out[b, keep[b]] = _row(types[b][keep[b]].tolist(), grids, used, intervals, merge, advance)
+        out[b, keep[b]] = row(types[b][keep[b]].tolist()).to(dtype)
     for kind, name in NAMES.items():
         if used[kind] != len(grids[kind]):
             raise ValueError(f"{name} has {len(grids[kind])} rows, but token_types has "

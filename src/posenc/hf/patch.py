@@ -191,10 +191,13 @@ def _params(forward) -> list[str]:
 
 
 def _mrope_free(params: dict) -> tuple[dict, list[int] | None, bool]:
-    """(rope_parameters without the mrope keys, mrope_section or None, interleaved)."""
+    """(rope_parameters without the mrope keys, mrope_section or None, interleaved); an mrope
+    config's "interleaved" (Qwen3-Omni's, beside or instead of mrope_interleaved) counts too."""
     section = params.get("mrope_section")
-    rest = {k: v for k, v in params.items() if k not in MROPE_KEYS}
-    return rest, section, bool(params.get("mrope_interleaved"))
+    keys = (*MROPE_KEYS, "interleaved") if section is not None else MROPE_KEYS
+    rest = {k: v for k, v in params.items() if k not in keys}
+    interleaved = params.get("mrope_interleaved") or (section and params.get("interleaved"))
+    return rest, section, bool(interleaved)
 
 
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
