@@ -54,7 +54,6 @@ class VideoRoPE(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         mrope_section: list[int] | None = None,
         layout: str = "half",
@@ -130,7 +129,6 @@ class VRoPE(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         layout: str = "half",
     ) -> None:
