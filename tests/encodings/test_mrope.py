@@ -6,10 +6,13 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import posenc
 from posenc.encodings.rotary_mrope import MRoPE
-from posenc.functional import mrope_axes, mrope_positions, omni_positions
+from posenc.functional import mrope_angles, mrope_axes, mrope_positions, omni_positions
+from posenc.functional.absolute import position_angles
 
 LAYOUTS = {"chunked": False, "interleaved": True}
 
@@ -120,6 +123,26 @@ def test_each_pair_follows_its_axis_and_scores_follow_the_3d_offset(layout):
     q0, k0 = enc.rotate(q, k, pos, pos)
     q1, k1 = enc.rotate(q, k, pos + shift, pos + shift)  # the same 3-D offsets
     torch.testing.assert_close(q1 @ k1.transpose(-1, -2), q0 @ k0.transpose(-1, -2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(0, 2**31 - 1), st.data())
+def test_mrope_angles_turn_each_pair_with_its_axis_for_any_number_of_axes(P, seed, data):
+    """mrope_angles over positions [..., P] (mrope's 3 axes, VRoPE's 4 streams, any P): pair j
+    gets position_angles of axis axes[j] at frequency j, in any order of the axes, float32
+    (reduced) and float64 alike."""
+    half = data.draw(st.integers(1, 12))
+    axes = data.draw(st.lists(st.integers(0, P - 1), min_size=half, max_size=half))
+    g = torch.Generator().manual_seed(seed)
+    positions = torch.randint(-(10**6), 10**6, (2, 5, P), generator=g)  # [B, T, P]
+    inv_freq = torch.rand(half, generator=g) + 1e-3  # [R/2]
+    for dtype in (torch.float32, torch.float64):
+        want = torch.stack(
+            [position_angles(positions[..., a], inv_freq[j : j + 1], dtype)[..., 0]
+             for j, a in enumerate(axes)], dim=-1,
+        )  # fmt: skip
+        got = mrope_angles(positions, inv_freq, axes, dtype)
+        assert got.dtype == dtype and torch.equal(got, want)
 
 
 # ---------------------------------------------------------------------------------- positions

@@ -70,6 +70,43 @@ def test_each_keyword_reaches_only_the_constructors_that_take_it(name):
         torch.testing.assert_close(got[key], want[key])
 
 
+# Standard keywords a constructor reads only under one of its options (without it, nothing of
+# the encoding scales with them): the option under which each is read.
+YARN = {"rope_type": "yarn", "factor": 2.0}  # its max_position_embeddings comes from train_len
+READ_UNDER = {
+    ("dape", "train_len"): dict(encoding="fire"),  # given to its inner bias, where that takes it
+    ("learned", "train_len"): dict(max_len=None),  # the table's rows when max_len is not given
+    ("learned_window", "train_len"): dict(max_len=None),
+    ("rope", "train_len"): dict(scaling=YARN),
+    ("rope_heads", "train_len"): dict(scaling=YARN),  # its RoPE's
+    ("rope_pp", "train_len"): dict(scaling=YARN),
+}
+
+
+def test_read_under_names_registered_encodings():
+    assert {name for name, _ in READ_UNDER} <= set(posenc.ENCODINGS)
+
+
+@pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
+def test_each_standard_keyword_a_constructor_takes_is_read(name):
+    """A constructor takes only the standard keywords it uses: each one it takes is read and
+    checked, so a bad value is a TypeError / ValueError naming it, at the defaults or, for a
+    keyword read only under an option, under READ_UNDER's option (without which it is
+    ignored). A constructor taking a keyword it never reads fails here."""
+    cls = posenc.ENCODINGS[name]
+    std = dict(dim=32, heads=4, head_dim=8, max_len=64, train_len=16)
+    kwargs = model_kwargs(cls, std)
+    for key in (k for k in STANDARD_KWARGS if k in kwargs):
+        option = READ_UNDER.get((name, key), {})
+        if option:  # not read without the option (else the entry is not needed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                cls(**{**kwargs, key: "bogus"})
+        for bad in ("bogus", 2.5, -3):
+            with pytest.raises((TypeError, ValueError), match=key):
+                cls(**{**kwargs, **option, key: bad})
+
+
 @pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
 def test_build_rejects_unknown_keywords(name):
     with pytest.raises(TypeError, match=f"{name} takes no keyword 'not_a_real_option'"):

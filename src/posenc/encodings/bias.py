@@ -356,6 +356,10 @@ class T5Bias(DistanceBias):
         max_distance=None,
     ):
         super().__init__(heads)
+        if dim is not None:
+            check_int("dim", dim, low=1)
+        if train_len is not None:
+            check_int("train_len", train_len, low=1)
         if num_buckets is None:  # scaled with train_len (not with the deprecated max_len hint)
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
         self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint

@@ -45,7 +45,7 @@ class CABLE(PositionalEncoding):
     trainable = True
     bidirectional = False  # penalties accumulate from the key up to the query: causal only
 
-    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, train_len=None):
+    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("cable", dim, heads, head_dim, need_heads=True)

@@ -55,7 +55,6 @@ class PaTH(PositionalEncoding):
         heads=None,
         head_dim=None,
         max_len=None,
-        train_len=None,
         conv_size=3,
         forget_gate=False,
         gate_bias=5.0,

@@ -62,7 +62,6 @@ class GrapeM(RotaryEncoding):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         layout: str = "half",
         rotary_dim: int | None = None,
@@ -168,7 +167,6 @@ class GrapeA(DistanceBias):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         gate: str = "query_key",
         omega_init: float = 1.0,
     ) -> None:

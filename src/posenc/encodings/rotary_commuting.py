@@ -17,7 +17,7 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
 from posenc.encodings.rotary import head_dim_of
-from posenc.encodings.rotary_lie import BlockRotations
+from posenc.encodings.rotary_lie import BlockRotations, position_scale_of
 from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
 
 
@@ -71,9 +71,7 @@ class ComRoPE(BlockRotations):
             raise ValueError("comrope: per_head=True needs heads=")
         self.heads = heads
         std = check_float("init_std", init_std, gt=0)
-        if position_scale is None:
-            position_scale = 1.0 / train_len if train_len else 1.0
-        self.position_scale = check_float("position_scale", position_scale, gt=0)
+        self.position_scale = position_scale_of(position_scale, train_len)
         G = self.head_dim // g
         copies = heads if self.per_head else 1
         self.weight = nn.Parameter(torch.randn(copies * G, g, g) * std)  # [heads? * G, g, g]

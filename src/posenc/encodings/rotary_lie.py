@@ -23,6 +23,16 @@ from posenc.encodings.rotary import head_dim_of
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
+def position_scale_of(position_scale: float | None, train_len: int | None) -> float:
+    """The factor on positions: position_scale, default 1 / train_len (the authors map the
+    trained grid to [0, 1]), 1 without train_len."""
+    if train_len is not None:
+        check_int("train_len", train_len, low=1)
+    if position_scale is None:
+        position_scale = 1.0 if train_len is None else 1.0 / train_len
+    return check_float("position_scale", position_scale, gt=0)
+
+
 class BlockRotations(PositionalEncoding):
     """Rotations R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators, applied
     to q and k (LieRE, ComRoPE). A subclass sets position_dims, head_dim, heads, per_head,
@@ -119,9 +129,7 @@ class LieRE(BlockRotations):
         if self.per_head and heads is None:
             raise ValueError("liere: per_head=True needs heads=")
         self.heads = heads
-        if position_scale is None:
-            position_scale = 1.0 / train_len if train_len else 1.0
-        self.position_scale = check_float("position_scale", position_scale, gt=0)
+        self.position_scale = position_scale_of(position_scale, train_len)
         G = (self.head_dim // g) * (heads if self.per_head else 1)
         self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))
 

@@ -67,12 +67,19 @@ class MRoPE(MultiAxisRotary):
             return mrope_default_section(rotary_dim // 2, self.interleaved)
         return check_mrope_section(self.mrope_section, rotary_dim // 2)
 
+    def pair_axes(self, rotary_dim: int) -> list[int]:
+        """The axis (0 t, 1 h, 2 w) of each of the R/2 pairs (PF.mrope_axes)."""
+        return PF.mrope_axes(self.section(rotary_dim), self.interleaved)
+
+    def inv_freq(self, rotary_dim: int) -> torch.Tensor:
+        """[R/2] frequencies: RoPE's."""
+        return PF.rope_inv_freq(rotary_dim, self.base)[0]
+
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
         """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
         (reduced, see position_angles)."""
-        inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
-        axes = PF.mrope_axes(self.section(r), self.interleaved)
-        return PF.mrope_angles(positions, inv_freq.to(positions.device), axes, dtype)
+        inv_freq = self.inv_freq(r).to(positions.device)  # [R/2]
+        return PF.mrope_angles(positions, inv_freq, self.pair_axes(r), dtype)
 
     def extra_repr(self) -> str:
         section = self.mrope_section or "default"

@@ -26,11 +26,11 @@ from posenc import functional as PF
 from posenc.base import PositionalEncoding
 from posenc.checks import check_max_len
 from posenc.encodings.rotary import MultiAxisRotary
-from posenc.functional.mrope import check_mrope_section, mrope_angles, mrope_default_section
-from posenc.functional.video import stream_angles, videorope_axes, vrope_axes, vrope_streams
+from posenc.encodings.rotary_mrope import MRoPE
+from posenc.functional.video import videorope_axes, vrope_axes, vrope_streams
 
 
-class VideoRoPE(MultiAxisRotary):
+class VideoRoPE(MRoPE):
     """VideoRoPE (Wei et al. 2025): multimodal RoPE with low-frequency temporal allocation.
 
     Positions [..., 3] = (t, h, w), as mrope's (posenc.functional.video.diagonal_positions
@@ -38,12 +38,12 @@ class VideoRoPE(MultiAxisRotary):
     pair counts summing to Dh/2 (default Qwen2-VL's [16, 24, 24] at Dh = 128, scaled): of the
     Dh/2 pairs (frequency base^(-2j / Dh)), the first h + w turn with h, w, h, w, ...
     alternately and the last t, the lowest frequencies, with t (videorope_axes), so the
-    temporal angle barely turns within a context and does not alias.
+    temporal angle barely turns within a context and does not alias. mrope's angles with
+    another allocation (pair_axes) and, for HoPE, other frequencies (inv_freq).
     """
 
     paper = "Wei et al. 2025 (VideoRoPE, ICML 2025, arXiv 2502.05173)"
     summary = "video RoPE: time on the lowest frequencies, h / w interleaved, diagonal layout"
-    position_dims = 3
     signed = True  # the diagonal layout centres the grid: h, w below the frame's time
     zero_temporal = False  # HoPE: the temporal pairs do not turn
 
@@ -54,44 +54,29 @@ class VideoRoPE(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         mrope_section: list[int] | None = None,
         layout: str = "half",
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
-        self.mrope_section = None
-        if mrope_section is not None:
-            self.mrope_section = check_mrope_section(mrope_section)
-        if self.head_dim is not None:
-            self.section(self.rotary_dim())  # fail now on a section that does not fit
+        super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
+                         mrope_section=mrope_section, layout=layout)  # fmt: skip
 
-    def section(self, rotary_dim: int) -> list[int]:
-        """The (t, h, w) pair counts for rotary dim R: mrope_section (checked to sum to R/2),
-        else Qwen2-VL's default."""
-        if self.mrope_section is None:
-            return mrope_default_section(rotary_dim // 2)
-        return check_mrope_section(self.mrope_section, rotary_dim // 2)
+    def pair_axes(self, rotary_dim: int) -> list[int]:
+        """The axis (0 t, 1 h, 2 w) of each of the R/2 pairs: videorope_axes (LTA)."""
+        return videorope_axes(self.section(rotary_dim))
 
     def inv_freq(self, rotary_dim: int) -> torch.Tensor:
         """[R/2] frequencies: RoPE's; HoPE's temporal pairs (the last t) at zero."""
-        inv_freq, _ = PF.rope_inv_freq(rotary_dim, self.base)  # [R/2]
+        inv_freq = super().inv_freq(rotary_dim)  # [R/2]
         if self.zero_temporal:
             spatial = sum(self.section(rotary_dim)[1:])
             inv_freq = torch.cat([inv_freq[:spatial], inv_freq.new_zeros(len(inv_freq) - spatial)])
         return inv_freq
 
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
-        (reduced, see position_angles)."""
-        axes = videorope_axes(self.section(r))
-        return mrope_angles(positions, self.inv_freq(r).to(positions.device), axes, dtype)
-
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", mrope_section={self.mrope_section or 'default'}"
+        return MultiAxisRotary.extra_repr(self) + (
+            f", mrope_section={self.mrope_section or 'default'}"
+        )
 
 
 class HoPE(VideoRoPE):
@@ -130,7 +115,6 @@ class VRoPE(MultiAxisRotary):
         heads: int | None = None,
         head_dim: int | None = None,
         max_len: int | None = None,
-        train_len: int | None = None,
         base: float = 10000.0,
         layout: str = "half",
     ) -> None:
@@ -146,7 +130,7 @@ class VRoPE(MultiAxisRotary):
         (reduced, see position_angles)."""
         inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
         streams = vrope_streams(positions)  # [..., 4]
-        return stream_angles(streams, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
+        return PF.mrope_angles(streams, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

@@ -73,10 +73,11 @@ def mrope_angles(
     axes: list[int],
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """positions [..., 3], inv_freq [R/2], axes [R/2] (mrope_axes) -> angles [..., R/2]:
-    pair j turns by positions[..., axes[j]] * inv_freq[j], through position_angles (float32
-    reduced, float64 for `dtype` float64)."""
-    groups = [[j for j, a in enumerate(axes) if a == axis] for axis in range(3)]
+    """positions [..., P], inv_freq [R/2], axes [R/2] (each < P: mrope_axes; video's
+    videorope_axes, vrope_axes) -> angles [..., R/2]: pair j turns by
+    positions[..., axes[j]] * inv_freq[j], through position_angles (float32 reduced, float64
+    for `dtype` float64)."""
+    groups = [[j for j, a in enumerate(axes) if a == axis] for axis in range(positions.shape[-1])]
     parts = [
         position_angles(positions[..., axis], inv_freq[idx], dtype)  # [..., len(idx)]
         for axis, idx in enumerate(groups)

@@ -11,7 +11,8 @@ posenc.functional.mrope's.
     vrope_axes(half)              -> [R/2] stream (0..3) of each pair
     vrope_positions(types ...)    -> [T, 3]: three of VRoPE's four symmetric index streams
     vrope_streams(positions [..., 3]) -> [..., 4]: all four (the fourth is implied)
-    stream_angles(positions [..., P], inv_freq [R/2], streams [R/2]) -> angles [..., R/2]
+
+The angles of either allocation are posenc.functional.mrope's mrope_angles (any P).
 
 Token types as in mrope_positions: 0 text, 1 image, 2 video; grids [N, 3] (t, h, w) before the
 spatial merge. Text tokens have one index on every axis (stream), where all three encodings
@@ -25,7 +26,6 @@ import itertools
 import torch
 
 from posenc.checks import check_float, check_int, check_tensor
-from posenc.functional.absolute import position_angles
 from posenc.functional.mrope import NAMES, _grids, _types
 
 HOPE_SCALES = (0.5, 0.75, 1.0, 1.25, 1.5)  # HoPE's training choices of the temporal spacing
@@ -44,27 +44,6 @@ def videorope_axes(section: list[int]) -> list[int]:
 def vrope_axes(half: int) -> list[int]:
     """The stream of each of the `half` rotary pairs: pair j follows stream j % 4 (VRoPE)."""
     return [j % VROPE_STREAMS for j in range(half)]
-
-
-def stream_angles(
-    positions: torch.Tensor,
-    inv_freq: torch.Tensor,
-    streams: list[int],
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
-    """positions [..., P], inv_freq [R/2], streams [R/2] (each < P) -> angles [..., R/2]: pair j
-    turns by positions[..., streams[j]] * inv_freq[j], through position_angles (float32
-    reduced, float64 for `dtype` float64). mrope_angles for any P."""
-    groups = [[j for j, a in enumerate(streams) if a == s] for s in range(positions.shape[-1])]
-    parts = [
-        position_angles(positions[..., s], inv_freq[idx], dtype)  # [..., len(idx)]
-        for s, idx in enumerate(groups)
-        if idx
-    ]
-    angles = torch.cat(parts, dim=-1)  # pairs grouped by stream
-    order = [j for idx in groups for j in idx]
-    inverse = sorted(range(len(order)), key=order.__getitem__)  # back to pair order
-    return angles[..., inverse]
 
 
 def _scales(temporal_scale, blocks: int, generator) -> list[float]:
