@@ -15,6 +15,7 @@ import torch
 import posenc.arena.train as train_mod
 from posenc.arena.config import BAR, TASK_DEFAULTS, VALID, ArenaConfig, task_config
 from posenc.arena.evaluate import eval_batch
+from posenc.arena.report import MODEL_METRICS
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import build_task
@@ -102,8 +103,7 @@ def test_checking_the_bar_does_not_change_the_training(tmp_path, monkeypatch):
     kw = dict(encodings=["randomized:rope", "alibi"])
     checked = bar_cfg(tmp_path, "checked", **kw)
     plain = bar_cfg(tmp_path, "plain", overrides={"copy": {"check_every": 0}}, **kw)
-    drop = lambda rows: [r for r in rows if r[2] not in ("steps", "learned")  # noqa: E731
-                         and not r[2].startswith(("valid@", "train_loss@"))]  # fmt: skip
+    drop = lambda rows: [r for r in rows if not r[2].startswith(MODEL_METRICS)]  # noqa: E731
     a, b = run_rows(checked), run_rows(plain)
     assert drop(a) == drop(b) and len(drop(a)) == 2 * 6 * 2
     assert sum(r[2].startswith("valid@") for r in a) == 2 * 8

@@ -236,7 +236,7 @@ def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]
 def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table: per task trained to the bar, the seeds that reached it and the steps each
     took (median [min–max], a model at the cap counted at the cap) — how fast each learns."""
-    tasks = [(t, L) for t, L in res.groups if any(m == "learned" for m in res.metrics(t, L))]
+    tasks = [(t, L) for t, L in res.groups if "learned" in res.metrics(t, L)]
     if not tasks:
         return []
     encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))

@@ -27,7 +27,8 @@ from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
-MODEL_METRICS = ("train_loss@", "table_", "encoding_scale", "steps", "learned", "valid@")
+BAR_METRICS = ("steps", "learned", "valid@")  # training to the bar: a table and a plot of their own
+MODEL_METRICS = ("train_loss@", "table_", "encoding_scale", *BAR_METRICS)
 
 
 def findings(res: Results):
@@ -65,10 +66,8 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
                              else ("n/a" if res.is_na(task, L, m, enc, E) else "–") for m in bands]
                     for enc in encs]  # fmt: skip
             out.append((f"{task}, L={L}: loss per position band at eval length {E}", header, rows))
-        # the bar's steps and validation curve have a table and a plot of their own
         trained = sorted((m for m in res.metrics(task, L) if m.startswith(MODEL_METRICS)
-                          and not m.startswith(("steps", "learned", "valid@"))),
-                         key=curve_order)  # fmt: skip
+                          and not m.startswith(BAR_METRICS)), key=curve_order)  # fmt: skip
         if trained:  # one value per trained model (evaluate.trained_rows), at eval_len = L
             vals = {(e, m): res.med(task, L, m, e, L) for e in encs for m in trained}
             rows = [[e] + ["–" if vals[e, m] is None else f"{vals[e, m]:.3f}" for m in trained]
