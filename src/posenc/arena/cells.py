@@ -13,10 +13,8 @@ import json
 from dataclasses import dataclass
 
 from posenc.arena.config import (
-    BAR,
     PROTOCOL,
     RANDOMIZED_REACH,
-    VALID,
     VARIANTS,
     TaskConfig,
     backbone_of,
@@ -138,7 +136,7 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                 if tc.task != "lm" and tc.mix != 0.5:
                     train_cfg["mix"] = tc.mix
                 if tc.check_every:
-                    train_cfg["bar"] = {"stop": BAR, "valid": VALID,
+                    train_cfg["bar"] = {"stop": tc.stop, "valid": tc.valid,
                                         "every": tc.check_every, "decay": tc.decay}  # fmt: skip
                 if tc.task == "lm":
                     train_cfg["corpus"] = task.corpus.digest

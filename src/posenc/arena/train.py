@@ -22,7 +22,7 @@ from torch import nn
 
 from posenc.arena.backbones import build_model, decayed
 from posenc.arena.cells import Cell
-from posenc.arena.config import BAR, VALID, TaskConfig, split_label
+from posenc.arena.config import TaskConfig, split_label
 from posenc.checks import load_checkpoint
 
 WEIGHT_DECAY = 0.1
@@ -62,11 +62,11 @@ def train_batch(task, tc: TaskConfig, rng: np.random.Generator):
 
 
 def validation(task, tc: TaskConfig) -> list:
-    """The bar's held-out data: VALID instances at every size min..L, from a seed of their own
+    """The bar's held-out data: tc.valid instances at every size min..L, from a seed of their own
     (neither the training stream's nor the evaluation's)."""
     sizes = range(task.min_size, tc.train_len + 1)
-    return [task.sample_batch(np.random.default_rng([VALID_SEED, task_seed(tc.task), n]), VALID, n)
-            for n in sizes]  # fmt: skip
+    rng = lambda n: np.random.default_rng([VALID_SEED, task_seed(tc.task), n])  # noqa: E731
+    return [task.sample_batch(rng(n), tc.valid, n) for n in sizes]
 
 
 @torch.no_grad()
@@ -182,7 +182,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
     loss, the steps taken, the curves)) and the state removed. Returns the model.
 
     With check_every, check(model) (the validation's lowest exact match) runs every check_every
-    steps and at the last; training stops once it reaches BAR, so `steps` is a cap, and
+    steps and at the last; training stops once it reaches tc.stop, so `steps` is a cap, and
     the model records whether it was `learned`."""
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
     model, opt, rng = fresh()
@@ -227,7 +227,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             on_step(step, loss_ema)
         if check_every and (step % check_every == 0 or step == steps):
             valid[step] = check(model)
-            if valid[step] >= BAR:
+            if valid[step] >= tc.stop:
                 break
         if step < steps and time.time() - last_save >= checkpoint_seconds:
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
@@ -248,7 +248,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             last_save = time.time()
     done = {"loss": loss_ema, "curve": curve, "steps": step}
     if check_every:
-        done |= {"valid": valid, "learned": valid.get(step, 0.0) >= BAR}
+        done |= {"valid": valid, "learned": valid.get(step, 0.0) >= tc.stop}
     model.arena = done  # evaluate.trained_rows
     save_final(final, model, key, kwargs, {**meta, **done})
     if os.path.exists(state_path):
