@@ -261,6 +261,19 @@ def test_split_frames_and_omni_time_axis():
                              temporal_merge_size=2)  # fmt: skip
     assert torch.equal(merged, mrope_positions(torch.tensor([0, 2, 2, 2, 2, 0]),
                                                video_grid_thw=[[1, 4, 4]]))  # fmt: skip
+    # newline_columns (HY-V4-VL, its get_rope_index's example): 2 frames of 2 x 2 merged
+    # patches, each row ending with a newline: 2 x 3 tokens a frame, frames max(2, 3) = 3 apart
+    types = torch.tensor([0] + [2] * 12 + [0])
+    rows = mrope_positions(types, video_grid_thw=[[2, 4, 4]], newline_columns=True)
+    assert rows[1:-1].T.tolist() == [
+        [1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 4, 4],
+        [1, 1, 1, 2, 2, 2, 4, 4, 4, 5, 5, 5],
+        [1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6],
+    ]
+    assert rows[-1].tolist() == [7, 7, 7]  # after the last frame's block
+    padded = mrope_positions(torch.tensor([[0, 0, 0]]), attention_mask=torch.tensor([[0, 1, 1]]),
+                             padding=1)  # fmt: skip
+    assert padded[0, :, 0].tolist() == [1, 0, 1]  # GLM-Image's padding
     padded = omni_positions(torch.tensor([[0, 0, 0]]), attention_mask=torch.tensor([[0, 1, 1]]))
     assert padded[0, :, 0].tolist() == [1, 0, 1]  # padding at 1, as transformers' Omni
     # a video with its audio (types 2 and 3 in one block): 2 one-token frames 10 time ids apart
@@ -363,6 +376,12 @@ def test_bad_positions_and_head_dims():
         (lambda: mrope_positions(torch.tensor([0]), temporal_merge_size=0), "temporal_merge_size"),
         (lambda: mrope_positions(torch.tensor([0]), temporal_merge_size=2, split_frames=True),
          "temporal_merge_size and split_frames"),
+        (lambda: mrope_positions(torch.tensor([0]), newline_columns=True, split_frames=True),
+         "newline_columns spaces frames by their block"),
+        (lambda: mrope_positions(torch.tensor([0, 1, 1, 0]), [[1, 2, 2]], spatial_merge_size=1,
+                                 newline_columns=True),
+         r"gives 6 tokens \(t \* \(h // 1\) \* \(w // 1 \+ 1\).* has 2"),
+        (lambda: mrope_positions(torch.tensor([0]), padding=-1), "padding must be >= 0"),
         (lambda: mrope_axes([2, 3, 2], hw_pairs=True), r"hw_pairs takes a section \(h, w, t\)"),
         (lambda: omni_positions(torch.tensor([0, 4])), "token_types must hold 0 .* 3 .audio."),
         (lambda: omni_positions(torch.tensor([0, 2]), video_grid_thw=[[1, 2, 2]],

@@ -38,9 +38,27 @@ MODELS = {
                      False),
     "ernie4_5_vl_moe": ("Ernie4_5_VLMoeConfig", "Ernie4_5_VLMoeForConditionalGeneration", False,
                         False, True),
+    "cosmos3_omni": ("Cosmos3OmniConfig", "Cosmos3OmniForConditionalGeneration", True, True,
+                     False),
+    "cohere_compass": ("CohereCompassConfig", "CohereCompassForConditionalGeneration", True,
+                       True, False),
+    "cosmos3_edge": ("Cosmos3EdgeConfig", "Cosmos3EdgeForConditionalGeneration", True, True,
+                     False),
+    "qwen4_exp": ("Qwen4ExpConfig", "Qwen4ExpForConditionalGeneration", True, True, True),
+    "hy_v4_vl": ("HYV4VLConfig", "HYV4VLForConditionalGeneration", True, False, True),
+    "glm_image": ("GlmImageConfig", "GlmImageForConditionalGeneration", False, False, False),
+    "minicpmv4_7": ("MiniCPMV4_7Config", "MiniCPMV4_7ForConditionalGeneration", True, False,
+                    False),
 }  # fmt: skip
 ERNIE = "ernie4_5_vl_moe"  # mrope pairs (h, w) alternating, then t; videos merged 2 frames to 1
 OMNI = ("qwen2_5_omni", "qwen3_omni_moe")  # thinkers: audio too, ids from omni_positions
+HY = "hy_v4_vl"  # every merged row ends with a newline token; frames spaced by their block
+GLM_IMAGE = "glm_image"  # images only, merge 1, found by start / end tokens; padding 1
+MINICPM = "minicpmv4_7"  # canvas M-RoPE (thumbnail, slices): no posenc builder; 4x4 merge
+# their modules interleave the mrope pairs whatever the config says: left out of the config
+# here, so patch finds the layout by probing
+NO_LAYOUT_KEY = ("cohere_compass", "cosmos3_edge", "qwen4_exp", HY)
+NO_PIXELS = (GLM_IMAGE, MINICPM)  # forwards on token ids and grids (the vision path unused)
 MOE = dict(num_experts=4, num_local_experts=4, n_routed_experts=4, moe_intermediate_size=32,
            num_experts_per_tok=2, n_shared_experts=1, decoder_sparse_step=1,
            first_k_dense_replace=1, n_group=1, topk_group=1,
@@ -51,6 +69,62 @@ VISION = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hi
               embed_dim=32, fullatt_block_indexes=[0], window_size=8, tokens_per_second=2,
               num_position_embeddings=16, deepstack_visual_indexes=[0],
               image_size=8, temporal_merge_size=2)  # fmt: skip
+
+
+def tiny_special(model_type: str, rope: dict, text: dict):
+    """The tiny config of a model type whose configs differ from Qwen2-VL's (None: not one)."""
+    cls = getattr(tf, MODELS[model_type][0])
+    vision = dict(hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, patch_size=2, spatial_merge_size=2)  # fmt: skip
+    if model_type == "cohere_compass":  # rope on sliding layers, NoPE full ones (Cohere 2)
+        rope = {"sliding_attention": rope, "full_attention": None}
+        text |= dict(layer_types=["sliding_attention", "full_attention"], rope_parameters=rope)
+        return None, text
+    if model_type == "cosmos3_edge":
+        return cls(text_config=text, vision_config=vision | dict(num_patches=16),
+                   projector_hidden_size=32, image_token_id=IMG, video_token_id=VID,
+                   vision_start_token_id=VS, vision_end_token_id=VE), None  # fmt: skip
+    if model_type == "qwen4_exp":
+        text |= dict(layer_types=["linear_attention", "indexed_attention"], linear_key_head_dim=16,
+                     linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2,
+                     shared_expert_intermediate_size=32, hc_count=2, hc_lowrank=8,
+                     ngram_vocab_size_base=64, heads_per_ngram=2, split_ngram_parts=1,
+                     make_ngram_vocab_size_divisible_by=8, indexer_n_heads=2, indexer_kv_heads=1,
+                     indexer_head_dim=16, indexer_budget=64, indexer_compress_ratio=4)  # fmt: skip
+        return None, text
+    if model_type == HY:  # MLA: the rope slice qk_rope_head_dim is its head_dim
+        text |= dict(
+            q_lora_rank=32,
+            kv_lora_rank=16,
+            qk_nope_head_dim=16,
+            qk_rope_head_dim=16,
+            v_head_dim=16,
+            index_topk=64,
+            index_head_dim=16,
+            index_n_heads=2,
+            hc_mult=2,
+            pad_token_id=0,
+        )
+        text["rope_parameters"] = {**rope, "mrope_section": [4, 2, 2]}  # fmt: skip
+        vision |= dict(out_hidden_size=64, max_image_size=8)
+        return cls(text_config=text, vision_config=vision, image_token_id=IMG,
+                   video_token_id=VID), None  # fmt: skip
+    if model_type == GLM_IMAGE:
+        text |= dict(vision_vocab_size=V, pad_token_id=0)
+        vision = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, patch_size=2,
+                      image_size=8)  # fmt: skip
+        vq = dict(embed_dim=16, num_embeddings=32, latent_channels=16)
+        return cls(text_config=text, vision_config=vision, vq_config=vq, image_token_id=IMG,
+                   image_start_token_id=VS, image_end_token_id=VE), None  # fmt: skip
+    if model_type == MINICPM:  # a Qwen3.5 text model
+        text |= dict(model_type="qwen3_5_text", layer_types=["linear_attention", "full_attention"],
+                     linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                     linear_num_value_heads=2)  # fmt: skip
+        vision |= dict(image_size=8, insert_layer_id=0)
+        return cls(text_config=text, vision_config=vision, insert_layer_id=0, image_size=8,
+                   image_token_id=IMG, video_token_id=VID, image_start_id=VS, image_end_id=VE,
+                   slice_start_id=AS, slice_end_id=AE, newline_id=5), None  # fmt: skip
+    return None, text
 
 
 def tiny_config(model_type: str):
@@ -66,6 +140,14 @@ def tiny_config(model_type: str):
     if model_type == "qwen3_omni_moe":  # its hub config's key (its module always interleaves)
         rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 4, 4],
                 "interleaved": True}  # fmt: skip
+    if model_type in (GLM_IMAGE, "qwen4_exp"):  # partial rotary: sections over R/2 = 8 pairs
+        rope = {
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,
+            "mrope_section": [2, 3, 3] if model_type == GLM_IMAGE else [4, 2, 2],
+        }
+    rope.pop("mrope_interleaved", None) if model_type in NO_LAYOUT_KEY else None
     text = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                 num_key_value_heads=1, head_dim=32, vocab_size=V, rope_parameters=rope,
                 partial_rotary_factor=rope.get("partial_rotary_factor", 1.0))  # fmt: skip
@@ -78,6 +160,9 @@ def tiny_config(model_type: str):
             linear_num_value_heads=2,
         )
     text |= MOE if moe else {}
+    special, text = tiny_special(model_type, rope, text)
+    if special is not None:
+        return special
     if model_type == ERNIE:  # one size per modality's experts (text, vision)
         text["moe_intermediate_size"] = [32, 32]
     cls = getattr(tf, config_cls)
@@ -143,6 +228,12 @@ def inner(model):
 # ------------------------------------------------------------------------------------- inputs
 
 
+def plane(model_type: str, h: int, w: int, m: int) -> int:
+    """The tokens of one frame of an (h, w) grid at merge size m (GLM-Image: 1, MiniCPM-V: 4)."""
+    m = {GLM_IMAGE: 1, MINICPM: 4}.get(model_type, m)
+    return (h // m) * (w // m + (model_type == HY))  # HY-V4-VL: a newline ends each row
+
+
 def sequence(model_type: str, blocks: list, rng) -> tuple[list, list, list, list]:
     """(token ids, token types, image grids, video grids) of text around `blocks` [(kind,
     (t, h, w))], merge size 2, each block between start / end tokens; a frames-apart model's
@@ -150,10 +241,12 @@ def sequence(model_type: str, blocks: list, rng) -> tuple[list, list, list, list
     frames_apart, merged = MODELS[model_type][3], 2 if model_type == ERNIE else 1
     ids, types, images, videos = [1 + rng.randrange(40)], [0], [], []
     for kind, (t, h, w) in blocks:
-        plane = h * w // 4
+        plane_ = plane(model_type, h, w, 2)
         token = IMG if kind == 1 or model_type.startswith("glm") else VID
         frames = t // merged if kind == 2 else t
-        run = [token] * plane + [5, 6] if frames_apart and kind == 2 else [token] * (frames * plane)
+        run = (
+            [token] * plane_ + [5, 6] if frames_apart and kind == 2 else [token] * (frames * plane_)
+        )
         run = run * t if frames_apart and kind == 2 else run
         ids += [VS, *run, VE, 1 + rng.randrange(40)]
         types += [0, *[kind if x == token else 0 for x in run], 0, 0]
@@ -166,28 +259,41 @@ def forward_inputs(model_type: str, blocks: list, seed: int = 0) -> dict:
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     ids, types, images, videos = sequence(model_type, blocks, rng)
     dim = 3 * 2 * 2 * 2  # channels * temporal patch * patch^2
+    per_patch = dim // 2 if model_type in (ERNIE, "cosmos3_edge", HY) else dim  # no time patch
     kw = dict(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=int))
     if images:
         kw["image_grid_thw"] = torch.tensor(images)
         n = sum(t * h * w for t, h, w in images)
-        shape = {"paddleocr_vl": (n, 3, 2, 2), ERNIE: (n, dim // 2)}.get(model_type, (n, dim))
+        shape = {"paddleocr_vl": (n, 3, 2, 2)}.get(model_type, (n, per_patch))
         kw["pixel_values"] = torch.randn(*shape, generator=gen)  # (ERNIE, Paddle: no time patch)
     if videos:
         kw["video_grid_thw"] = torch.tensor(videos)
         n = sum(t * h * w for t, h, w in videos)
-        kw["pixel_values_videos"] = torch.randn(n, dim // 2 if model_type == ERNIE else dim,
-                                                generator=gen)  # fmt: skip
+        kw["pixel_values_videos"] = torch.randn(n, per_patch, generator=gen)
     if model_type in OMNI:
         kw["video_second_per_grid"] = torch.tensor([1.5] * len(videos)) if videos else None
-    else:
+    elif model_type != GLM_IMAGE:
         kw["mm_token_type_ids"] = torch.tensor([types])
+    if model_type in NO_PIXELS:  # the model's own ids from the grids alone
+        kw = {k: v for k, v in kw.items() if not k.startswith("pixel_values")}
+    if model_type == MINICPM:  # its grids: (h, w) per crop
+        kw["target_sizes"] = kw.pop("image_grid_thw")[:, 1:]
     if model_type == "qwen2_5_vl" and videos:
         kw["second_per_grid_ts"] = torch.tensor([1.5] * len(videos))
     return kw
 
 
 def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
-    """posenc's [3, B, T] position ids of a forward's inputs, with the model's settings."""
+    """posenc's [3, B, T] position ids of a forward's inputs, with the model's settings
+    (MiniCPM-V, which posenc has no builder for: the model's own)."""
+    if model_type == MINICPM:
+        keys = ("input_ids", "mm_token_type_ids", "target_sizes", "attention_mask")
+        return inner(model).get_rope_index(**{k: kw[k] for k in keys})[0]
+    if model_type == GLM_IMAGE:
+        types = (kw["input_ids"] == IMG).long()
+        pos = mrope_positions(types, kw["image_grid_thw"], spatial_merge_size=1,
+                              attention_mask=kw["attention_mask"], padding=1)  # fmt: skip
+        return pos.permute(2, 0, 1)
     vision = model.config.vision_config
     grids = dict(image_grid_thw=kw.get("image_grid_thw"), video_grid_thw=kw.get("video_grid_thw"),
                  spatial_merge_size=vision.spatial_merge_size,
@@ -210,7 +316,8 @@ def posenc_ids(model, model_type: str, kw: dict) -> torch.Tensor:
     if model_type == ERNIE:
         extra = dict(temporal_merge_size=vision.temporal_merge_size)
     split = MODELS[model_type][3]
-    pos = mrope_positions(kw["mm_token_type_ids"], **grids, **extra, split_frames=split)
+    pos = mrope_positions(kw["mm_token_type_ids"], **grids, **extra, split_frames=split,
+                          newline_columns=model_type == HY)  # fmt: skip
     return pos.permute(2, 0, 1)
 
 
@@ -221,7 +328,9 @@ def forwards(model_type: str) -> list[list]:
     """The blocks of each forward checked: text + image + video (GLM: its videos share the
     image token, so an image and a video go in separate forwards)."""
     image, video = (1, (1, 4, 6)), (2, (2, 4, 4))
-    if model_type == "paddleocr_vl":  # its forward takes no video
+    if model_type == MINICPM:  # a thumbnail of 2 x 3 tokens (4 x 4 patches merged)
+        return [[(1, (1, 8, 12))]]
+    if model_type in ("paddleocr_vl", GLM_IMAGE):  # images only
         return [[image]]
     return [[image], [video]] if model_type.startswith("glm") else [[image, video]]
 
@@ -297,13 +406,14 @@ def random_batch(model_type: str, rng, m: int, rows: int, model=None, av=False, 
     every Omni video holds its audio (laid out as the model's processor does, at pps)."""
     frames_apart, omni = MODELS[model_type][3], model_type in OMNI
     merged = rng.choice([1, 2, 3]) if model_type == ERNIE else 1  # temporal merge size
-    seqs, images, videos, audio, av_seconds = [], [], [], [], []
+    seqs, images, videos, audio, av_seconds, per_row = [], [], [], [], [], []
     for _ in range(rows):
         ids, types = [], []
+        per_row.append(len(images))
         for _ in range(rng.randint(1, 4)):
             text = [1 + rng.randrange(40) for _ in range(rng.randint(1, 3))]
             ids, types = ids + text, types + [0] * len(text)
-            kind = rng.choice([1, 2, 3] if omni else [1, 2])
+            kind = rng.choice([1, 2, 3] if omni else [1] if model_type == GLM_IMAGE else [1, 2])
             if kind == 3:  # Omni's audio: its token count from the feature length
                 length = rng.randint(8, 40)
                 n = audio_tokens(model, model_type, length)
@@ -314,7 +424,7 @@ def random_batch(model_type: str, rng, m: int, rows: int, model=None, av=False, 
             t = max(t, merged) if kind == 2 else t
             thw = [t, m * rng.randint(1, 3), m * rng.randint(1, 3)]
             (images if kind == 1 else videos).append(thw)
-            plane = thw[1] * thw[2] // m**2
+            plane_ = plane(model_type, thw[1], thw[2], m)
             token = IMG if kind == 1 or model_type.startswith("glm") else VID
             if kind == 2 and av:  # [VS, AS, video and audio interleaved, AE, VE]
                 length, seconds = rng.randint(8, 80), rng.choice(AV_SECONDS)
@@ -326,13 +436,14 @@ def random_batch(model_type: str, rng, m: int, rows: int, model=None, av=False, 
                 types += [0, 0, *[2 if x == VID else 3 for x in run], 0, 0]
                 continue
             if kind == 2 and frames_apart:
-                run = ([token] * plane + [5] * rng.randint(1, 2)) * t
+                run = ([token] * plane_ + [5] * rng.randint(1, 2)) * t
             else:
-                run = [token] * ((t // merged if kind == 2 else t) * plane)
+                run = [token] * ((t // merged if kind == 2 else t) * plane_)
             ids += [VS, *run, VE]
             types += [0, *[kind if x == token else 0 for x in run], 0]
         ids, types = ids + [7], types + [0]
         seqs.append((ids, types))
+        per_row[-1] = len(images) - per_row[-1]
     T = max(len(ids) for ids, _ in seqs)
     pad = lambda row: [0] * (T - len(row)) + row  # noqa: E731
     grid = lambda g: torch.tensor(g) if g else None  # noqa: E731
@@ -344,6 +455,7 @@ def random_batch(model_type: str, rng, m: int, rows: int, model=None, av=False, 
         images=grid(images), videos=grid(videos),
         audio=torch.tensor(audio) if audio else None,
         seconds=torch.tensor(seconds) if videos else None, temporal_merge=merged,
+        images_per_row=per_row,
     )  # fmt: skip
 
 
@@ -366,7 +478,26 @@ def omni_pair(model, model_type: str, rng, trial: int, av: bool) -> tuple:
     return ref.permute(1, 2, 0), got, b["types"]
 
 
-@pytest.mark.parametrize("model_type", MODELS)
+def glm_image_pair(model, rng, trial: int) -> tuple:
+    """(GLM-Image's get_rope_index ids [B, T, 3], mrope_positions' ids) of one random batch:
+    each row's images (source grids), then one grid of the image it would generate (which
+    posenc's builder is not given)."""
+    b = random_batch(GLM_IMAGE, rng, 1, 1 + trial % 3)
+    sources = (
+        list(torch.split(b["images"], b["images_per_row"]))
+        if b["images"] is not None
+        else [torch.zeros(0, 3, dtype=torch.int64)] * len(b["images_per_row"])
+    )
+    targets = [torch.cat([g, torch.tensor([[1, 4, 4]])]) for g in sources]
+    ref, _ = model.get_rope_index(b["ids"], image_grid_thw=torch.cat(targets),
+                                  images_per_sample=torch.tensor([len(g) for g in targets]),
+                                  attention_mask=b["mask"])  # fmt: skip
+    got = mrope_positions(b["types"], b["images"], spatial_merge_size=1, attention_mask=b["mask"],
+                          padding=1)  # fmt: skip
+    return ref.permute(1, 2, 0), got
+
+
+@pytest.mark.parametrize("model_type", [t for t in MODELS if t != MINICPM])
 def test_positions_match_the_models_get_rope_index(model_type, tiny):
     """Random layouts (1-3 left-padded rows, several images / videos / audio clips of random
     grids, text between, merge sizes 1, 2 and 4, time scales): posenc's builder gives the
@@ -379,6 +510,10 @@ def test_positions_match_the_models_get_rope_index(model_type, tiny):
             ref, got, _ = omni_pair(model, model_type, rng, trial, av=False)
             want = torch.float32 if model_type == "qwen3_omni_moe" else torch.int64
             assert got.dtype == want and torch.equal(got, ref), (model_type, trial)
+            continue
+        if model_type == GLM_IMAGE:
+            ref, got = glm_image_pair(model, rng, trial)
+            assert got.dtype == torch.int64 and torch.equal(got, ref), (model_type, trial)
             continue
         m = rng.choice([1, 2, 4])
         b = random_batch(model_type, rng, m, 1 + trial % 3)
@@ -395,8 +530,8 @@ def test_positions_match_the_models_get_rope_index(model_type, tiny):
         ref, _ = model.get_rope_index(b["ids"], b["types"], **grids, **extra,
                                       attention_mask=b["mask"])  # fmt: skip
         got = mrope_positions(b["types"], **grids, spatial_merge_size=m, **ours,
-                              attention_mask=b["mask"],
-                              split_frames=MODELS[model_type][3])  # fmt: skip
+                              attention_mask=b["mask"], split_frames=MODELS[model_type][3],
+                              newline_columns=model_type == HY)  # fmt: skip
         assert got.shape == (*b["types"].shape, 3) and got.dtype == torch.int64
         assert torch.equal(got, ref.permute(1, 2, 0)), (model_type, trial)
 

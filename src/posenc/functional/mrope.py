@@ -143,9 +143,21 @@ def _vision_block(start: int, thw, merge: int, factors) -> torch.Tensor:
     return torch.stack(grid, dim=-1).reshape(-1, 3)
 
 
-def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int, advance: str):
+def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
+    """[t * h * (w + 1), 3] (t, h, w) indices of one image / video whose merged rows each end
+    with a newline token (HY-V4-VL): frame f is an (h, w + 1) grid starting at
+    start + f * max(h, w + 1) on all three axes."""
+    t, h, w = thw[0], thw[1] // merge, thw[2] // merge + 1
+    size = max(h, w)
+    frames = [_vision_block(start + f * size, (1, h, w), 1, (1,)) for f in range(t)]
+    return torch.cat(frames)
+
+
+def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int, advance: str,
+         newline: bool = False):  # fmt: skip
     """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken,
-    intervals {kind: [time index factors per grid]}."""
+    intervals {kind: [time index factors per grid]}; newline: rows end with a newline token
+    (_newline_block)."""
     start, at, pieces = 0, 0, []  # at: the token index in the row
     for kind, run in itertools.groupby(kinds):
         n = len(list(run))
@@ -157,17 +169,22 @@ def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int,
         if i == len(grids[kind]):
             raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type {kind}")
         thw = grids[kind][i]
-        block = _vision_block(start, thw, merge, intervals[kind][i])
+        if newline:
+            block = _newline_block(start, thw, merge)
+        else:
+            block = _vision_block(start, thw, merge, intervals[kind][i])
         if len(block) != n:
+            w = f"(w // {merge}{' + 1' if newline else ''})"
             raise ValueError(
                 f"{name}[{i}] = {list(thw)} gives {len(block)} tokens (t * (h // {merge}) * "
-                f"(w // {merge}), spatial_merge_size={merge}), but its block at token {at} has "
-                f"{n}; separate consecutive blocks by a text token"
+                f"{w}, spatial_merge_size={merge}), but its block at token {at} has {n}; "
+                "separate consecutive blocks by a text token"
             )
         used[kind] += 1
         pieces.append(block)
         grid_end = start + max(thw[1], thw[2]) // merge
-        start, at = grid_end if advance == "grid" else int(block.max()) + 1, at + n
+        grid = advance == "grid" and not newline  # newline: after the last frame's block
+        start, at = grid_end if grid else int(block.max()) + 1, at + n
     return torch.cat(pieces) if pieces else torch.zeros(0, 3, dtype=torch.int64)
 
 
@@ -183,10 +200,13 @@ def mrope_positions(
     advance: str = "grid",
     split_frames: bool = False,
     temporal_merge_size: int = 1,
+    newline_columns: bool = False,
+    padding: int = 0,
 ) -> torch.Tensor:
     """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
     transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V, GLM-OCR,
-    PaddleOCR-VL and ERNIE-4.5-VL builds them.
+    PaddleOCR-VL, ERNIE-4.5-VL, Cohere Compass, Cosmos3, Qwen4-Exp, HY-V4-VL and GLM-Image
+    builds them.
 
     token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
     run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
@@ -202,7 +222,14 @@ def mrope_positions(
     timestamp text between frames separates them). temporal_merge_size (ERNIE-4.5-VL's
     vision_config.temporal_merge_size): a video row (t, h, w) has t // temporal_merge_size
     merged frames (its tokens and time indices); images are not merged in time.
-    attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
+    newline_columns (HY-V4-VL): every merged row of an image / video frame ends with a newline
+    token, so a frame has h // m rows of w // m + 1 tokens; frame f of a block starting at s
+    starts at s + f * max(h // m, w // m + 1) on all three axes, and the next block after its
+    last frame's. attention_mask [B, T] (0: padding): padding is skipped and gets position
+    `padding` (0; GLM-Image's 1).
+
+    GLM-Image (spatial_merge_size=1, padding=1): its prompt's images are blocks of type 1, each
+    taking its source grid (1, h, w) (not the grids of the images it generates).
     """
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
@@ -223,14 +250,18 @@ def mrope_positions(
             raise ValueError(f"video_grid_thw must have t >= temporal_merge_size = {tm}, got "
                              f"{[list(g) for g in grids[2]]}")  # fmt: skip
         grids[2] = [(t // tm, h, w) for t, h, w in grids[2]]
+    if check_bool("newline_columns", newline_columns) and (split_frames or tokens_per_second):
+        raise ValueError("newline_columns spaces frames by their block (HY-V4-VL): "
+                         "split_frames and tokens_per_second do not apply")  # fmt: skip
+    check_int("padding", padding, low=0)
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
     intervals = {1: [(1,)] * len(grids[1]), 2: videos}
     used = {1: 0, 2: 0}
 
     def row(kinds):
-        return _row(kinds, grids, used, intervals, merge, advance)
+        return _row(kinds, grids, used, intervals, merge, advance, newline_columns)
 
-    return _positions(token_types, types, grids, used, row, attention_mask, 0)
+    return _positions(token_types, types, grids, used, row, attention_mask, padding)
 
 
 def omni_positions(

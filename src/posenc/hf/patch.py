@@ -351,34 +351,43 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
     return form, {t: d for t, d in head_dims.items() if d is not None}
 
 
-def _hw_pairs(ropes: dict) -> dict | None:
-    """{layer_type: Rope} with ERNIE-4.5-VL's mrope pair axes (mrope_axes hw_pairs: section
-    (h, w, t), h and w alternating, then t) where the config's section allows them, else
-    None."""
-    out = {}
-    for t, rope in ropes.items():
-        params = getattr(rope.encoding, "hf_rope_parameters", None) or {}
-        section = params.get("mrope_section")
-        if rope.axes is None or params.get("mrope_interleaved") or section[0] != section[1]:
-            return None
-        out[t] = Rope(rope.encoding, PF.mrope_axes(section, hw_pairs=True), rope.head_dim)
+def _layouts(ropes: dict) -> list[dict]:
+    """{layer_type: Rope} with each other mrope pair-axes layout the config's section allows:
+    chunked or interleaved (modules that interleave whatever their config says: Cosmos3-Edge,
+    HY-V4-VL, Cohere Compass, Qwen4-Exp), and ERNIE-4.5-VL's hw_pairs (section (h, w, t), h and
+    w alternating, then t); [] where a rope is not mrope."""
+    out = []
+    for kind in ("interleaved", "chunked", "hw_pairs"):
+        alt = {}
+        for t, rope in ropes.items():
+            params = getattr(rope.encoding, "hf_rope_parameters", None) or {}
+            section = params.get("mrope_section")
+            if rope.axes is None or section is None:
+                return []
+            if kind == "hw_pairs" and section[0] != section[1]:
+                break
+            axes = PF.mrope_axes(section, kind == "interleaved", hw_pairs=kind == "hw_pairs")
+            if axes == rope.axes:
+                break
+            alt[t] = Rope(rope.encoding, axes, rope.head_dim)
+        else:
+            out.append(alt)
     return out
 
 
 def _identified(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple:
     """(ropes, form, head dims) of identify(); for mrope, where the config's pair axes do not
-    match the module, the other layout its section allows (ERNIE-4.5-VL's hw_pairs) is tried
-    and kept where it matches (the first error is raised where it does not)."""
+    match the module, the other layouts its section allows (_layouts) are tried and the one
+    matching at every probe kept (the first error is raised where none does)."""
     try:
         return ropes, *identify(module, name, cfg, ropes)
     except ValueError as error:
-        other = _hw_pairs(ropes)
-        if other is None:
-            raise
-        try:
-            return other, *identify(module, name, cfg, other)
-        except ValueError:
-            raise error from None
+        for other in _layouts(ropes):
+            try:
+                return other, *identify(module, name, cfg, other)
+            except ValueError:
+                continue
+        raise error from None
 
 
 def _other_head_dims(rope: Rope, width: int) -> list[int]:
@@ -457,8 +466,29 @@ def _module_types(module: nn.Module, cfg: dict) -> list | None:
 
 def _config_of(module: nn.Module, model) -> dict:
     own = getattr(module, "config", None)
-    return config_dict(own if own is not None and callable(getattr(own, "to_dict", None))
-                       else model.config)  # fmt: skip
+    cfg = config_dict(own if own is not None and callable(getattr(own, "to_dict", None))
+                      else model.config)  # fmt: skip
+    return _with_module_sections(cfg, getattr(module, "mrope_section", None))
+
+
+def _with_module_sections(cfg: dict, section) -> dict:
+    """The config dict with the module's own mrope_section (a list, or {layer_type: list})
+    where its rope_parameters name none: the section such a module applies by default
+    (Qwen4-Exp, Cohere Compass, GLM-Image), which the probes then confirm."""
+    params = cfg.get("rope_parameters")
+    if section is None or not isinstance(params, dict):
+        return cfg
+    nested = layer_types_of(params)
+    if nested is None:
+        if params.get("mrope_section") is not None or not isinstance(section, list | tuple):
+            return cfg
+        return {**cfg, "rope_parameters": {**params, "mrope_section": list(section)}}
+    if not isinstance(section, dict):
+        return cfg
+    new = {t: {**p, "mrope_section": list(section[t])}
+           if isinstance(p, dict) and p.get("mrope_section") is None and t in section else p
+           for t, p in params.items()}  # fmt: skip
+    return {**cfg, "rope_parameters": new}
 
 
 def _user_encodings(encoding, own: dict, layout: str | None, head_dim: int) -> dict:
