@@ -179,7 +179,8 @@ def rotary_modules(model) -> list[tuple[str, nn.Module]]:
     found = []
     for name, module in model.named_modules():
         cls = type(module).__name__
-        lowered = f"{name}.{cls}".lower()
+        # the class name counts too, unless it says text (GlmImageTextRotaryEmbedding)
+        lowered = name.lower() if cls.endswith("TextRotaryEmbedding") else f"{name}.{cls}".lower()
         text = cls.endswith("RotaryEmbedding") and not any(p in lowered for p in SKIP_PARTS)
         if text or isinstance(module, PosencRotaryEmbedding):
             found.append((name, module))
