@@ -336,16 +336,12 @@ def forwards(model_type: str) -> list[list]:
     return [[image], [video]] if model_type.startswith("glm") else [[image, video]]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model_type", MODELS)
-def test_patch_keeps_vl_logits(model_type, tiny):
-    """text + image + video, position ids computed by the model (get_rope_index): the patched
-    model's logits equal the unpatched one's (<= 1e-4); given posenc's position ids instead,
-    the same logits; given plain text positions, other logits (the mrope axes matter)."""
+def check_patch_parity(model, model_type: str) -> None:
+    """Each forward of `forwards`, ids by the model (get_rope_index): after patch(), the same
+    logits (<= 1e-4); given posenc's ids, the same; given plain text ids, other logits."""
     from posenc.hf import patch
     from posenc.hf.patch import PosencRotaryEmbedding
 
-    model = tiny(model_type)
     for blocks in forwards(model_type):
         kw = forward_inputs(model_type, blocks)
         with torch.no_grad():
@@ -366,6 +362,34 @@ def test_patch_keeps_vl_logits(model_type, tiny):
         assert (given - ref).abs().max() <= TOL, (model_type, blocks)
         assert (text - ref).abs().max() > 10 * TOL, (model_type, blocks)
     assert any(isinstance(m, PosencRotaryEmbedding) for m in model.modules())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", MODELS)
+def test_patch_keeps_vl_logits(model_type, tiny):
+    """text + image + video, position ids computed by the model (get_rope_index): the patched
+    model's logits equal the unpatched one's (<= 1e-4); given posenc's position ids instead,
+    the same logits; given plain text positions, other logits (the mrope axes matter)."""
+    check_patch_parity(tiny(model_type), model_type)
+
+
+@pytest.mark.slow
+def test_patch_reads_the_modules_default_mrope_section():
+    """A config naming no mrope_section, whose rotary module applies its own default
+    (GLM-Image's [8, 12, 12], here over a head of 128 rotating 64 channels): patch probes the
+    module's section and keeps the logits with image ids, where the plain rope the config
+    alone describes would not."""
+    tf.logging.set_verbosity_error()
+    try:
+        config = tiny_config(GLM_IMAGE)
+        config.text_config.head_dim = 128
+        config.text_config.rope_parameters.pop("mrope_section")
+        torch.manual_seed(0)
+        model = tf.GlmImageForConditionalGeneration(config).eval()
+    except Exception as error:  # noqa: BLE001 - recorded as the skip reason
+        pytest.skip(f"{GLM_IMAGE} does not build tiny here: {error!r}"[:300])
+    assert "mrope_section" not in model.config.text_config.rope_parameters
+    check_patch_parity(model, GLM_IMAGE)
 
 
 # --------------------------------------------------------------------------- position builders
