@@ -469,13 +469,22 @@ def _config_of(module: nn.Module, model) -> dict:
     own = getattr(module, "config", None)
     cfg = config_dict(own if own is not None and callable(getattr(own, "to_dict", None))
                       else model.config)  # fmt: skip
-    return _with_module_sections(cfg, getattr(module, "mrope_section", None))
+    sectioned = _with_module_sections(cfg, getattr(module, "mrope_section", None))
+    if sectioned is cfg:
+        return cfg
+    try:  # a default that does not fit the config's rotary dim: the config alone
+        for t in _module_types(module, sectioned) or [None]:
+            rope_of(sectioned, t)
+    except (ValueError, TypeError):
+        return cfg
+    return sectioned
 
 
 def _with_module_sections(cfg: dict, section) -> dict:
     """The config dict with the module's own mrope_section (a list, or {layer_type: list})
     where its rope_parameters name none: the section such a module applies by default
-    (Qwen4-Exp, Cohere Compass, GLM-Image), which the probes then confirm."""
+    (Qwen4-Exp, Cohere Compass, GLM-Image), which the probes then confirm; `cfg` itself where
+    there is nothing to add."""
     params = cfg.get("rope_parameters")
     if section is None or not isinstance(params, dict):
         return cfg
