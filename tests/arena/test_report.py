@@ -199,7 +199,10 @@ def test_the_bar_has_a_table_of_steps_and_a_plot_of_its_checks(tmp_path):
     assert "Trained to the bar" in (tmp_path / "results.md").read_text()
 
 
-@pytest.mark.parametrize("block, db", [("schemes", "docs/arena/schemes/arena.sqlite")])
+@pytest.mark.parametrize(
+    "block, db",
+    [("arena", "docs/arena/arena.sqlite"), ("schemes", "docs/arena/schemes/arena.sqlite")],
+)
 def test_the_readme_tables_are_the_recorded_runs(block, db):
     """README.md's arena sections are report.readme_tables of the committed databases."""
     from support.readme import REPO, readme_block
