@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.flips import assert_each_rule_flips
 
 from posenc.arena.config import ALGORITHMIC_ENCODINGS, LM_ENCODINGS
-from posenc.arena.findings import BAR, addition, kazemnejad, ruoss, to_the_bar
+from posenc.arena.findings import BAR, addition, kazemnejad, past_L, ruoss, to_the_bar
 from posenc.arena.report import findings, readme_tables, style, tables, write_report
 from posenc.arena.results import Results
 from posenc.verdict import Claim
@@ -180,6 +184,21 @@ def test_every_finding_is_declared_and_each_rule_flips():
     from posenc.arena.findings_frontier import frontier_findings
 
     assert len(seen) == len(findings(Results([]))) - len(frontier_findings(Results([])))
+
+
+@given(st.lists(st.lists(st.floats(0, 1), min_size=4, max_size=4), min_size=1, max_size=3))
+def test_past_L_is_the_median_over_seeds_of_the_mean_past_L(per_seed):
+    """Past L: per seed the mean over sizes L+1..2L (sizes <= L never count), then the median
+    over seeds, exact match / token accuracy."""
+    rows = []
+    for seed, vals in enumerate(per_seed):
+        for E, v in enumerate(vals, start=1):
+            rows += [row("copy", "nope", seed, 2, E, "accuracy", v),
+                     row("copy", "nope", seed, 2, E, "token_accuracy", 1 - v)]  # fmt: skip
+    ((_, header, body),) = past_L(Results(rows))
+    em = statistics.median(statistics.mean(v[2:]) for v in per_seed)
+    tok = statistics.median(statistics.mean(1 - x for x in v[2:]) for v in per_seed)
+    assert header == ["encoding", "copy (L=2)"] and body == [["nope", f"{em:.2f} / {tok:.2f}"]]
 
 
 def test_the_bar_has_a_table_of_steps_and_a_plot_of_its_checks(tmp_path):

@@ -233,6 +233,29 @@ def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]
     return [(title, header, rows)]
 
 
+def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """One table: per task and encoding, the mean over sizes L+1..2L of exact match / token
+    accuracy (median over seeds) — the out-of-distribution result the verdicts read."""
+    tasks = [(t, L) for t, L in res.groups if t != "lm" and res.eval_lens(t, L)[-1] > L]
+    if not tasks:
+        return []
+    encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
+    rows = []
+    for e in encs:
+        cells = []
+        for t, L in tasks:
+            em, tok = ood(res, t, L, e, "accuracy"), ood(res, t, L, e, "token_accuracy")
+            cells.append("–" if em is None or tok is None else f"{em[0]:.2f} / {tok[0]:.2f}")
+        rows.append([e] + cells)
+    title = "Past L: mean over sizes L+1..2L of exact match / token accuracy (median over seeds)"
+    return [(title, ["encoding"] + [f"{t} (L={L})" for t, L in tasks], rows)]
+
+
+def summary_tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables every report leads with: in distribution, past L, trained to the bar."""
+    return in_distribution(res) + past_L(res) + to_the_bar(res)
+
+
 def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table: per task trained to the bar, the seeds that reached it and the steps each
     took (median [min–max], a model at the cap counted at the cap) — how fast each learns."""

@@ -16,10 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from posenc.arena.config import BAR, backbone_of
 from posenc.arena.findings import (  # noqa: E402
     addition,
-    in_distribution,
     kazemnejad,
     ruoss,
-    to_the_bar,
+    summary_tables,
 )
 from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
@@ -235,7 +234,7 @@ def terminal_summary(rows: list[dict], width: int = 0) -> str:
     out = [terminal_table(measured, ("claim", "verdict", "numbers", "rule"), width, title)]
     if unmeasured_note(found):
         out.append(textwrap.fill(unmeasured_note(found), width))
-    for title, header, body in in_distribution(res) + to_the_bar(res):
+    for title, header, body in summary_tables(res):
         out += ["", text_table(header, body, title=title)]
     return "\n".join(out)
 
@@ -245,7 +244,7 @@ def write_report(rows: list[dict], out: str) -> str:
     os.makedirs(out, exist_ok=True)
     res = Results(rows)
     found = findings(res) if rows else []
-    tabs = in_distribution(res) + to_the_bar(res) + tables(res)
+    tabs = summary_tables(res) + tables(res)
     pngs = plots(res, out) + bar_plots(res, out) if rows else []
     # only the findings this run measured; the others in one line under the table
     finding_rows = [[f.claim, f.paper, f.result, f.verdict, f.rule] for f in found
@@ -287,7 +286,7 @@ def readme_tables(rows: list[dict]) -> str:
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in findings(res) if f.verdict != NOT_MEASURED]
     out = [_md_table(["published finding", "this run", "verdict"], found), ""] if found else []
-    for title, h, r in in_distribution(res) + to_the_bar(res):
+    for title, h, r in summary_tables(res):
         out += [f"{title}:", "", _md_table(h, r), ""]
     for task, L in res.groups:
         if task == "lm":
