@@ -215,63 +215,57 @@ def addition(res: Results) -> Measured:
     return Measured(measured={TRAINED: learned, HOLDING: len(beyond)}, result=result)
 
 
-def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: exact match at L per task and encoding, marked where below BAR."""
-    tasks = [(t, L) for t, L in res.groups if t != "lm"]
+def per_task(res: Results, tasks, cell, title: str):
+    """[(title, header, rows)]: one row per encoding of `tasks` [(task, L)], one column per
+    task, cell(task, L, encoding) -> str; [] without tasks."""
     if not tasks:
         return []
     encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
-    header = ["encoding"] + [f"{t} (L={L})" for t, L in tasks]
-    rows = []
-    for e in encs:
-        cells = []
-        for t, L in tasks:
-            s = at_L(res, t, L, e)
-            cells.append("–" if s is None else show(s, 3) + ("" if s[0] >= BAR else " ✗"))
-        rows.append([e] + cells)
+    rows = [[e] + [cell(t, L, e) for t, L in tasks] for e in encs]
+    return [(title, ["encoding"] + [f"{t} (L={L})" for t, L in tasks], rows)]
+
+
+def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """One table: exact match at L per task and encoding, marked where below BAR."""
+
+    def cell(t, L, e):
+        s = at_L(res, t, L, e)
+        return "–" if s is None else show(s, 3) + ("" if s[0] >= BAR else " ✗")
+
+    tasks = [(t, L) for t, L in res.groups if t != "lm"]
     title = f"In distribution: exact match at L (median [min–max] over seeds; ✗ below {BAR})"
-    return [(title, header, rows)]
+    return per_task(res, tasks, cell, title)
 
 
 def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table: per task and encoding, the mean over sizes L+1..2L of exact match / token
     accuracy (median over seeds) — the out-of-distribution result the verdicts read."""
+
+    def cell(t, L, e):
+        em, tok = ood(res, t, L, e, "accuracy"), ood(res, t, L, e, "token_accuracy")
+        return "–" if em is None or tok is None else f"{em[0]:.2f} / {tok[0]:.2f}"
+
     tasks = [(t, L) for t, L in res.groups if t != "lm" and res.eval_lens(t, L)[-1] > L]
-    if not tasks:
-        return []
-    encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
-    rows = []
-    for e in encs:
-        cells = []
-        for t, L in tasks:
-            em, tok = ood(res, t, L, e, "accuracy"), ood(res, t, L, e, "token_accuracy")
-            cells.append("–" if em is None or tok is None else f"{em[0]:.2f} / {tok[0]:.2f}")
-        rows.append([e] + cells)
     title = "Past L: mean over sizes L+1..2L of exact match / token accuracy (median over seeds)"
-    return [(title, ["encoding"] + [f"{t} (L={L})" for t, L in tasks], rows)]
-
-
-def summary_tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """The tables every report leads with: in distribution, past L, trained to the bar."""
-    return in_distribution(res) + past_L(res) + to_the_bar(res)
+    return per_task(res, tasks, cell, title)
 
 
 def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table: per task trained to the bar, the seeds that reached it and the steps each
     took (median [min–max], a model at the cap counted at the cap) — how fast each learns."""
+
+    def cell(t, L, e):
+        learned = res.per_seed(t, L, "learned", e, L)
+        steps = spread(list(res.per_seed(t, L, "steps", e, L).values()))
+        ok = sum(v == 1.0 for v in learned.values())
+        return "–" if not learned else f"{ok}/{len(learned)}: {show(steps, 0)}"
+
     tasks = [(t, L) for t, L in res.groups if "learned" in res.metrics(t, L)]
-    if not tasks:
-        return []
-    encs = list(dict.fromkeys(e for t, L in tasks for e in res.encodings(t, L)))
-    rows = []
-    for e in encs:
-        cells = []
-        for t, L in tasks:
-            learned = res.per_seed(t, L, "learned", e, L)
-            steps = spread(list(res.per_seed(t, L, "steps", e, L).values()))
-            ok = sum(v == 1.0 for v in learned.values())
-            cells.append("–" if not learned else f"{ok}/{len(learned)}: {show(steps, 0)}")
-        rows.append([e] + cells)
     title = ("Trained to the bar: seeds that reached it / seeds, steps taken (median [min–max]; "
              "a seed at the cap did not learn)")  # fmt: skip
-    return [(title, ["encoding"] + [f"{t} (L={L})" for t, L in tasks], rows)]
+    return per_task(res, tasks, cell, title)
+
+
+def summary_tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables every report leads with: in distribution, past L, trained to the bar."""
+    return in_distribution(res) + past_L(res) + to_the_bar(res)
