@@ -1,14 +1,21 @@
-"""posenc.arena.evaluate.trained_rows: the learning curve and a learned table's statistics,
-written once per trained model beside its evaluation rows."""
+"""posenc.arena.evaluate: the training record (trained_rows: the learning curve and a learned
+table's statistics, written once per trained model beside its evaluation rows), and the
+positions a randomized encoding draws at evaluation (one subset per instance)."""
 
 from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
+import torch
 
+from posenc.arena.backbones import build_model
+from posenc.arena.cells import make_cells, model_kwargs
 from posenc.arena.cli import main
-from posenc.arena.config import BAR
+from posenc.arena.config import STOP, ArenaConfig, task_config
+from posenc.arena.tasks import build_task
+from posenc.arena.train import per_instance
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +39,7 @@ def test_every_trained_model_has_its_training_record(rows):
         assert rows[label, "steps"] == (4, 16.0), label
         assert rows[label, "learned"] in ((4, 0.0), (4, 1.0)), label
         n, v = rows[label, "valid@16"]
-        assert n == 4 and 0.0 <= v <= 1.0 and (v >= BAR) == rows[label, "learned"][1]
+        assert n == 4 and 0.0 <= v <= 1.0 and (v >= STOP) == rows[label, "learned"][1]
     assert not any(m.startswith(("steps", "valid@")) for e, m in rows if e == "rope+yarn")
 
 
@@ -49,3 +56,37 @@ def test_learned_table_statistics(rows):
 def test_learned_scale_is_recorded(rows):
     s = rows["sinusoidal(learned_scale=true)", "encoding_scale"][1]
     assert s != 1.0 and abs(s - 1.0) < 0.5  # it moved from its init in 16 steps
+
+
+@pytest.mark.parametrize("label", ["randomized:rope", "randomized:sinusoidal", "rope", "alibi"])
+def test_a_randomized_encoding_draws_positions_per_instance(label):
+    """Evaluation and validation run a batch through per_instance: a randomized encoding draws
+    one position subset per instance, so a batch of one instance repeated gets as many outputs
+    as draws (the model's default [T] positions: one draw, one output for every row), and the
+    exact match of a size averages over draws. Other encodings run as the model does."""
+    task = build_task("copy")
+    tc = task_config(ArenaConfig(tasks=["copy"], train_len=4, dim=16, depth=1, heads=2), "copy")
+    torch.manual_seed(0)
+    model = build_model(model_kwargs(task, label, tc)).eval()
+    x = task.sample_batch(np.random.default_rng(0), 1, 4).inputs.repeat(32, 1)
+    with torch.no_grad():
+        torch.manual_seed(1)
+        ours = per_instance(model, x)  # [32, T, V]
+        torch.manual_seed(1)
+        default = model(x)
+    assert torch.equal(default, default[:1].expand_as(default))  # the batch shares one draw
+    distinct = len({tuple(row.flatten().tolist()) for row in ours.round(decimals=4)})
+    if label.startswith("randomized:"):
+        assert distinct > 16, distinct  # C(sample_len, T) draws: repeats are rare
+    else:
+        assert distinct == 1 and torch.allclose(ours, default, atol=1e-6)
+
+
+def test_only_randomized_cells_changed_their_hash_for_it():
+    """Per-instance draws change what a randomized cell measures: its config says so (and its
+    hash moves, so an old database refuses to mix them); no other cell's config has the key."""
+    tasks = {t: build_task(t) for t in ("copy", "addition")}
+    cells = make_cells([task_config(ArenaConfig(), t) for t in tasks], tasks)
+    for cell in cells:
+        randomized = cell.label.startswith("randomized:")
+        assert (cell.train_cfg.get("draws") == "per instance") == randomized, cell.label

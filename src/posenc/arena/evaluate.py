@@ -17,7 +17,7 @@ from posenc.arena.backbones import build_model
 from posenc.arena.cells import Cell, metrics_for, position_bands
 from posenc.arena.config import TaskConfig
 from posenc.arena.store import Row
-from posenc.arena.train import task_seed
+from posenc.arena.train import per_instance, task_seed
 from posenc.encodings.absolute import Learned
 
 EVAL_SEED = 12345
@@ -89,7 +89,7 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
         reason = f"{cell.label} has a table of {limit} positions; {T} tokens need more"
         return [row(m, None, "n/a", reason) for m in metrics]
     batch = eval_batch(task, tc, size)
-    torch.manual_seed(EVAL_SEED + size)  # randomized positions at evaluation: the same draws
+    torch.manual_seed(EVAL_SEED + size)  # randomized: the same draws (one per instance) per cell
     # sequences per forward: <= TOKENS_PER_FORWARD tokens, and a bias sdpa can materialize
     per_chunk = min(max(1, TOKENS_PER_FORWARD // T), MATERIALIZE // (tc.heads * T * T))
     backend = model.attn_backend
@@ -100,7 +100,7 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
         nll, hit = [], []
         for i in range(0, batch.inputs.shape[0], per_chunk):
             x, y = (t[i : i + per_chunk].to(device) for t in batch[:2])
-            logits = model(x).float()  # [b, T, V]
+            logits = per_instance(model, x).float()  # [b, T, V]
             nll.append(F.cross_entropy(logits.transpose(1, 2), y, reduction="none").cpu())
             hit.append((logits.argmax(-1) == y).cpu())
     finally:

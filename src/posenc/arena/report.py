@@ -279,12 +279,14 @@ def write_report(rows: list[dict], out: str) -> str:
     return index
 
 
-def readme_tables(rows: list[dict]) -> str:
+def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
     """The README's arena tables, generated from the recorded run's rows (tests/arena keeps the
-    README in step): the findings with their verdicts, in distribution, the steps to the bar, and
-    per lm length the median perplexity ([min–max] in the run's results.md)."""
+    README in step): the findings with their verdicts (unless not `verdicts`: they read one
+    training length per task), in distribution, past L, the steps to the bar, and per lm length
+    the median perplexity ([min–max] in the run's results.md)."""
     res = Results(rows)
-    found = [[f.claim, f.result, f.verdict] for f in findings(res) if f.verdict != NOT_MEASURED]
+    found = [[f.claim, f.result, f.verdict] for f in (findings(res) if verdicts else [])
+             if f.verdict != NOT_MEASURED]  # fmt: skip
     out = [_md_table(["published finding", "this run", "verdict"], found), ""] if found else []
     for title, h, r in summary_tables(res):
         out += [f"{title}:", "", _md_table(h, r), ""]

@@ -69,18 +69,29 @@ def validation(task, tc: TaskConfig) -> list:
     return [task.sample_batch(rng(n), tc.valid, n) for n in sizes]
 
 
+def per_instance(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """logits [B, T, V] of inputs [B, T] in eval mode. An encoding that draws its positions at
+    evaluation too (randomized) draws one subset per instance ([B, T] positions): with the
+    model's default [T] positions the whole batch would share one draw, and an exact match over
+    it would be one draw's."""
+    if "sample_positions" not in model.encoding.provides:
+        return model(inputs)
+    B, T = inputs.shape
+    return model(inputs, positions=torch.arange(T, device=inputs.device).expand(B, T))
+
+
 @torch.no_grad()
 def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
     """The lowest exact match over the batches (teacher-forced argmax = greedy decoding). Torch's
     random state is kept, so that checking does not change the training (randomized positions
-    draw at evaluation)."""
+    draw at evaluation, per_instance)."""
     was_training = model.training
     model.eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(VALID_SEED)
         low = 1.0
         for inputs, targets, mask in (b[:3] for b in batches):
-            hit = model(inputs.to(device)).argmax(-1).cpu() == targets
+            hit = per_instance(model, inputs.to(device)).argmax(-1).cpu() == targets
             low = min(low, (hit | ~mask).all(dim=1).float().mean().item())
     model.train(was_training)
     return low
