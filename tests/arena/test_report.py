@@ -219,14 +219,18 @@ def test_the_bar_has_a_table_of_steps_and_a_plot_of_its_checks(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "block, db",
-    [("arena", "docs/arena/arena.sqlite"), ("schemes", "docs/arena/schemes/arena.sqlite")],
+    "block, db, verdicts",
+    [
+        ("arena", "docs/arena/arena.sqlite", True),
+        ("schemes", "docs/arena/schemes/arena.sqlite", True),
+        ("lengths", "docs/arena/lengths/arena.sqlite", False),  # two L per task: no verdicts
+    ],
 )
-def test_the_readme_tables_are_the_recorded_runs(block, db):
+def test_the_readme_tables_are_the_recorded_runs(block, db, verdicts):
     """README.md's arena sections are report.readme_tables of the committed databases."""
     from support.readme import REPO, readme_block
 
     from posenc.arena.store import Store
 
     with Store(str(REPO / db), create=False) as store:
-        assert readme_block(block) == readme_tables(store.all_rows())
+        assert readme_block(block) == readme_tables(store.all_rows(), verdicts=verdicts)
