@@ -39,6 +39,35 @@ def test_sampling_covers_the_range_and_differs_per_call_and_row():
     assert len({tuple(r.tolist()) for r in rows}) == 4
 
 
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_each_row_draws_a_subset_of_its_own_size(sizes, seed):
+    """[B, T] positions that stay at a row's last one (a right-padded row): the row's draw is
+    a sorted subset of its own size, the one it gets alone from the same random state (row 0
+    reads the first noise), whatever the longer rows beside it."""
+    T, m = max(sizes), 64
+    pos = torch.stack([torch.arange(T).clamp(max=n - 1) for n in sizes])  # [B, T]
+    enc = Randomized(encoding="rope", head_dim=8, sample_len=m).train()
+    torch.manual_seed(seed)
+    out = enc.sample_positions(pos)
+    torch.manual_seed(seed)
+    alone = enc.sample_positions(pos[:1, : sizes[0]])
+    assert torch.equal(out[0, : sizes[0]], alone[0])
+    for row, n in zip(out, sizes, strict=True):
+        assert (row[:n].diff() > 0).all() and row.min() >= 0 and row.max() < m
+        assert (row[n:] == row[n - 1]).all()
+
+
+def test_a_short_row_spreads_over_the_whole_range():
+    """A 2-position row beside a 50-position one: its positions spread over [0, sample_len) as
+    alone (the mean of its larger one ~ 2/3 of the range), not over the first 2/50 of it."""
+    torch.manual_seed(0)
+    enc = Randomized(encoding="rope", head_dim=8, sample_len=300).train()
+    pos = torch.stack([torch.arange(50).clamp(max=1), torch.arange(50)]).repeat(500, 1)
+    top = enc.sample_positions(pos)[0::2, 1].float().mean().item()
+    assert abs(top / 300 - 2 / 3) < 0.05, top
+
+
 def test_restarting_positions_keep_their_structure():
     """Packed documents: each document maps through the same sorted subset, restarts kept."""
     torch.manual_seed(0)

@@ -136,7 +136,7 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                 if tc.task != "lm" and tc.mix != 0.5:
                     train_cfg["mix"] = tc.mix
                 if train_cfg["model"]["encoding"] == "randomized":
-                    train_cfg["draws"] = "per instance"  # at validation and evaluation
+                    train_cfg["draws"] = "per instance, own length"  # train.per_instance
                 if tc.check_every:
                     train_cfg["bar"] = {"stop": tc.stop, "valid": tc.valid,
                                         "every": tc.check_every, "decay": tc.decay}  # fmt: skip

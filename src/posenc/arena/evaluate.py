@@ -99,8 +99,8 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
     try:
         nll, hit = [], []
         for i in range(0, batch.inputs.shape[0], per_chunk):
-            x, y = (t[i : i + per_chunk].to(device) for t in batch[:2])
-            logits = per_instance(model, x).float()  # [b, T, V]
+            x, y, m = (t[i : i + per_chunk].to(device) for t in batch[:3])
+            logits = per_instance(model, x, m).float()  # [b, T, V]
             nll.append(F.cross_entropy(logits.transpose(1, 2), y, reduction="none").cpu())
             hit.append((logits.argmax(-1) == y).cpu())
     finally:

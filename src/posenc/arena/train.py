@@ -69,15 +69,22 @@ def validation(task, tc: TaskConfig) -> list:
     return [task.sample_batch(rng(n), tc.valid, n) for n in sizes]
 
 
-def per_instance(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-    """logits [B, T, V] of inputs [B, T] in eval mode. An encoding that draws its positions at
-    evaluation too (randomized) draws one subset per instance ([B, T] positions): with the
-    model's default [T] positions the whole batch would share one draw, and an exact match over
-    it would be one draw's."""
+def per_instance(model: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """logits [B, T, V] of inputs [B, T] (mask [B, T]: the scored targets), in training and
+    evaluation. An encoding that draws its positions (randomized) draws one subset per instance,
+    of the instance's own length, as a batch of its size alone would (Ruoss et al.): its
+    positions count its own tokens and stay at its last scored one over the right-padding after
+    it, which is a document of its own (doc_ids), so that the instance never attends to it
+    (causal attention compares position values). With the model's default [T] positions the
+    batch would share one draw over its longest row: a short instance would train on the first
+    few positions of that draw (close together) and be evaluated on a draw of its own (spread
+    over the whole range)."""
     if "sample_positions" not in model.encoding.provides:
         return model(inputs)
     B, T = inputs.shape
-    return model(inputs, positions=torch.arange(T, device=inputs.device).expand(B, T))
+    last = T - 1 - mask.flip(-1).int().argmax(dim=-1, keepdim=True)  # [B, 1]
+    index = torch.arange(T, device=inputs.device).expand(B, T)
+    return model(inputs, positions=index.minimum(last), doc_ids=(index > last).long())
 
 
 @torch.no_grad()
@@ -91,7 +98,8 @@ def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
         torch.manual_seed(VALID_SEED)
         low = 1.0
         for inputs, targets, mask in (b[:3] for b in batches):
-            hit = per_instance(model, inputs.to(device)).argmax(-1).cpu() == targets
+            logits = per_instance(model, inputs.to(device), mask.to(device))
+            hit = logits.argmax(-1).cpu() == targets
             low = min(low, (hit | ~mask).all(dim=1).float().mean().item())
     model.train(was_training)
     return low
@@ -223,7 +231,7 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
         inputs, targets, mask = (t.to(device) for t in batch[:3])
         for g in opt.param_groups:
             g["lr"] = lr_of(step)
-        logits = model(inputs)  # [B, T, V]
+        logits = per_instance(model, inputs, mask)  # [B, T, V]
         loss = F.cross_entropy(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -14,7 +14,8 @@ before any layer, and hands the result to the input embedding and to every layer
 see the same positions. attention() never samples. Given positions p (e.g. arange(n), or
 positions that restart per packed document), the sample is S[p] with S a sorted random subset
 of size max(p) + 1, so order (and restarts) are kept. [T] positions get one subset shared by
-the batch, [B, T] positions one subset per row.
+the batch, [B, T] positions one subset per row, of that row's size (max(p_row) + 1): a short row
+right-padded with its last position repeated is drawn as if it were alone.
 """
 
 from __future__ import annotations
@@ -172,9 +173,9 @@ class Randomized(PositionalEncoding):
         if positions.is_floating_point():
             raise ValueError("positions must be integers to be randomized, got a float tensor")
         positions = check_positions(positions)  # int64: a uint8 index would read as a mask
-        if positions.is_meta:  # no values to sample from (a model on the meta device)
+        if positions.is_meta or not positions.numel():  # no values to sample from
             return positions
-        n = int(positions.max()) + 1 if positions.numel() else 0
+        n = int(positions.max()) + 1
         if n > self.sample_len:
             raise ValueError(
                 f"positions go up to {n - 1}, past sample_len={self.sample_len}: raise sample_len"
@@ -183,8 +184,12 @@ class Randomized(PositionalEncoding):
         if positions.dim() == 1:
             subset = torch.randperm(self.sample_len, device=device)[:n].sort().values
             return subset[positions]
+        # one subset per row, of the row's own size max(p_row) + 1: the first n_row of a random
+        # order are a uniform n_row-subset (the rest pushed past it by the sort, never indexed)
         noise = torch.rand(positions.shape[0], self.sample_len, device=device)
-        subset = noise.argsort(dim=-1)[:, :n].sort(dim=-1).values  # [B, n]
+        order = noise.argsort(dim=-1)[:, :n]  # [B, n]
+        own = torch.arange(n, device=device) <= positions.amax(dim=-1, keepdim=True)  # [B, n]
+        subset = order.masked_fill(~own, self.sample_len).sort(dim=-1).values
         return subset.gather(-1, positions.long())
 
 
