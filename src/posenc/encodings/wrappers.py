@@ -14,8 +14,11 @@ before any layer, and hands the result to the input embedding and to every layer
 see the same positions. attention() never samples. Given positions p (e.g. arange(n), or
 positions that restart per packed document), the sample is S[p] with S a sorted random subset
 of size max(p) + 1, so order (and restarts) are kept. [T] positions get one subset shared by
-the batch, [B, T] positions one subset per row, of that row's size (max(p_row) + 1): a short row
-right-padded with its last position repeated is drawn as if it were alone.
+the batch, [B, T] positions one subset per row, of that row's size (max(p_row) + 1). So a batch of
+right-padded rows of several lengths is drawn as each row alone would be when each row's positions
+stay at its last token over its padding, made a document of its own by doc_ids (so that no token
+attends to it: posenc.arena.train.per_instance); with shared [T] positions a short row would get
+the first, closely spaced, positions of the longest row's draw.
 """
 
 from __future__ import annotations
