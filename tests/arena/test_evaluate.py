@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from posenc.arena import evaluate as evaluate_mod
 from posenc.arena.backbones import build_model
 from posenc.arena.cells import make_cells, model_kwargs
 from posenc.arena.cli import main
-from posenc.arena.config import STOP, ArenaConfig, task_config
+from posenc.arena.config import RANDOMIZED_DRAWS, STOP, ArenaConfig, task_config
 from posenc.arena.tasks import build_task
 from posenc.arena.train import per_instance
 
@@ -116,9 +117,33 @@ def test_a_short_instance_draws_as_if_alone_in_a_padded_batch(task_name, train):
 
 def test_only_randomized_cells_changed_their_hash_for_it():
     """Per-instance draws change what a randomized cell measures: its config says so (and its
-    hash moves, so an old database refuses to mix them); no other cell's config has the key."""
+    hash moves, so an old database refuses to mix them); no other cell's config has the key.
+    Its evaluation's draws per instance are in the cell's config, not the training's."""
     tasks = {t: build_task(t) for t in ("copy", "addition")}
     cells = make_cells([task_config(ArenaConfig(), t) for t in tasks], tasks)
     for cell in cells:
         randomized = cell.label.startswith("randomized:")
         assert (cell.train_cfg.get("draws") == "per instance, own length") == randomized, cell.label
+        assert cell.cfg.get("eval_draws") == (RANDOMIZED_DRAWS if randomized else None)
+        assert "eval_draws" not in cell.train_cfg
+
+
+@pytest.mark.parametrize("label", ["randomized:rope", "rope"])
+def test_evaluation_reads_a_randomized_instance_under_several_draws(label, monkeypatch):
+    """A randomized model's output on an instance is random: evaluation runs each instance
+    RANDOMIZED_DRAWS times (rows of one forward draw independently), and its exact match is the
+    mean over them; a deterministic encoding runs each instance once."""
+    task = build_task("copy")
+    tc = task_config(ArenaConfig(tasks=["copy"], train_len=4, dim=16, depth=1, heads=2,
+                                 eval_samples=5), "copy")  # fmt: skip
+    (cell,) = [c for c in make_cells([tc], {"copy": task}) if c.label == label and c.seed == 0]
+    model = build_model(cell.train_cfg["model"]).eval()
+    seen = []
+    monkeypatch.setattr(evaluate_mod, "per_instance",
+                        lambda m, x, mask: seen.append(x) or per_instance(m, x, mask))  # fmt: skip
+    rows = evaluate_mod.evaluate(model, task, cell, 4, tc, "cpu")
+    draws = RANDOMIZED_DRAWS if label.startswith("randomized:") else 1
+    inputs = torch.cat(seen)
+    assert torch.equal(inputs, evaluate_mod.eval_batch(task, tc, 4).inputs.repeat(draws, 1))
+    exact = {r.metric: r.value for r in rows}["accuracy"]
+    assert round(exact * 5 * draws, 6) == round(exact * 5 * draws)  # a mean over 5 x draws rows

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from posenc.arena.config import (
     PROTOCOL,
+    RANDOMIZED_DRAWS,
     RANDOMIZED_REACH,
     VARIANTS,
     TaskConfig,
@@ -145,6 +146,8 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                     full = dict(train_cfg, eval_tokens=tc.eval_tokens)
                 else:
                     full = dict(train_cfg, eval_samples=tc.eval_samples)
+                if train_cfg["model"]["encoding"] == "randomized":
+                    full["eval_draws"] = RANDOMIZED_DRAWS  # evaluate: draws per instance
                 if variant == "drope":
                     full["drope"] = drope_recipe(tc)
                 elif variant:

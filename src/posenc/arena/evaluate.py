@@ -89,7 +89,10 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
         reason = f"{cell.label} has a table of {limit} positions; {T} tokens need more"
         return [row(m, None, "n/a", reason) for m in metrics]
     batch = eval_batch(task, tc, size)
-    torch.manual_seed(EVAL_SEED + size)  # randomized: the same draws (one per instance) per cell
+    # randomized: each instance `eval_draws` times, so that its exact match averages its draws
+    # (one per row: per_instance), the same draws for every cell
+    batch = [t.repeat(cell.cfg.get("eval_draws", 1), 1) for t in batch[:3]]
+    torch.manual_seed(EVAL_SEED + size)
     # sequences per forward: <= TOKENS_PER_FORWARD tokens, and a bias sdpa can materialize
     per_chunk = min(max(1, TOKENS_PER_FORWARD // T), MATERIALIZE // (tc.heads * T * T))
     backend = model.attn_backend
@@ -98,14 +101,14 @@ def evaluate(model: nn.Module, task, cell: Cell, size: int, tc: TaskConfig,
     per_chunk = max(1, per_chunk)
     try:
         nll, hit = [], []
-        for i in range(0, batch.inputs.shape[0], per_chunk):
-            x, y, m = (t[i : i + per_chunk].to(device) for t in batch[:3])
+        for i in range(0, batch[0].shape[0], per_chunk):
+            x, y, m = (t[i : i + per_chunk].to(device) for t in batch)
             logits = per_instance(model, x, m).float()  # [b, T, V]
             nll.append(F.cross_entropy(logits.transpose(1, 2), y, reduction="none").cpu())
             hit.append((logits.argmax(-1) == y).cpu())
     finally:
         model.attn_backend = backend
-    nll, hit, mask = torch.cat(nll), torch.cat(hit), batch.mask
+    nll, hit, mask = torch.cat(nll), torch.cat(hit), batch[2]
     if cell.task != "lm":
         exact = (hit | ~mask).all(dim=1).float().mean().item()
         return [row("accuracy", exact), row("token_accuracy", hit[mask].float().mean().item())]
