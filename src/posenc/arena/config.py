@@ -32,8 +32,8 @@ VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportio
 BACKBONES = ("posenc", "hf-llama", "lstm")  # posenc.arena.backbones
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
-# randomized: evaluation reads each instance under 8 position draws (its output is random: one
-# draw per instance swung a 128-instance exact match by +-0.03, docs/arena/recipe round 6)
+# randomized: evaluation reads each instance under 8 position draws (its output is random: single
+# draws moved a 128-instance exact match at L by up to 0.06, docs/arena/recipe round 6)
 RANDOMIZED_DRAWS = 8
 # DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
 # dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The

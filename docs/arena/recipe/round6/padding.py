@@ -5,7 +5,7 @@ size 1..L, with positions drawn two ways, one draw per instance each:
   padded  the first tokens of a subset of the longest instance's length (what training gave a
           short instance in a right-padded batch before round 6)
 
-    python docs/arena/recipe/round6/padding.py "/tmp/rA/models/*-randomized-*"
+    python docs/arena/recipe/round6/padding.py "OUT/models/*-randomized-*"  # OUT: the run's --out
 """
 
 import glob
