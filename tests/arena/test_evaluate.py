@@ -131,8 +131,8 @@ def test_only_randomized_cells_changed_their_hash_for_it():
 @pytest.mark.parametrize("label", ["randomized:rope", "rope"])
 def test_evaluation_reads_a_randomized_instance_under_several_draws(label, monkeypatch):
     """A randomized model's output on an instance is random: evaluation runs each instance
-    RANDOMIZED_DRAWS times (rows of one forward draw independently), and its exact match is the
-    mean over them; a deterministic encoding runs each instance once."""
+    RANDOMIZED_DRAWS times (rows of one forward draw independently: per_instance), so that its
+    exact match is the mean over them; a deterministic encoding runs each instance once."""
     task = build_task("copy")
     tc = task_config(ArenaConfig(tasks=["copy"], train_len=4, dim=16, depth=1, heads=2,
                                  eval_samples=5), "copy")  # fmt: skip
@@ -141,9 +141,7 @@ def test_evaluation_reads_a_randomized_instance_under_several_draws(label, monke
     seen = []
     monkeypatch.setattr(evaluate_mod, "per_instance",
                         lambda m, x, mask: seen.append(x) or per_instance(m, x, mask))  # fmt: skip
-    rows = evaluate_mod.evaluate(model, task, cell, 4, tc, "cpu")
+    evaluate_mod.evaluate(model, task, cell, 4, tc, "cpu")
     draws = RANDOMIZED_DRAWS if label.startswith("randomized:") else 1
     inputs = torch.cat(seen)
     assert torch.equal(inputs, evaluate_mod.eval_batch(task, tc, 4).inputs.repeat(draws, 1))
-    exact = {r.metric: r.value for r in rows}["accuracy"]
-    assert round(exact * 5 * draws, 6) == round(exact * 5 * draws)  # a mean over 5 x draws rows

@@ -84,7 +84,8 @@ def per_instance(model: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> 
     B, T = inputs.shape
     last = T - 1 - mask.flip(-1).int().argmax(dim=-1, keepdim=True)  # [B, 1]
     index = torch.arange(T, device=inputs.device).expand(B, T)
-    return model(inputs, positions=index.minimum(last), doc_ids=(index > last).long())
+    pad = index > last  # [B, T]
+    return model(inputs, positions=index.minimum(last), doc_ids=pad.long() if pad.any() else None)
 
 
 @torch.no_grad()
