@@ -136,7 +136,8 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                 # 29), so that the cells it did not change (lm, passkey) keep their hashes
                 if tc.task != "lm" and tc.mix != 0.5:
                     train_cfg["mix"] = tc.mix
-                if train_cfg["model"]["encoding"] == "randomized":
+                randomized = train_cfg["model"]["encoding"] == "randomized"
+                if randomized:
                     train_cfg["draws"] = "per instance, own length"  # train.per_instance
                 if tc.check_every:
                     train_cfg["bar"] = {"stop": tc.stop, "valid": tc.valid,
@@ -146,7 +147,7 @@ def make_cells(tcs: list[TaskConfig], tasks: dict) -> list[Cell]:
                     full = dict(train_cfg, eval_tokens=tc.eval_tokens)
                 else:
                     full = dict(train_cfg, eval_samples=tc.eval_samples)
-                if train_cfg["model"]["encoding"] == "randomized":
+                if randomized:
                     full["eval_draws"] = RANDOMIZED_DRAWS  # evaluate: draws per instance
                 if variant == "drope":
                     full["drope"] = drope_recipe(tc)
