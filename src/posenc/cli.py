@@ -92,7 +92,7 @@ def parsers() -> dict:
 
 
 def list_parser():
-    from posenc.checks import OneLineParser
+    from posenc.cliargs import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
     parser.add_argument(
@@ -135,7 +135,7 @@ def parse_span(text: str) -> tuple[int, int]:
 
 
 def show_parser():
-    from posenc.checks import OneLineParser
+    from posenc.cliargs import OneLineParser
 
     parser = OneLineParser(prog="posenc show", description=COMMANDS["show"][1])
     parser.add_argument("name", help="encoding name (see `posenc list`)")

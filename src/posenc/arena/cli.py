@@ -31,7 +31,7 @@ from posenc.arena.config import (
 )
 from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.checks import OneLineParser, check_writable
+from posenc.cliargs import OneLineParser, check_writable
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (trained to the bar, capped at 3000 steps instead of

@@ -25,7 +25,8 @@ from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
-from posenc.checks import OneLineParser, check_choice, check_int, check_out_file
+from posenc.checks import check_choice, check_int
+from posenc.cliargs import OneLineParser, check_out_file
 
 SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
 

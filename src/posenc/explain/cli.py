@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.checks import OneLineParser, check_writable
+from posenc.cliargs import OneLineParser, check_writable
 
 DESCRIPTION = (
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. "

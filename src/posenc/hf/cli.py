@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from posenc.checks import OneLineParser, check_out_file
+from posenc.cliargs import OneLineParser, check_out_file
 from posenc.hf import golden as G
 
 HELP = {

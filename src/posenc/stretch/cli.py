@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-from posenc.checks import OneLineParser, check_out_file, check_writable
+from posenc.cliargs import OneLineParser, check_out_file, check_writable
 from posenc.stretch import data
 from posenc.stretch.scalings import QUICK, SCALINGS, parse_all
 
