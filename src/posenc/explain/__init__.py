@@ -34,6 +34,7 @@ class Page:
     trained_measures: list[Measure] = field(default_factory=list)
     checkpoint: str | None = None
     seconds: float = 0.0
+    claims: list[Claim] = field(default_factory=list)  # all the seeds' claims, as checked
 
 
 def registry_key(name: str) -> str:
@@ -180,6 +181,7 @@ def explain(
     pg = render_encoding(name, out, dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint)
     html = encoding_html(pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=True)
     (out / "index.html").write_text(html, encoding="utf-8")
+    pg.claims = claims
     return pg
 
 
@@ -204,6 +206,7 @@ def explain_all(
         pg = render_encoding(name, out / name, dim=dim, heads=heads, max_pos=max_pos)
         html = encoding_html(pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=False)
         (out / name / "index.html").write_text(html, encoding="utf-8")
+        pg.claims = claims
         pages.append(pg)
     (out / "index.html").write_text(index_html(pages, claims, dim, heads, max_pos), "utf-8")
     (out / "compare.html").write_text(compare_html(pages, dim, heads, max_pos), "utf-8")

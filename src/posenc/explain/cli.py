@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             f"wrote {out / 'index.html'} and {len(pages)} pages "
             f"in {time.perf_counter() - start:.1f} s"
         )
-        return 0
+        return report_errors(pages[0].claims if pages else [])
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
     name = ex.registry_key(args.name)  # a bad name is refused before anything is written
@@ -113,4 +113,4 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(summary(pg))
     print(f"wrote {out / 'index.html'} in {time.perf_counter() - start:.1f} s")
-    return 0
+    return report_errors(pg.claims)  # a check that raised is never silent

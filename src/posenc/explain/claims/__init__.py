@@ -70,6 +70,36 @@ def check_databases(arena) -> None:
         raise ValueError("--arena: give at least one database file")
     for path in databases(arena):
         arena_results(path, "")  # opens it: FileNotFoundError / ValueError naming the path
+        check_values(path)
+
+
+# a row every check can read: names as text, sizes as positive integers, a number or NULL
+BAD_ROW = """SELECT task, encoding, seed, train_len, eval_len, metric, value FROM results WHERE
+    typeof(task) != 'text' OR typeof(encoding) != 'text' OR typeof(metric) != 'text'
+    OR typeof(seed) != 'integer' OR typeof(train_len) != 'integer' OR train_len < 1
+    OR typeof(eval_len) != 'integer' OR eval_len < 1
+    OR typeof(value) NOT IN ('real', 'integer', 'null') LIMIT 1"""
+
+
+def check_values(path) -> None:
+    """ValueError naming the database and its first row a check could not read (a value
+    edited by hand, another tool's rows): an input error, found before any check runs."""
+    import sqlite3
+
+    from posenc.arena.store import Store
+
+    with Store(str(path), create=False) as store:
+        try:
+            row = store.conn.execute(BAD_ROW).fetchone()
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"--arena {path}: unreadable results table ({err})") from None
+    if row is not None:
+        names = ("task", "encoding", "seed", "train_len", "eval_len", "metric", "value")
+        said = ", ".join(f"{k}={v!r}" for k, v in zip(names, row))
+        raise ValueError(
+            f"--arena {path}: a corrupt row ({said}): every size must be a positive integer, "
+            "every value a number or NULL"
+        )
 
 
 def markdown_table(claims: list[Claim]) -> str:
