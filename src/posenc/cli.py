@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        from posenc import closest_names
+        import difflib  # not posenc.checks: an unknown command imports no torch
 
-        close = closest_names(name, COMMANDS)
+        close = difflib.get_close_matches(name, list(COMMANDS), n=3, cutoff=0.4)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         print(f"posenc: error: unknown command {name!r}{hint}", file=sys.stderr)
         return 2
