@@ -7,6 +7,7 @@
                    [--json PATH] [--device D] [--workers N] [--ray [ADDRESS]]
                    [--cpus-per-cell N] [--gpus-per-cell N]
     posenc stretch report [--db FILE] [--out DIR] [--json PATH] [--tolerance F]
+    posenc stretch settings LABEL [--model PATH] [--export DIR]   (posenc.stretch.engines)
 
 Every flag is checked, and the model found, before anything is written or loaded; bad input
 prints one line and exits 2.
@@ -252,6 +253,12 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
 def main(argv: list[str] | None = None) -> int:
     from posenc.arena.cli import dispatch
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["settings"]:  # posenc.stretch.engines
+        from posenc.stretch.engines import main_settings
+
+        return dispatch("posenc stretch settings", "exports", main_settings, main_settings,
+                        argv[1:])  # fmt: skip
     return dispatch("posenc stretch", "jobs", main_run, main_report, argv)
 
 
