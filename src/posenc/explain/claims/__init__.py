@@ -40,6 +40,7 @@ from posenc.explain.claims.base import (
     Rule,
     Table,
     decide,
+    seed_sentence,
 )
 
 SEEDS = (
@@ -102,13 +103,22 @@ def check_values(path) -> None:
         )
 
 
-def markdown_table(claims: list[Claim]) -> str:
+def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     """| seed:line | claim | verdict | measured | rows, one per claim, in check order (timings
-    left out: the table regenerates to the same text)."""
+    left out: the table regenerates to the same text). In another language the claim is the
+    tutorial's own sentence and the rest comes from the same numbers through the catalog."""
+    if lang == "en":
+        return verdict.markdown(
+            ["seed:line", "claim", "verdict", "measured"],
+            [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
+        )
+    from posenc.explain.i18n import numbers, tr
+
     return verdict.markdown(
-        ["seed:line", "claim", "verdict", "measured"],
-        [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
-    )
+        [tr(h, lang) for h in ("seed:line", "the tutorial’s sentence", "verdict", "measured")],
+        [[verdict.where(c), seed_sentence(c.seed, c.quote, most=100) if c.seed else c.claim,
+          tr(c.verdict, lang), numbers(c, lang)] for c in claims],
+    )  # fmt: skip
 
 
 __all__ = [
