@@ -296,19 +296,29 @@ def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _common_cannot(plan: Plan, engine: str) -> list[str]:
-    name = plan.scaling.name
-    out = []
-    if name == "dynamic_yarn":
-        out.append(f"{engine} has no Dynamic-YaRN (no rope_type for it): not expressible")
-    return out
+CANNOT = {  # (engine, scaling) -> why the engine cannot express it
+    ("transformers", "dynamic_yarn"): "transformers has no Dynamic-YaRN rope_type",
+    ("vllm", "dynamic"): "vLLM's rope_type 'dynamic' is not dynamic: it sets one base for "
+    "max_position_embeddings x factor and applies it to every prompt, short ones too "
+    "(vllm#3488); posenc's dynamic NTK is not expressible",
+    ("vllm", "dynamic_yarn"): "vLLM has no Dynamic-YaRN rope_type",
+    ("vllm", "proportional"): "vLLM's get_rope has no 'proportional' rope_type",
+    ("sglang", "dynamic"): "SGLang builds one static rope per model: dynamic NTK (a base that "
+    "follows each call's length) is not expressible",
+    ("sglang", "dynamic_yarn"): "SGLang has no Dynamic-YaRN rope_type",
+    ("sglang", "proportional"): "'proportional' is not among the scalings checked for SGLang",
+}
+RUNTIME_NOTE = (
+    "transformers 5 warns that rope_scaling is deprecated and maps it onto rope_parameters "
+    "(rope_theta included, as given here); the same dict under rope_parameters works there too"
+)
 
 
 def transformers_setting(plan: Plan) -> Setting:
     s = Setting("transformers", source=SOURCES["transformers"])
     params = hf_rope_parameters(plan)
-    if params is None:
-        s.cannot += _common_cannot(plan, "transformers")
+    if ("transformers", plan.scaling.name) in CANNOT:
+        s.cannot.append(CANNOT["transformers", plan.scaling.name])
         return s
     s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
     legacy = legacy_config(plan)
@@ -344,21 +354,10 @@ def transformers_setting(plan: Plan) -> Setting:
 def vllm_setting(plan: Plan) -> Setting:
     s = Setting("vllm", source=SOURCES["vllm"])
     name = plan.scaling.name
+    if ("vllm", name) in CANNOT:
+        s.cannot.append(CANNOT["vllm", name])
+        return s
     over = engine_override(plan)
-    if over is None or name in DYNAMIC:
-        s.cannot += _common_cannot(plan, "vLLM")
-        if name == "dynamic":
-            s.cannot.append(
-                "vLLM's rope_type 'dynamic' is not dynamic: it sets one base for "
-                "max_position_embeddings x factor and applies it to every prompt, short ones "
-                "too (vllm#3488); posenc's dynamic NTK is not expressible"
-            )
-        if name == "proportional":
-            s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
-        return s
-    if name == "proportional":
-        s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
-        return s
     flat = hf_rope_parameters(plan)
     over = _with_length(over, lambda m: vllm_length(plan.info.model_type, m, flat), plan)
     s.flags = ["--hf-overrides", _json(over)] if name != "none" else []
@@ -378,23 +377,18 @@ def vllm_setting(plan: Plan) -> Setting:
         "above its derived length it refuses --max-model-len unless "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm#2565)"
     )
+    if name != "none" and "rope_scaling" in over:
+        s.notes.append(RUNTIME_NOTE)
     return s
 
 
 def sglang_setting(plan: Plan) -> Setting:
     s = Setting("sglang", source=SOURCES["sglang"])
     name = plan.scaling.name
-    over = engine_override(plan)
-    if over is None or name in DYNAMIC or name == "proportional":
-        s.cannot += _common_cannot(plan, "SGLang")
-        if name == "dynamic":
-            s.cannot.append(
-                "SGLang applies one static rope per model: dynamic NTK (a base "
-                "that follows each call's length) is not expressible"
-            )
-        if name == "proportional":
-            s.cannot.append("'proportional' is not among the scalings checked for SGLang here")
+    if ("sglang", name) in CANNOT:
+        s.cannot.append(CANNOT["sglang", name])
         return s
+    over = engine_override(plan)
     rs = over.get("rope_scaling")
     over = _with_length(over, lambda m: sglang_length(m, rs), plan)
     s.flags = ["--json-model-override-args", _json(over)] if name != "none" else []
@@ -416,6 +410,8 @@ def sglang_setting(plan: Plan) -> Setting:
         "above its derived length SGLang refuses --context-length unless "
         "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
     )
+    if name != "none" and "rope_scaling" in over:
+        s.notes.append(RUNTIME_NOTE)
     return s
 
 
@@ -460,6 +456,11 @@ def llamacpp_setting(plan: Plan) -> Setting:
         )
         flags = []
     s.flags = flags
+    if plan.info.gguf_arch is None:
+        s.notes.append(
+            "the flags act on a GGUF: convert the folder first (llama.cpp's "
+            "convert_hf_to_gguf.py), or export a .gguf model with --export"
+        )
     if name in ("linear", "yarn"):
         s.notes.append(
             f"--rope-scale takes the factor ({plan.factor:g}); --rope-freq-scale "
@@ -702,7 +703,7 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     writer.data_alignment = reader.alignment
     for fld in reader.fields.values():
         key = fld.name
-        if key.startswith("GGUF.") or key in ("general.architecture", "general.alignment"):
+        if key.startswith("GGUF.") or key == "general.architecture":
             continue
         if key in new or (scaled and stale.match(key)):
             continue
