@@ -42,7 +42,8 @@ SOURCES = {
     "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
     "src/llama-arch.cpp (GGUF key names)",
     "ollama": "ollama/ollama docs/modelfile.mdx and api/types.go (Runner options) at v0.33.0-rc2 "
-    "(fb30760); rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
+    "(fb30760), which runs its vendored llama.cpp (LLAMA_CPP_VERSION b10488) on a GGUF; "
+    "rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
 }
 DYNAMIC = ("dynamic", "dynamic_yarn")  # the frequencies follow each call's length
 GGUF_TYPES = ("none", "linear", "yarn", "ntk", "llama3")  # what --export writes into a .gguf
