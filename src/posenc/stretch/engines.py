@@ -1,7 +1,7 @@
 """From the answer to the engine: the settings that make each serving engine apply a scaling,
 and a copy of the model that loads with it by default.
 
-    info = model_info("path/to/model")        the model's RoPE, read from its config (no weights)
+    info = model_info(models.resolve(path))   the model's RoPE, read from its config (no weights)
     plan = plan_for("yarn(factor=2)", info)    the scaling as rope_parameters for its layer type
     engine_settings(plan) -> {engine: Setting} transformers, vLLM, SGLang, llama.cpp, Ollama
     settings_text(label, info) -> str          what `posenc stretch settings LABEL` prints
@@ -74,28 +74,33 @@ class ModelInfo:
 
     @classmethod
     def from_config(cls, config, name: str = "model", gguf_arch: str | None = None) -> ModelInfo:
+        """From a transformers config or config.json dict; ValueError without a context."""
         from posenc.hf.config import config_dict, from_config, head_dim_of, rope_parameters_of
 
         cfg = config_dict(config)
         context = cfg.get("max_position_embeddings")
         if not isinstance(context, int) or context < 1:
             raise ValueError("--model: its config gives no max_position_embeddings (its context)")
-        params = rope_parameters_of(cfg)
-        info = cls(
-            name, str(cfg.get("model_type")), context, head_dim_of(cfg), 0, params, gguf_arch
-        )
-        rotary = from_config(cfg, info.default_target()).rotary_dim(info.head_dim)
-        return cls(name, info.model_type, context, info.head_dim, rotary, params, gguf_arch)
+        params, head_dim = rope_parameters_of(cfg), head_dim_of(cfg)
+        rotary = from_config(cfg, default_target(params)).rotary_dim(head_dim)
+        model_type = str(cfg.get("model_type"))
+        return cls(name, model_type, context, head_dim, rotary, params, gguf_arch)
 
     def default_target(self) -> str | None:
-        """The layer type a flat label sets: full_attention where RoPE is per layer type."""
-        types = self.layer_types
-        if types is None:
-            return None
-        return "full_attention" if "full_attention" in types else types[-1]
+        return default_target(self.rope_parameters)
 
     def own(self, target: str | None) -> dict:
         return dict(self.rope_parameters[target] if target else self.rope_parameters)
+
+
+def default_target(rope_parameters: dict) -> str | None:
+    """The layer type a flat label sets: full_attention where RoPE is per layer type."""
+    from posenc.hf.config import layer_types_of
+
+    types = layer_types_of(rope_parameters)
+    if types is None:
+        return None
+    return "full_attention" if "full_attention" in types else types[-1]
 
 
 @dataclass(frozen=True)
