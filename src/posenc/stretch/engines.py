@@ -37,7 +37,8 @@ SOURCES = {
     "vllm": "vllm-project/vllm vllm/model_executor/layers/rotary_embedding/__init__.py get_rope "
     "(926c71f) and vllm/config/model.py _get_and_verify_max_len (18ec662)",
     "sglang": "sgl-project/sglang python/sglang/srt/utils/hf_transformers_utils.py "
-    "get_context_length (2aa2e2d); server flags --json-model-override-args, --context-length",
+    "get_context_length (2aa2e2d), python/sglang/srt/layers/rotary_embedding.py (ed0774f); "
+    "server flags --json-model-override-args, --context-length",
     "llama.cpp": "ggml-org/llama.cpp common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), "
     "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
     "src/llama-arch.cpp (GGUF key names)",
@@ -309,8 +310,9 @@ CANNOT = {  # (engine, scaling) -> why the engine cannot express it
     "(vllm#3488); posenc's dynamic NTK is not expressible",
     ("vllm", "dynamic_yarn"): "vLLM has no Dynamic-YaRN rope_type",
     ("vllm", "proportional"): "vLLM's get_rope has no 'proportional' rope_type",
-    ("sglang", "dynamic"): "SGLang builds one static rope per model: dynamic NTK (a base that "
-    "follows each call's length) is not expressible",
+    ("sglang", "dynamic"): "SGLang's rope_type 'dynamic' (layers/rotary_embedding.py, adapted "
+    "from vLLM's) sets one base for max_position_embeddings x factor and applies it to every "
+    "prompt; posenc's dynamic NTK is not expressible",
     ("sglang", "dynamic_yarn"): "SGLang has no Dynamic-YaRN rope_type",
     ("sglang", "proportional"): "'proportional' is not among the scalings checked for SGLang",
 }
