@@ -466,3 +466,25 @@ def test_a_gguf_export_of_what_llamacpp_cannot_read_is_refused(tmp_path, capsys)
         with pytest.raises(ValueError, match="^--export: .* cannot be written into a GGUF"):
             engines.check_export(plan_for(label, llama_info()), spec, str(tmp_path / "out"))
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_settings_and_export_of_a_gguf_with_its_own_scaling(tmp_path, capsys):
+    """A GGUF whose keys carry yarn x8 (which transformers' GGUF loader ignores): the output says
+    so, --export replaces it; a dynamic export of it is refused with nothing written."""
+    vt = gguf.GGUFValueType
+    src = tiny_gguf(tmp_path / "m.gguf", extra={
+        "llama.rope.scaling.type": ("yarn", vt.STRING),
+        "llama.rope.scaling.factor": (8.0, vt.FLOAT32)})  # fmt: skip
+    argv = ["stretch", "settings", "linear(factor=2)", "--model", src]
+    assert main([*argv, "--export", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "this GGUF carries its own scaling" in out and '"factor":8.0' in out
+    (path,) = (tmp_path / "out").iterdir()
+    assert path.name == "m.linear_factor=2.gguf"
+    kv = gguf_kv(str(path))
+    assert (kv["llama.rope.scaling.type"], kv["llama.rope.scaling.factor"]) == ("linear", 2.0)
+    assert main(["stretch", "settings", "dynamic(factor=2)", "--model", src,
+                 "--export", str(tmp_path / "out2")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posenc stretch settings: error: --export") and "\n" not in err
+    assert not (tmp_path / "out2").exists()

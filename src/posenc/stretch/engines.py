@@ -20,6 +20,7 @@ scaling, its Setting says so in `cannot` and carries no flags.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -56,7 +57,9 @@ class ModelInfo:
     """What the settings need of a model, read from its config (a transformers config dict).
 
     rope_parameters: the model's own, v5 form (flat, or {layer_type: dict} per layer type);
-    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf.
+    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf;
+    gguf_rope: the scaling llama.cpp reads from that GGUF where transformers' GGUF loader (which
+    reads no rope scaling keys but gpt-oss's) sees none.
     """
 
     name: str
@@ -66,6 +69,7 @@ class ModelInfo:
     rotary_dim: int
     rope_parameters: dict
     gguf_arch: str | None = None
+    gguf_rope: dict | None = None
 
     @property
     def layer_types(self) -> list[str] | None:
@@ -531,6 +535,12 @@ def settings_text(label: str, model_info: ModelInfo) -> str:
             "combined (a linear override over Llama 3.1's own: perplexity 13.8 -> "
             "11,316, unsloth PR 7028)"
         )
+    if info.gguf_rope is not None:
+        head.append(
+            f"  note: this GGUF carries its own scaling, which llama.cpp applies "
+            f"({_json(info.gguf_rope)}) and transformers' GGUF loader ignores: posenc measured "
+            "the model without it, and the settings below replace it"
+        )
     if plan.scaling.name in DYNAMIC:
         head.append(
             "  note: a dynamic scaling follows each call's length; engines that "
@@ -571,11 +581,18 @@ def model_info(spec) -> ModelInfo:
         config = transformers.AutoConfig.from_pretrained(spec.path, **kw)
     except (OSError, ValueError, KeyError) as err:
         raise ValueError(f"--model {spec.name}: its config cannot be read ({err})") from None
-    arch = None
-    if spec.gguf:
-        reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
-        arch = reader.fields["general.architecture"].contents()
-    return ModelInfo.from_config(config, spec.name, arch)
+    if not spec.gguf:
+        return ModelInfo.from_config(config, spec.name)
+    reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
+    arch = reader.fields["general.architecture"].contents()
+    info = ModelInfo.from_config(config, spec.name, arch)
+    try:
+        own = gguf_config(reader)["rope_parameters"]
+    except ValueError as err:
+        own = {"rope_type": str(err)}
+    if own.get("rope_type") == "default" or info.layer_types is not None:
+        return info
+    return dataclasses.replace(info, gguf_rope=own)
 
 
 def check_export(plan: Plan, spec, out: str) -> None:
@@ -732,15 +749,16 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     writer.close()
 
 
-def gguf_config(path: str) -> dict:
+def gguf_config(path) -> dict:
     """The rope of a GGUF as llama.cpp reads it (src/llama-model.cpp: freq_base default 1e4;
     scaling.type default linear, factor 0 meaning none; original_context_length default
     context_length; rope_freqs.weight dividing each pair's frequency), as config.json keys
     posenc.hf reads: {"max_position_embeddings", "rope_parameters"}. The per-pair divisors are
     longrope with short = long factors and attention factor 1 (the same frequencies at every
-    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling)."""
+    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling).
+    `path` may be a gguf.GGUFReader already open."""
     gguf = gguf_module()
-    reader = gguf.GGUFReader(path)
+    reader = gguf.GGUFReader(path) if isinstance(path, str | os.PathLike) else path
     arch = reader.fields["general.architecture"].contents()
 
     def key(name, default=None):
