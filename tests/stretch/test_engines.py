@@ -273,12 +273,14 @@ def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder
     assert (got - model_logits(str(legacy), ids, scaling=plan.params)).abs().max() <= 1e-4
 
 
-def tiny_gguf(path, *, extra=None, rope_freqs=False):
+def tiny_gguf(path, *, extra=None, rope_freqs=False, alignment=None):
     """A small llama GGUF: F32, F16 and Q8_0 tensors, context 128, rope dim 16, base 1e4."""
     from gguf.quants import quantize
 
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(str(path), arch="llama")
+    if alignment:
+        w.add_custom_alignment(alignment)
     w.add_context_length(CONTEXT)
     w.add_embedding_length(64)
     w.add_block_count(1)
@@ -358,11 +360,11 @@ def test_exported_gguf_holds_llamacpp_keys_that_read_back_as_the_measured_rope(t
 
 def test_export_replaces_the_source_gguf_scaling_and_its_freq_tensor(tmp_path):
     """A source GGUF with its own yarn x8 keys and rope_freqs tensor: a linear export leaves
-    neither (the scaling is replaced, not stacked)."""
+    neither (the scaling is replaced, not stacked); its data alignment (64) is kept."""
     from posenc.stretch.models import ModelSpec
 
     vt = gguf.GGUFValueType
-    tiny_gguf(tmp_path / "m.gguf", rope_freqs=True, extra={
+    tiny_gguf(tmp_path / "m.gguf", rope_freqs=True, alignment=64, extra={
         "llama.rope.scaling.type": ("yarn", vt.STRING),
         "llama.rope.scaling.factor": (8.0, vt.FLOAT32),
         "llama.rope.scaling.yarn_beta_fast": (64.0, vt.FLOAT32)})  # fmt: skip
@@ -372,6 +374,9 @@ def test_export_replaces_the_source_gguf_scaling_and_its_freq_tensor(tmp_path):
     assert kv["llama.rope.scaling.type"] == "linear" and kv["llama.rope.scaling.factor"] == 2.0
     assert "llama.rope.scaling.yarn_beta_fast" not in kv
     assert engines.ROPE_FREQS not in tensors(out)
+    assert gguf.GGUFReader(out).alignment == 64 and kv["general.alignment"] == 64
+    old = tensors(str(tmp_path / "m.gguf"))
+    assert tensors(out) == {k: v for k, v in old.items() if k != engines.ROPE_FREQS}
     with pytest.raises(ValueError, match="rope_freqs.weight together with a yarn"):
         engines.gguf_config(str(tmp_path / "m.gguf"))
 
@@ -461,3 +466,25 @@ def test_a_gguf_export_of_what_llamacpp_cannot_read_is_refused(tmp_path, capsys)
         with pytest.raises(ValueError, match="^--export: .* cannot be written into a GGUF"):
             engines.check_export(plan_for(label, llama_info()), spec, str(tmp_path / "out"))
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_settings_and_export_of_a_gguf_with_its_own_scaling(tmp_path, capsys):
+    """A GGUF whose keys carry yarn x8 (which transformers' GGUF loader ignores): the output says
+    so, --export replaces it; a dynamic export of it is refused with nothing written."""
+    vt = gguf.GGUFValueType
+    src = tiny_gguf(tmp_path / "m.gguf", extra={
+        "llama.rope.scaling.type": ("yarn", vt.STRING),
+        "llama.rope.scaling.factor": (8.0, vt.FLOAT32)})  # fmt: skip
+    argv = ["stretch", "settings", "linear(factor=2)", "--model", src]
+    assert main([*argv, "--export", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "this GGUF carries its own scaling" in out and '"factor":8.0' in out
+    (path,) = (tmp_path / "out").iterdir()
+    assert path.name == "m.linear_factor=2.gguf"
+    kv = gguf_kv(str(path))
+    assert (kv["llama.rope.scaling.type"], kv["llama.rope.scaling.factor"]) == ("linear", 2.0)
+    assert main(["stretch", "settings", "dynamic(factor=2)", "--model", src,
+                 "--export", str(tmp_path / "out2")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posenc stretch settings: error: --export") and "\n" not in err
+    assert not (tmp_path / "out2").exists()
