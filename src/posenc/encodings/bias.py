@@ -282,6 +282,16 @@ class FIRE(PositionBias):
         hidden = torch.relu((num / den).unsqueeze(-1) * w1.float() + b1.float())  # [N, units]
         return (hidden @ w2.float().t() + b2.float()).t()  # [H, N]
 
+    def mlp_form(self, q_pos: torch.Tensor, span: int):
+        """The bias as MLP_h(psi[|i - j|] / den[i]) for the fast path (posenc.attention.fast_bias):
+        psi [span + 1] at distances 0..span, den [Tq] per query position q_pos [Tq], and the
+        MLP's (w1 [U], b1 [U], w2 [H, U], b2 [H]); float32 by _value's operations."""
+        c, L, w1, b1, w2, b2 = self._params()
+        dist = torch.arange(span + 1, device=q_pos.device)
+        psi = torch.log((c * dist.float()).abs() + 1)
+        den = torch.log((c * torch.maximum(q_pos.float(), L)).abs() + 1) + self.eps
+        return psi, den, (w1, b1, w2, b2)
+
     def extra_repr(self) -> str:
         return f"heads={self.heads}, init_L={self.init_L:g}"
 
