@@ -301,12 +301,11 @@ def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tens
     outs = []
     for rows, qp, kp, mask in groups:
         span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
-        psi, den, (w1, b1, w2, b2) = enc.mlp_form(qp, span)
+        psi, den, (z, A, B) = enc.mlp_form(qp, span)
         sel = (lambda t: t) if rows is None else (lambda t: t[rows])  # noqa: E731
         outs.append(_FireBias.apply(
-            sel(qf), sel(kf), sel(vf), psi.float(), den.float(), w1.float(), b1.float(),
-            w2.float(), b2.float(), qp.contiguous(), kp.contiguous(), mask, causal, scale,
-            q.dtype,
+            sel(qf), sel(kf), sel(vf), psi.float(), den.float(), z, A, B, qp.contiguous(),
+            kp.contiguous(), mask, causal, scale, q.dtype,
         ))  # fmt: skip
     return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
@@ -328,10 +327,10 @@ def _fire_blocks(qp, kp, causal: bool, H: int) -> list[tuple[int, int, int]]:
 def _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1) -> torch.Tensor:
     """FIRE's bias of rows r0:r1 and keys t0:t1, [H, r1 - r0, t1 - t0] float32: masked
     (MASKED) where causal or `mask` forbid, rounded to `dtype` as bias() rounds."""
-    psi, den, mlp = tables
-    H = mlp[2].shape[0]
+    psi, den, pieces = tables
+    H = pieces[1].shape[0]
     tile = torch.empty(H, r1 - r0, t1 - t0)
-    cpu_bias.fire_bias(tile, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], mlp, causal, MASKED)
+    cpu_bias.fire_bias(tile, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], pieces, causal, MASKED)
     if dtype != torch.float32:
         tile.copy_(tile.to(dtype)).clamp_(min=MASKED)  # finfo.min rounds to -inf in bf16
     if mask is not None:
@@ -340,14 +339,14 @@ def _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1) -> torch.Ten
 
 
 class _FireBias(torch.autograd.Function):
-    """q [b, H, Tq, Dh], k / v [b, H, Tk, Dh] float32; psi, den, w1, b1, w2, b2 (FIRE.mlp_form);
+    """q [b, H, Tq, Dh], k / v [b, H, Tk, Dh] float32; psi, den, z, A, B (FIRE.mlp_form);
     qp [Tq], kp [Tk] int64 -> out float32 [b, H, Tq, Dh]."""
 
     @staticmethod
-    def forward(ctx, q, k, v, psi, den, w1, b1, w2, b2, qp, kp, mask, causal, scale, dtype):
-        B, H, Tq, Dh = q.shape
-        tables = (psi.contiguous(), den.contiguous(), tuple(t.contiguous() for t in (w1, b1, w2, b2)))
-        out, lse = q.new_zeros(B, H, Tq, Dh), q.new_zeros(B, H, Tq)  # rows with no key: 0
+    def forward(ctx, q, k, v, psi, den, z, A, B, qp, kp, mask, causal, scale, dtype):
+        Bq, H, Tq, Dh = q.shape
+        tables = (psi.contiguous(), den.contiguous(), (z.contiguous(), A.contiguous(), B.contiguous()))
+        out, lse = q.new_zeros(Bq, H, Tq, Dh), q.new_zeros(Bq, H, Tq)  # rows with no key: 0
         blocks = _fire_blocks(qp, kp, causal, H)
         for i0, i1, n in blocks:
             if n == 0:
@@ -365,14 +364,14 @@ class _FireBias(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dout):
-        q, k, v, out, lse, psi, den, *mlp = ctx.saved_tensors
+        q, k, v, out, lse, psi, den, *pieces = ctx.saved_tensors
         qp, kp, mask, causal, scale, dtype, blocks = ctx.rest
-        tables = (psi, den, tuple(mlp))
+        tables = (psi, den, tuple(pieces))
         B, H, Tq, Dh = q.shape
         Tk = k.shape[2]
-        learned = any(ctx.needs_input_grad[3:9])
+        learned = any(ctx.needs_input_grad[3:8])
         D = (dout * out).sum(-1)  # [B, H, Tq]
-        grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *mlp)]
+        grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, pieces[1], pieces[2])]
         dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
         q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
@@ -388,18 +387,19 @@ class _FireBias(torch.autograd.Function):
                     bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1)
                     P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
                     dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
-                    acc = torch.zeros(bias.shape, dtype=torch.float64)  # dS summed over b
+                    tile = (B, H, r1 - r0, t1 - t0)
                     cpu_bias.bias_grad(
-                        P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), bias,
-                        lse[:, :, r0:r1], D[:, :, r0:r1], acc, 0, scale, write=True,
+                        P.view(tile), dS.view(tile), bias, lse[:, :, r0:r1], D[:, :, r0:r1],
+                        None, 0, scale, write=True,
                     )  # fmt: skip
-                    if learned:
+                    if learned:  # the bias's gradient, dS summed over the batch
+                        g = dS.view(tile)[0] if B == 1 else dS.view(tile).sum(0)
                         cpu_bias.fire_grad(
-                            acc, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
+                            g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
                             (grads[0], grads[1][r0:r1], *grads[2:]),
                         )  # fmt: skip
                     dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
                     dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
                     dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
-        tg = [g.float() if need else None for g, need in zip(grads, ctx.needs_input_grad[3:9])]
-        return dq, dk, dv, *tg, None, None, None, None, None, None
+        dpsi, dden, dA, dB = (g.float() for g in grads)
+        return dq, dk, dv, dpsi, dden, None, dA, dB, None, None, None, None, None, None

@@ -67,16 +67,17 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                 float* s = S + row * N;
                 float* dp = dP + row * N;
                 const float* bias = vec + h * bh + off + r * br;
-                double* a = acc + h * bh + off + r * br;
+                double* a = acc ? acc + h * bh + off + r * br : 0;
                 float l = lse[b * lb + h * lh + r], d = D[b * db + h * dh + r];
                 if (write) {
                     #pragma omp simd
                     for (int64_t t = 0; t < N; t++) {
                         float p = exp_f(s[t] * scale + bias[t] - l), ds = p * (dp[t] - d);
-                        a[t] += (double)ds;
                         s[t] = p;
                         dp[t] = ds;
                     }
+                    if (a)
+                        for (int64_t t = 0; t < N; t++) a[t] += (double)dp[t];
                 } else {
                     #pragma omp simd
                     for (int64_t t = 0; t < N; t++) {
@@ -88,112 +89,122 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
         }
     }
 }
-/* FIRE's bias (posenc.encodings.bias.FIRE) for query rows at qp [R] and keys at kp [N]:
-   out[h, r, t] = b2[h] + sum over u of w2[h, u] * relu(w1[u] * x + b1[u]),
-   x = psi[|qp[r] - kp[t]|] / den[r]; `masked` where causal and kp[t] > qp[r]. The operations
-   in FIRE._value's order, each rounded to float32 (built with -ffp-contract=off: no fused
-   multiply-add), so the values are bias()'s. out [H, R, N] contiguous; rows in parallel. */
+/* FIRE's bias (posenc.encodings.bias.FIRE) for query rows at qp [R] and keys at kp [N]. Its
+   MLP of one input, Linear(1, U) - ReLU - Linear(U, H), is linear between the U points where a
+   hidden unit turns on or off: with those points sorted, z [K], and k(x) = #{z < x},
+   MLP_h(x) = A[h, k(x)] * x + B[h, k(x)] (posenc.functional.relu_mlp_pieces). Here
+   out[h, r, t] = A[h, k] * x + B[h, k], x = psi[|qp[r] - kp[t]|] / den[r]; `masked` where
+   causal and kp[t] > qp[r]. A chunk of CH keys whose x fall in one piece (nearly all: x is
+   monotone in the distance) is one vector multiply-add per head. A, B: [H, K + 1];
+   out [H, R, N] contiguous; rows in parallel. */
 #define CH 16
 static inline int64_t absd(int64_t d) { return d < 0 ? -d : d; }
 
+static inline int64_t piece(const float* z, int64_t K, float x) {  /* #{z < x}, z sorted */
+    int64_t lo = 0, hi = K;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (z[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* x of a chunk of keys t0 .. t0 + n - 1 of row r (lanes past n: distance 0); ok: allowed;
+   returns the piece of every lane when one piece holds them all, else -1 (kk filled). */
+static inline int64_t chunk_x(float* x, int* ok, int64_t* a, int64_t* kk, const float* psi,
+                              float den, int64_t q, const int64_t* kp, int64_t n, int causal,
+                              const float* z, int64_t K) {
+    float lo = 3.4e38f, hi = -3.4e38f;
+    for (int64_t t = 0; t < CH; t++) {
+        int64_t d = t < n ? q - kp[t] : 0;
+        ok[t] = t < n && !(causal && d < 0);
+        a[t] = absd(d);
+        x[t] = psi[a[t]] / den;
+        lo = x[t] < lo ? x[t] : lo;
+        hi = x[t] > hi ? x[t] : hi;
+    }
+    int64_t k = piece(z, K, lo);
+    if (k == K || z[k] >= hi) return k;  /* no breakpoint in [lo, hi) */
+    for (int64_t t = 0; t < CH; t++) kk[t] = piece(z, K, x[t]);
+    return -1;
+}
+
 void fire_bias_f32(float* out, const float* psi, const float* den, const int64_t* qp,
-                   const int64_t* kp, const float* w1, const float* b1, const float* w2,
-                   const float* b2, int64_t H, int64_t R, int64_t N, int64_t U, int causal,
-                   float masked, int nthreads) {
-    #pragma omp parallel for num_threads(nthreads) schedule(static) if(R * N * U > 65536)
+                   const int64_t* kp, const float* z, const float* A, const float* B,
+                   int64_t H, int64_t R, int64_t N, int64_t K, int causal, float masked,
+                   int nthreads) {
+    #pragma omp parallel for num_threads(nthreads) schedule(static) if(R * N * H > 65536)
     for (int64_t r = 0; r < R; r++) {
-        float x[CH], hid[CH], acc[H][CH];
+        float x[CH];
         int ok[CH];
+        int64_t a[CH], kk[CH];
         for (int64_t t0 = 0; t0 < N; t0 += CH) {
             int64_t n = N - t0 < CH ? N - t0 : CH;
-            for (int64_t t = 0; t < CH; t++) {
-                int64_t d = t < n ? qp[r] - kp[t0 + t] : 0;
-                ok[t] = !(causal && d < 0);
-                x[t] = psi[absd(d)] / den[r];
-            }
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t t = 0; t < CH; t++) acc[h][t] = b2[h];
-            for (int64_t u = 0; u < U; u++) {
-                float w = w1[u], b = b1[u];
-                for (int64_t t = 0; t < CH; t++) {
-                    float p = w * x[t] + b;
-                    hid[t] = p > 0.0f ? p : 0.0f;
-                }
-                for (int64_t h = 0; h < H; h++) {
-                    float c = w2[h * U + u];
-                    for (int64_t t = 0; t < CH; t++) acc[h][t] = acc[h][t] + c * hid[t];
-                }
-            }
+            int64_t k = chunk_x(x, ok, a, kk, psi, den[r], qp[r], kp + t0, n, causal, z, K);
             for (int64_t h = 0; h < H; h++) {
                 float* o = out + (h * R + r) * N + t0;
-                for (int64_t t = 0; t < n; t++) o[t] = ok[t] ? acc[h][t] : masked;
+                const float *Ah = A + h * (K + 1), *Bh = B + h * (K + 1);
+                if (k >= 0 && n == CH) {
+                    float s = Ah[k], c = Bh[k];
+                    for (int64_t t = 0; t < CH; t++) o[t] = ok[t] ? s * x[t] + c : masked;
+                } else {
+                    for (int64_t t = 0; t < n; t++) {
+                        int64_t j = k >= 0 ? k : kk[t];
+                        o[t] = ok[t] ? Ah[j] * x[t] + Bh[j] : masked;
+                    }
+                }
             }
         }
     }
 }
 
-/* The gradient of fire_bias_f32 from g [H, R, N] (double: the loss's gradient at each bias
-   value, 0 where masked): adds into dw1, db1 [U], dw2 [H, U], db2 [H], dpsi [span + 1] (at
-   |qp - kp|) and dden [R], all double. Rows in parallel; each thread sums into its own copy
-   of the shared sums (float lanes within a row, double across rows), added at the end. */
-void fire_grad_f32(const double* g, const float* psi, const float* den, const int64_t* qp,
-                   const int64_t* kp, const float* w1, const float* b1, const float* w2,
-                   int64_t H, int64_t R, int64_t N, int64_t U, int64_t span, int causal,
-                   double* dw1, double* db1, double* dw2, double* db2, double* dpsi,
-                   double* dden, int nthreads) {
-    int64_t P = 2 * U + H * U + H + span + 1;
-    #pragma omp parallel num_threads(nthreads) if(R * N * U > 65536)
+/* The gradient of fire_bias_f32 from g [H, R, N] (float32: the loss's gradient at each bias
+   value): adds into dA, dB [H, K + 1], dpsi [span + 1] (at |qp - kp|) and dden [R], all
+   double. Rows in parallel; each thread sums into its own copy of dA, dB, dpsi (float lanes
+   within a row, double across rows), added at the end. */
+void fire_grad_f32(const float* g, const float* psi, const float* den, const int64_t* qp,
+                   const int64_t* kp, const float* z, const float* A, int64_t H, int64_t R,
+                   int64_t N, int64_t K, int64_t span, int causal, double* dA, double* dB,
+                   double* dpsi, double* dden, int nthreads) {
+    int64_t K1 = K + 1, P = 2 * H * K1 + span + 1;
+    #pragma omp parallel num_threads(nthreads) if(R * N * H > 65536)
     {
         double* mine = calloc(P, sizeof(double));
-        double *m_w1 = mine, *m_b1 = mine + U, *m_w2 = mine + 2 * U;
-        double *m_b2 = m_w2 + H * U, *m_psi = m_b2 + H;
-        float (*aw2)[CH] = malloc(sizeof(float) * CH * (H * U + 2 * U + H));
-        float (*aw1)[CH] = aw2 + H * U, (*ab1)[CH] = aw1 + U, (*ab2)[CH] = ab1 + U;
+        double *m_A = mine, *m_B = mine + H * K1, *m_psi = m_B + H * K1;
+        float (*lA)[CH] = malloc(sizeof(float) * CH * 2 * H * K1);
+        float (*lB)[CH] = lA + H * K1;
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < R; r++) {
-            float x[CH], hid[CH], gu[CH], dx[CH], gh[H][CH];
-            int ok[CH], act[CH];
-            int64_t a[CH];
+            float x[CH], dx[CH];
+            int ok[CH];
+            int64_t a[CH], kk[CH];
             double dd = 0.0;
-            memset(aw2, 0, sizeof(float) * CH * (H * U + 2 * U + H));
+            memset(lA, 0, sizeof(float) * CH * 2 * H * K1);
             for (int64_t t0 = 0; t0 < N; t0 += CH) {
                 int64_t n = N - t0 < CH ? N - t0 : CH;
-                for (int64_t t = 0; t < CH; t++) {
-                    int64_t d = t < n ? qp[r] - kp[t0 + t] : 0;
-                    ok[t] = t < n && !(causal && d < 0);
-                    a[t] = absd(d);
-                    x[t] = psi[a[t]] / den[r];
-                    dx[t] = 0.0f;
-                }
+                int64_t k = chunk_x(x, ok, a, kk, psi, den[r], qp[r], kp + t0, n, causal, z, K);
+                for (int64_t t = 0; t < CH; t++) dx[t] = 0.0f;
                 for (int64_t h = 0; h < H; h++) {
-                    const double* gr = g + (h * R + r) * N + t0;
-                    for (int64_t t = 0; t < CH; t++) gh[h][t] = ok[t] ? (float)gr[t] : 0.0f;
-                }
-                for (int64_t u = 0; u < U; u++) {
-                    float w = w1[u], b = b1[u];
-                    for (int64_t t = 0; t < CH; t++) {
-                        float p = w * x[t] + b;
-                        act[t] = p > 0.0f;
-                        hid[t] = act[t] ? p : 0.0f;
-                        gu[t] = 0.0f;
-                    }
-                    for (int64_t h = 0; h < H; h++) {
-                        float c = w2[h * U + u];
-                        float* acc = aw2[h * U + u];
+                    const float* gr = g + (h * R + r) * N + t0;
+                    const float* Ah = A + h * K1;
+                    if (k >= 0 && n == CH) {
+                        float s = Ah[k], *pa = lA[h * K1 + k], *pb = lB[h * K1 + k];
                         for (int64_t t = 0; t < CH; t++) {
-                            acc[t] += gh[h][t] * hid[t];
-                            gu[t] += gh[h][t] * c;
+                            float v = ok[t] ? gr[t] : 0.0f;
+                            pa[t] += v * x[t];
+                            pb[t] += v;
+                            dx[t] += v * s;
+                        }
+                    } else {
+                        for (int64_t t = 0; t < n; t++) {
+                            if (!ok[t]) continue;
+                            int64_t j = k >= 0 ? k : kk[t];
+                            lA[h * K1 + j][t] += gr[t] * x[t];
+                            lB[h * K1 + j][t] += gr[t];
+                            dx[t] += gr[t] * Ah[j];
                         }
                     }
-                    for (int64_t t = 0; t < CH; t++) {
-                        float v = act[t] ? gu[t] : 0.0f;
-                        aw1[u][t] += v * x[t];
-                        ab1[u][t] += v;
-                        dx[t] += v * w;
-                    }
                 }
-                for (int64_t h = 0; h < H; h++)
-                    for (int64_t t = 0; t < CH; t++) ab2[h][t] += gh[h][t];
                 for (int64_t t = 0; t < n; t++) {
                     if (!ok[t]) continue;
                     m_psi[a[t]] += (double)dx[t] / den[r];
@@ -201,24 +212,18 @@ void fire_grad_f32(const double* g, const float* psi, const float* den, const in
                 }
             }
             dden[r] += dd;
-            for (int64_t i = 0; i < H * U; i++)
-                for (int64_t t = 0; t < CH; t++) m_w2[i] += aw2[i][t];
-            for (int64_t u = 0; u < U; u++)
+            for (int64_t i = 0; i < H * K1; i++)
                 for (int64_t t = 0; t < CH; t++) {
-                    m_w1[u] += aw1[u][t];
-                    m_b1[u] += ab1[u][t];
+                    m_A[i] += lA[i][t];
+                    m_B[i] += lB[i][t];
                 }
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t t = 0; t < CH; t++) m_b2[h] += ab2[h][t];
         }
         #pragma omp critical
         {
-            for (int64_t u = 0; u < U; u++) { dw1[u] += m_w1[u]; db1[u] += m_b1[u]; }
-            for (int64_t i = 0; i < H * U; i++) dw2[i] += m_w2[i];
-            for (int64_t h = 0; h < H; h++) db2[h] += m_b2[h];
+            for (int64_t i = 0; i < H * K1; i++) { dA[i] += m_A[i]; dB[i] += m_B[i]; }
             for (int64_t i = 0; i <= span; i++) dpsi[i] += m_psi[i];
         }
-        free(aw2);
+        free(lA);
         free(mine);
     }
 }
@@ -241,8 +246,8 @@ def kernel() -> ctypes.CDLL | None:
         i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
         fn.argtypes = [*[ptr] * 6, *[i64] * 11, ctypes.c_float, c_int, c_int]
         lib.fire_bias_f32.restype = lib.fire_grad_f32.restype = None
-        lib.fire_bias_f32.argtypes = [*[ptr] * 9, *[i64] * 4, c_int, ctypes.c_float, c_int]
-        lib.fire_grad_f32.argtypes = [*[ptr] * 8, *[i64] * 5, c_int, *[ptr] * 6, c_int]
+        lib.fire_bias_f32.argtypes = [*[ptr] * 8, *[i64] * 4, c_int, ctypes.c_float, c_int]
+        lib.fire_grad_f32.argtypes = [*[ptr] * 7, *[i64] * 5, c_int, *[ptr] * 4, c_int]
         LIB = lib
     return LIB
 
@@ -250,14 +255,14 @@ def kernel() -> ctypes.CDLL | None:
 def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = False) -> None:
     """acc[h, off + r + t] += sum over b of dS, dS = P * (dP - D),
     P = exp(S * scale + vec[h, off + r + t] - lse); with `write`, S <- P and dP <- dS.
-    A dense tile vec [H, R, N] (off = 0) reads and adds at [h, r, t] instead.
+    A dense tile vec [H, R, N] (off = 0) reads and adds at [h, r, t] instead; acc None: no sums.
 
     S, dP [B, H, R, N] float32 contiguous; vec [H, L] or [H, R, N] float32 contiguous; lse, D
     [B, H, R] float32 with a unit stride along R; acc float64 contiguous, vec's shape;
     0 <= off, off + R + N - 1 <= L."""
     B, H, R, N = S.shape
     assert S.is_contiguous() and dP.is_contiguous() and dP.shape == S.shape
-    assert vec.is_contiguous() and acc.is_contiguous() and acc.shape == vec.shape
+    assert vec.is_contiguous() and (acc is None or acc.is_contiguous() and acc.shape == vec.shape)
     assert R == 1 or (lse.stride(-1) == 1 and D.stride(-1) == 1)
     if vec.dim() == 3:  # a dense tile
         assert vec.shape == (H, R, N) and off == 0
@@ -268,7 +273,7 @@ def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = Fal
     assert lse.shape == D.shape == (B, H, R)
     kernel().bias_grad_f32(
         S.data_ptr(), dP.data_ptr(), vec.data_ptr(), lse.data_ptr(), D.data_ptr(),
-        acc.data_ptr(), B, H, R, N, bh, br, off, *lse.stride()[:2], *D.stride()[:2],
+        0 if acc is None else acc.data_ptr(), B, H, R, N, bh, br, off, *lse.stride()[:2], *D.stride()[:2],
         float(scale), int(write), torch.get_num_threads(),
     )  # fmt: skip
 
@@ -278,29 +283,31 @@ def _ptrs(*tensors) -> list[int]:
     return [t.data_ptr() for t in tensors]
 
 
-def fire_bias(out, psi, den, qp, kp, mlp, causal: bool, masked: float) -> None:
-    """out [H, R, N] <- FIRE's bias MLP_h(psi[|qp[r] - kp[t]|] / den[r]) (`masked` where causal
-    and kp[t] > qp[r]). psi [span + 1], den [R], float32; qp [R], kp [N] int64;
-    mlp = (w1 [U], b1 [U], w2 [H, U], b2 [H]) float32; all contiguous."""
+def fire_bias(out, psi, den, qp, kp, pieces, causal: bool, masked: float) -> None:
+    """out [H, R, N] <- FIRE's bias A[h, k] * x + B[h, k], x = psi[|qp[r] - kp[t]|] / den[r],
+    k = #{z < x} (`masked` where causal and kp[t] > qp[r]). psi [span + 1], den [R] float32;
+    qp [R], kp [N] int64; pieces = (z [K] sorted, A [H, K + 1], B [H, K + 1]) float32
+    (posenc.functional.relu_mlp_pieces); all contiguous."""
     H, R, N = out.shape
-    w1, b1, w2, b2 = mlp
-    assert out.dtype == psi.dtype == den.dtype == torch.float32 and den.shape == (R,)
+    z, A, B = pieces
+    assert out.dtype == psi.dtype == den.dtype == A.dtype == torch.float32 and den.shape == (R,)
     assert qp.dtype == kp.dtype == torch.int64 and qp.shape == (R,) and kp.shape == (N,)
+    assert A.shape == B.shape == (H, z.shape[0] + 1)
     kernel().fire_bias_f32(
-        *_ptrs(out, psi, den, qp, kp, w1, b1, w2, b2), H, R, N, w1.shape[0], int(causal),
+        *_ptrs(out, psi, den, qp, kp, z, A, B), H, R, N, z.shape[0], int(causal),
         float(masked), torch.get_num_threads(),
     )  # fmt: skip
 
 
-def fire_grad(g, psi, den, qp, kp, mlp, causal: bool, grads) -> None:
-    """Adds the gradient of fire_bias from g [H, R, N] (float64, 0 where masked) into
-    grads = (dpsi, dden [R], dw1, db1, dw2, db2), float64 of the inputs' shapes."""
+def fire_grad(g, psi, den, qp, kp, pieces, causal: bool, grads) -> None:
+    """Adds the gradient of fire_bias from g [H, R, N] (float32, the loss's gradient at each
+    bias value) into grads = (dpsi, dden [R], dA, dB), float64 of the inputs' shapes."""
     H, R, N = g.shape
-    w1, b1, w2, _ = mlp
-    dpsi, dden, dw1, db1, dw2, db2 = grads
-    assert g.dtype == torch.float64 and all(t.dtype == torch.float64 for t in grads)
-    assert dpsi.shape == psi.shape and dden.shape == den.shape == (R,)
+    z, A, _ = pieces
+    dpsi, dden, dA, dB = grads
+    assert g.dtype == torch.float32 and all(t.dtype == torch.float64 for t in grads)
+    assert dpsi.shape == psi.shape and dden.shape == den.shape == (R,) and dA.shape == A.shape
     kernel().fire_grad_f32(
-        *_ptrs(g, psi, den, qp, kp, w1, b1, w2), H, R, N, w1.shape[0], psi.shape[0] - 1,
-        int(causal), *_ptrs(dw1, db1, dw2, db2, dpsi, dden), torch.get_num_threads(),
+        *_ptrs(g, psi, den, qp, kp, z, A), H, R, N, z.shape[0], psi.shape[0] - 1, int(causal),
+        *_ptrs(dA, dB, dpsi, dden), torch.get_num_threads(),
     )  # fmt: skip
