@@ -259,7 +259,7 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
 # the backward recomputes it per tile, and cpu_bias.fire_grad reduces the tile's bias gradient
 # to psi, den and the MLP's weights (autograd takes them on to c, L and the Linear layers).
 # Any integer positions (packed documents, decoding), causal or not, with or without a mask.
-FIRE_BLOCK_ELEMENTS = 2**21  # a forward block's bias [H, rows, keys] holds at most this many
+FIRE_BLOCK_ELEMENTS = 2**20  # a forward block's bias [H, rows, keys] holds at most this many
 
 
 def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
@@ -324,18 +324,27 @@ def _fire_blocks(qp, kp, causal: bool, H: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1) -> torch.Tensor:
-    """FIRE's bias of rows r0:r1 and keys t0:t1, [H, r1 - r0, t1 - t0] float32: masked
-    (MASKED) where causal or `mask` forbid, rounded to `dtype` as bias() rounds."""
+def _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf) -> torch.Tensor:
+    """FIRE's bias of rows r0:r1 and keys t0:t1, [H, r1 - r0, t1 - t0] float32 in buf's
+    memory: masked (MASKED) where causal or `mask` forbid, rounded to `dtype` as bias()
+    rounds."""
     psi, den, pieces = tables
     H = pieces[1].shape[0]
-    tile = torch.empty(H, r1 - r0, t1 - t0)
+    tile = buf[: H * (r1 - r0) * (t1 - t0)].view(H, r1 - r0, t1 - t0)
     cpu_bias.fire_bias(tile, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], pieces, causal, MASKED)
     if dtype != torch.float32:
         tile.copy_(tile.to(dtype)).clamp_(min=MASKED)  # finfo.min rounds to -inf in bf16
     if mask is not None:
         tile.masked_fill_(~mask[:, r0:r1, t0:t1], MASKED)
     return tile
+
+
+def _no_key(qp, kp, mask, causal: bool) -> torch.Tensor | None:
+    """[1 or H, Tq] True at rows that may attend to no key; None where every row may."""
+    if mask is None:
+        return (qp < kp.min())[None] if causal else None
+    allowed = mask & (kp[None, None, :] <= qp[None, :, None]) if causal else mask
+    return ~allowed.any(-1)
 
 
 class _FireBias(torch.autograd.Function):
@@ -348,15 +357,20 @@ class _FireBias(torch.autograd.Function):
         tables = (psi.contiguous(), den.contiguous(), (z.contiguous(), A.contiguous(), B.contiguous()))
         out, lse = q.new_zeros(Bq, H, Tq, Dh), q.new_zeros(Bq, H, Tq)  # rows with no key: 0
         blocks = _fire_blocks(qp, kp, causal, H)
+        buf = q.new_empty(max((i1 - i0) * n for i0, i1, n in blocks) * H)  # one block's bias
         for i0, i1, n in blocks:
             if n == 0:
                 continue
-            bias = _fire_tile(tables, qp, kp, mask, causal, dtype, i0, i1, 0, n)
+            bias = _fire_tile(tables, qp, kp, mask, causal, dtype, i0, i1, 0, n, buf)
             o, l = _FWD(q[:, :, i0:i1], k[:, :, :n], v[:, :, :n], 0.0, False,
                         attn_mask=bias[None], scale=scale)  # fmt: skip
-            live = (bias > MASKED).any(-1)  # [H, rows]: a row with no key to attend gives 0
-            out[:, :, i0:i1] = o * live[..., None]
-            lse[:, :, i0:i1] = l * live  # 0: P = exp(MASKED - 0) = 0 in the backward
+            out[:, :, i0:i1] = o
+            lse[:, :, i0:i1] = l
+        # a row with no key to attend gives 0, and lse 0: P = exp(MASKED - 0) = 0 in backward
+        dead = _no_key(qp, kp, mask, causal)
+        if dead is not None:
+            out.masked_fill_(dead[..., None], 0.0)
+            lse.masked_fill_(dead, 0.0)
         ctx.save_for_backward(q, k, v, out, lse, *tables[:2], *tables[2])
         ctx.rest = qp, kp, mask, causal, scale, dtype, blocks
         return out
@@ -377,6 +391,7 @@ class _FireBias(torch.autograd.Function):
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
         dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
         rows, keys = GRAD_TILE
+        buf = q.new_empty(H * rows * keys)
         for i0, i1, n in blocks:
             for r0 in range(i0, i1, rows):
                 r1 = min(r0 + rows, i1)
@@ -384,7 +399,7 @@ class _FireBias(torch.autograd.Function):
                 for t0 in range(0, n, keys):
                     t1 = min(t0 + keys, n)
                     kt, vt = k3[:, t0:t1], v3[:, t0:t1]
-                    bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1)
+                    bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
                     P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
                     dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
                     tile = (B, H, r1 - r0, t1 - t0)
