@@ -277,19 +277,17 @@ def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
         return None, "positions are not integers"
     if cpu_bias.kernel() is None:
         return None, f"no C kernel for FIRE's bias ({cpu_bias.BROKEN})"
-    B = q.shape[0]
-    m = None if mask is None else mask.expand(mask.shape[0], mask.shape[1], *mask.shape[2:])
-    per_row = (q_pos.dim() == 2 and q_pos.shape[0] > 1) or (k_pos.dim() == 2 and k_pos.shape[0] > 1)
-    per_row = per_row or (m is not None and m.shape[0] > 1)
-    if not per_row:
-        return [(None, q_pos.reshape(-1, q_pos.shape[-1])[0], k_pos.reshape(-1, k_pos.shape[-1])[0],
-                 None if m is None else m[0])], ""  # fmt: skip
-    groups = []
-    for b in range(B):
-        qp = q_pos[b if q_pos.dim() == 2 and q_pos.shape[0] > 1 else 0] if q_pos.dim() == 2 else q_pos
-        kp = k_pos[b if k_pos.dim() == 2 and k_pos.shape[0] > 1 else 0] if k_pos.dim() == 2 else k_pos
-        mb = None if m is None else m[b if m.shape[0] > 1 else 0]
-        groups.append((slice(b, b + 1), qp, kp, mb))
+    m = None if mask is None else mask.expand(*mask.shape[:2], q.shape[2], k.shape[2])
+
+    def row(t, b):  # batch row b of [T] / [B or 1, ...] (a 1 broadcasts)
+        return t if t.dim() == 1 else t[b if t.shape[0] > 1 else 0]
+
+    if all(t is None or t.dim() == 1 or t.shape[0] == 1 for t in (q_pos, k_pos, m)):
+        return [(None, row(q_pos, 0), row(k_pos, 0), None if m is None else m[0])], ""
+    groups = [
+        (slice(b, b + 1), row(q_pos, b), row(k_pos, b), None if m is None else row(m, b))
+        for b in range(q.shape[0])
+    ]
     return groups, ""
 
 
@@ -302,10 +300,10 @@ def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tens
     for rows, qp, kp, mask in groups:
         span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
         psi, den, (z, A, B) = enc.mlp_form(qp, span)
-        sel = (lambda t: t) if rows is None else (lambda t: t[rows])  # noqa: E731
+        qkv = (qf, kf, vf) if rows is None else (qf[rows], kf[rows], vf[rows])
         outs.append(_FireBias.apply(
-            sel(qf), sel(kf), sel(vf), psi.float(), den.float(), z, A, B, qp.contiguous(),
-            kp.contiguous(), mask, causal, scale, q.dtype,
+            *qkv, psi.float(), den.float(), z, A, B, qp.contiguous(), kp.contiguous(), mask,
+            causal, scale, q.dtype,
         ))  # fmt: skip
     return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
@@ -354,7 +352,8 @@ class _FireBias(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, psi, den, z, A, B, qp, kp, mask, causal, scale, dtype):
         Bq, H, Tq, Dh = q.shape
-        tables = (psi.contiguous(), den.contiguous(), (z.contiguous(), A.contiguous(), B.contiguous()))
+        pieces = tuple(t.contiguous() for t in (z, A, B))
+        tables = (psi.contiguous(), den.contiguous(), pieces)
         out, lse = q.new_zeros(Bq, H, Tq, Dh), q.new_zeros(Bq, H, Tq)  # rows with no key: 0
         blocks = _fire_blocks(qp, kp, causal, H)
         buf = q.new_empty(max((i1 - i0) * n for i0, i1, n in blocks) * H)  # one block's bias
@@ -385,7 +384,7 @@ class _FireBias(torch.autograd.Function):
         Tk = k.shape[2]
         learned = any(ctx.needs_input_grad[3:8])
         D = (dout * out).sum(-1)  # [B, H, Tq]
-        grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, pieces[1], pieces[2])]
+        grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *pieces[1:])]
         dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
         q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)

@@ -52,8 +52,9 @@ static inline float exp_f(float x) {
 
 /* S, dP: [B, H, R, N] contiguous; lse, D: [B, H, R] (strides lb, lh / db, dh, unit along R);
    the bias of (h, r, t) at vec[h * bh + off + r * br + t], acc (double) likewise: br = 1 for
-   the Hankel view of a distance vector [H, L] (bh = L), br = N for a dense tile (bh = R * N). Heads in parallel: a head's rows of every batch element
-   add into its own acc row, so no two threads write the same address. With `write`, S is
+   the Hankel view of a distance vector [H, L] (bh = L), br = N for a dense tile (bh = R * N);
+   acc NULL: no sums. Heads in parallel: a head's rows of every batch element add into its own
+   acc row, so no two threads write the same address. With `write`, S is
    overwritten with P and dP with dS (for the matmuls of dq, dk, dv). */
 void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                    const float* D, double* acc, int64_t B, int64_t H, int64_t R, int64_t N,
@@ -273,8 +274,8 @@ def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = Fal
     assert lse.shape == D.shape == (B, H, R)
     kernel().bias_grad_f32(
         S.data_ptr(), dP.data_ptr(), vec.data_ptr(), lse.data_ptr(), D.data_ptr(),
-        0 if acc is None else acc.data_ptr(), B, H, R, N, bh, br, off, *lse.stride()[:2], *D.stride()[:2],
-        float(scale), int(write), torch.get_num_threads(),
+        0 if acc is None else acc.data_ptr(), B, H, R, N, bh, br, off, *lse.stride()[:2],
+        *D.stride()[:2], float(scale), int(write), torch.get_num_threads(),
     )  # fmt: skip
 
 
