@@ -2,7 +2,7 @@
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
                  [--sections copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
-                 [--bias-encodings alibi,t5]
+                 [--bias-encodings alibi,t5] [--bias-paths none]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
 then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
@@ -50,10 +50,10 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(SECTIONS),
         help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
-    p.add_argument(
-        "--bias-T", help="bias section lengths, e.g. 1024,4096 (default 1024,4096,16384)"
-    )
-    p.add_argument("--bias-encodings", help="bias section encodings (default: all five)")
+    p.add_argument("--bias-T", help="bias section lengths, e.g. 1024,4096 (default 512,2048,8192)")
+    p.add_argument("--bias-encodings", help="bias section cases (default: all; fire_past too)")
+    p.add_argument("--bias-paths", help="bias paths beside posenc and the limit (default: "
+                   "before,flex,materialized; 'none': posenc and the limit only)")  # fmt: skip
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one bias path per process
     return p
 
@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         names = [x.strip() for x in args.bias_encodings.split(",") if x.strip()]
         allowed = Sizes.bias_encodings
         s.bias_encodings = tuple(check_choice("--bias-encodings", x, allowed) for x in names)
+    if args.bias_paths:
+        names = [x.strip() for x in args.bias_paths.split(",") if x.strip() not in ("", "none")]
+        s.bias_paths = tuple(check_choice("--bias-paths", x, Sizes.bias_paths) for x in names)
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None
