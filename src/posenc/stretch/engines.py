@@ -50,6 +50,13 @@ SOURCES = {
 DYNAMIC = ("dynamic", "dynamic_yarn")  # the frequencies follow each call's length
 GGUF_TYPES = ("none", "linear", "yarn", "ntk", "llama3")  # what --export writes into a .gguf
 ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's per-pair divisors (Llama 3.1 in GGUF)
+# GGUF architectures whose sliding-window layers llama.cpp leaves unscaled (their freq scale
+# stays 1 and their base is rope.freq_base_swa: src/models/gemma3.cpp, llama-hparams.h), i.e.
+# the layers transformers scales for a flat rope_scaling (full_attention)
+FULL_ONLY = ("gemma3",)
+# architectures whose llama.cpp graph loads rope_freqs.weight (src/models/*.cpp; a subset)
+FREQS_ARCHS = ("llama", "llama4", "mistral3", "granite", "deci", "exaone", "exaone4",
+               "minicpm", "arcee", "apertus")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -460,7 +467,7 @@ def llamacpp_setting(plan: Plan) -> Setting:
             "0.1 ln(factor) + 1, as transformers) are left at their defaults"
         )
     elif name == "ntk":
-        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.8g}", *flags]
+        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.9g}", *flags]
     elif name == "llama3":
         s.cannot.append(
             "llama3 has no flag: llama.cpp reads it as the GGUF tensor "
@@ -478,7 +485,15 @@ def llamacpp_setting(plan: Plan) -> Setting:
             f"--rope-scale takes the factor ({plan.factor:g}); --rope-freq-scale "
             f"takes its inverse ({1 / plan.factor:.6g}) (llama.cpp#2402)"
         )
-    if plan.target is not None:
+    if plan.target is not None and plan.info.gguf_arch in FULL_ONLY:
+        s.notes.append(
+            f"llama.cpp's {plan.info.gguf_arch} scales its global layers only (the sliding ones "
+            "keep freq scale 1 and rope.freq_base_swa): the full_attention layers, as here"
+        )
+        if plan.target != "full_attention":
+            s.cannot.append("llama.cpp cannot scale this model's sliding layers")
+            s.flags = []
+    elif plan.target is not None:
         s.notes.append(
             "per-layer-type rope: which layers llama.cpp scales is the architecture's "
             "code (src/models/*), not checked here"
@@ -610,7 +625,13 @@ def check_export(plan: Plan, spec, out: str) -> None:
                 f"--export: {plan.label} cannot be written into a GGUF (llama.cpp "
                 f"reads {', '.join(GGUF_TYPES)}), see the llama.cpp settings"
             )
-        if plan.info.layer_types is not None and name != "none":
+        if name == "llama3" and plan.info.gguf_arch not in FREQS_ARCHS:
+            raise ValueError(
+                f"--export: llama.cpp's {plan.info.gguf_arch} reads no {ROPE_FREQS}; llama3 "
+                f"is written for {', '.join(FREQS_ARCHS)}"
+            )
+        full_only = plan.info.gguf_arch in FULL_ONLY and plan.target == "full_attention"
+        if plan.info.layer_types is not None and name != "none" and not full_only:
             raise ValueError(
                 "--export: a GGUF with rope per layer type is not written here "
                 "(which layers llama.cpp scales is per architecture)"
