@@ -40,9 +40,10 @@ SOURCES = {
     "sglang": "sgl-project/sglang python/sglang/srt/utils/hf_transformers_utils.py "
     "get_context_length (2aa2e2d), python/sglang/srt/layers/rotary_embedding.py (ed0774f); "
     "server flags --json-model-override-args, --context-length",
-    "llama.cpp": "ggml-org/llama.cpp common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), "
-    "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
-    "src/llama-arch.cpp (GGUF key names)",
+    "llama.cpp": "ggml-org/llama.cpp as vendored in llama-cpp-python 0.3.36, and a5410f0: "
+    "common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), src/llama-model.cpp "
+    "load_hparams (rope keys, defaults), src/llama-context.cpp (yarn ext/attn factor), "
+    "src/llama-arch.cpp (GGUF key names), src/models/*.cpp (rope_freqs, per-layer rules)",
     "ollama": "ollama/ollama docs/modelfile.mdx and api/types.go (Runner options) at v0.33.0-rc2 "
     "(fb30760), which runs its vendored llama.cpp (LLAMA_CPP_VERSION b10488) on a GGUF; "
     "rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
