@@ -253,7 +253,8 @@ def test_exported_folder_loads_with_the_scaling_posenc_measured(tmp_path, tiny_l
 
 def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder):
     """A config.json with rope_scaling + rope_theta (transformers 4.x) is rewritten in that
-    form, and transformers 5 loads it with the same logits as the patched model."""
+    form, and transformers 5 loads it with the same logits as the patched model; a tokenizer
+    model_max_length below the new length is raised to it."""
     from posenc.stretch import models
 
     legacy = tmp_path / "legacy"
@@ -261,6 +262,8 @@ def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder
     cfg = json.loads((legacy / "config.json").read_text())
     theta = cfg.pop("rope_parameters")["rope_theta"]
     (legacy / "config.json").write_text(json.dumps({**cfg, "rope_theta": theta}))
+    tok = json.loads((legacy / "tokenizer_config.json").read_text())
+    (legacy / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 128}))
     spec = models.resolve(str(legacy))
     plan = plan_for("yarn(factor=2)", engines.model_info(spec))
     out = engines.export(plan, spec, str(tmp_path / "out"))
@@ -268,6 +271,8 @@ def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder
     assert "rope_parameters" not in new and new["rope_theta"] == theta
     assert new["rope_scaling"] == {"rope_type": "yarn", "factor": 2.0,
                                    "original_max_position_embeddings": CONTEXT}  # fmt: skip
+    tok = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert tok["model_max_length"] == 2 * CONTEXT  # vLLM caps at it: raised with the length
     ids = torch.randint(0, 500, (1, 2 * CONTEXT), generator=torch.Generator().manual_seed(1))
     got = model_logits(out, ids)
     assert (got - model_logits(str(legacy), ids, scaling=plan.params)).abs().max() <= 1e-4
