@@ -200,11 +200,11 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
     return Plan(scaling, target, params, factor, length, info)
 
 
-def _cfg(info: ModelInfo, rope_parameters=None, length=None) -> dict:
-    """A config dict posenc.hf reads: the model's rope (or `rope_parameters`) and context."""
+def _cfg(info: ModelInfo) -> dict:
+    """A config dict posenc.hf reads: the model's rope and context."""
     return {"model_type": info.model_type, "head_dim": info.head_dim,
-            "max_position_embeddings": length or info.context,
-            "rope_parameters": rope_parameters or info.rope_parameters}  # fmt: skip
+            "max_position_embeddings": info.context,
+            "rope_parameters": info.rope_parameters}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
