@@ -40,9 +40,10 @@ SOURCES = {
     "sglang": "sgl-project/sglang python/sglang/srt/utils/hf_transformers_utils.py "
     "get_context_length (2aa2e2d), python/sglang/srt/layers/rotary_embedding.py (ed0774f); "
     "server flags --json-model-override-args, --context-length",
-    "llama.cpp": "ggml-org/llama.cpp common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), "
-    "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
-    "src/llama-arch.cpp (GGUF key names)",
+    "llama.cpp": "ggml-org/llama.cpp as vendored in llama-cpp-python 0.3.36, and a5410f0: "
+    "common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), src/llama-model.cpp "
+    "load_hparams (rope keys, defaults), src/llama-context.cpp (yarn ext/attn factor), "
+    "src/llama-arch.cpp (GGUF key names), src/models/*.cpp (rope_freqs, per-layer rules)",
     "ollama": "ollama/ollama docs/modelfile.mdx and api/types.go (Runner options) at v0.33.0-rc2 "
     "(fb30760), which runs its vendored llama.cpp (LLAMA_CPP_VERSION b10488) on a GGUF; "
     "rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
@@ -50,6 +51,13 @@ SOURCES = {
 DYNAMIC = ("dynamic", "dynamic_yarn")  # the frequencies follow each call's length
 GGUF_TYPES = ("none", "linear", "yarn", "ntk", "llama3")  # what --export writes into a .gguf
 ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's per-pair divisors (Llama 3.1 in GGUF)
+# GGUF architectures whose sliding-window layers llama.cpp leaves unscaled (their freq scale
+# stays 1 and their base is rope.freq_base_swa: src/models/gemma3.cpp, llama-hparams.h), i.e.
+# the layers transformers scales for a flat rope_scaling (full_attention)
+FULL_ONLY = ("gemma3",)
+# architectures whose llama.cpp graph loads rope_freqs.weight (src/models/*.cpp; a subset)
+FREQS_ARCHS = ("llama", "llama4", "mistral3", "granite", "deci", "exaone", "exaone4",
+               "minicpm", "arcee", "apertus")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -192,11 +200,11 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
     return Plan(scaling, target, params, factor, length, info)
 
 
-def _cfg(info: ModelInfo, rope_parameters=None, length=None) -> dict:
-    """A config dict posenc.hf reads: the model's rope (or `rope_parameters`) and context."""
+def _cfg(info: ModelInfo) -> dict:
+    """A config dict posenc.hf reads: the model's rope and context."""
     return {"model_type": info.model_type, "head_dim": info.head_dim,
-            "max_position_embeddings": length or info.context,
-            "rope_parameters": rope_parameters or info.rope_parameters}  # fmt: skip
+            "max_position_embeddings": info.context,
+            "rope_parameters": info.rope_parameters}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,7 +468,7 @@ def llamacpp_setting(plan: Plan) -> Setting:
             "0.1 ln(factor) + 1, as transformers) are left at their defaults"
         )
     elif name == "ntk":
-        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.8g}", *flags]
+        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.9g}", *flags]
     elif name == "llama3":
         s.cannot.append(
             "llama3 has no flag: llama.cpp reads it as the GGUF tensor "
@@ -478,7 +486,15 @@ def llamacpp_setting(plan: Plan) -> Setting:
             f"--rope-scale takes the factor ({plan.factor:g}); --rope-freq-scale "
             f"takes its inverse ({1 / plan.factor:.6g}) (llama.cpp#2402)"
         )
-    if plan.target is not None:
+    if plan.target is not None and plan.info.gguf_arch in FULL_ONLY:
+        s.notes.append(
+            f"llama.cpp's {plan.info.gguf_arch} scales its global layers only (the sliding ones "
+            "keep freq scale 1 and rope.freq_base_swa): the full_attention layers, as here"
+        )
+        if plan.target != "full_attention":
+            s.cannot.append("llama.cpp cannot scale this model's sliding layers")
+            s.flags = []
+    elif plan.target is not None:
         s.notes.append(
             "per-layer-type rope: which layers llama.cpp scales is the architecture's "
             "code (src/models/*), not checked here"
@@ -610,7 +626,13 @@ def check_export(plan: Plan, spec, out: str) -> None:
                 f"--export: {plan.label} cannot be written into a GGUF (llama.cpp "
                 f"reads {', '.join(GGUF_TYPES)}), see the llama.cpp settings"
             )
-        if plan.info.layer_types is not None and name != "none":
+        if name == "llama3" and plan.info.gguf_arch not in FREQS_ARCHS:
+            raise ValueError(
+                f"--export: llama.cpp's {plan.info.gguf_arch} reads no {ROPE_FREQS}; llama3 "
+                f"is written for {', '.join(FREQS_ARCHS)}"
+            )
+        full_only = plan.info.gguf_arch in FULL_ONLY and plan.target == "full_attention"
+        if plan.info.layer_types is not None and name != "none" and not full_only:
             raise ValueError(
                 "--export: a GGUF with rope per layer type is not written here "
                 "(which layers llama.cpp scales is per architecture)"
