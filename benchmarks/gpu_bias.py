@@ -15,10 +15,11 @@ train_len = T / 4), causal, B=1, H=8, Dh=64, forward and forward+backward, the m
 
 side by side in one process, with each path's ratio to `limit` at the same T and dtype.
 Results go to DIR/gpu_bias.jsonl as they are measured (a rerun skips what is there) and
-DIR/gpu_bias.md / .json at the end. Bounded: the whole run stops starting cases after
---budget seconds (FlexAttention compiles once per encoding, shape and mode: that is most of
-the time); a case whose estimated memory exceeds 60% of the free GPU memory is skipped and
-says so; an out-of-memory error is recorded, not raised. Without CUDA it writes one line and
+DIR/gpu_bias.md / .json at the end (--budget 0: only that). Bounded: forward first, T in
+--T's order, and no case starts after --budget seconds (FlexAttention compiles once per
+encoding, shape and mode: that is most of the time); a case whose estimated memory exceeds
+60% of the free GPU memory is skipped and says so; an out-of-memory error is recorded, not
+raised. Without CUDA it writes one line and
 exits 2; --dry-run checks the wiring on CPU at tiny sizes (FlexAttention not compiled).
 """
 
@@ -54,6 +55,7 @@ def parse(argv):
     p.add_argument("--budget", type=float, default=240.0, help="seconds (default 240)")
     p.add_argument("--dtypes", default="bf16", help="comma-separated of bf16, fp16, fp32")
     p.add_argument("--T", default="2048,8192,32768,512,16384", help="lengths, in the order run")
+    # --budget 0: measure nothing, write the table of what DIR/gpu_bias.jsonl holds
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated of " + ",".join(CASES))
     p.add_argument("--modes", default="fwd,fwd+bwd")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: checks the wiring")
@@ -241,9 +243,9 @@ def main(argv=None) -> int:
         notes.append("flash-attn not installed: flash_attn_func not measured")
     if device == "cpu":
         shared = ["limit"]
-    plan = []  # in --T's order: what the budget cuts comes last
-    for T in args.T:
-        for mode in args.modes:
+    plan = []  # forward first, then --T's order: what the budget cuts comes last
+    for mode in args.modes:
+        for T in args.T:
             for dt in args.dtypes:
                 plan += [("-", p, T, dt, mode) for p in shared]
                 plan += [(c, p, T, dt, mode) for c in args.cases for p in ("flex", "sdpa_bias")]
