@@ -17,6 +17,10 @@ dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everyt
 five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
 and the anti-diagonal sums).
 
+FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
+gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
+by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_mask.
+
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
 an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
 ones), no distance form for these positions, a mask, positions that are not consecutive
