@@ -85,6 +85,7 @@ def small_blocks(monkeypatch):
     """Blocks and gradient tiles of a few rows, so small inputs cross many of them."""
     monkeypatch.setattr(fast_bias, "QUERY_BLOCK", 3)
     monkeypatch.setattr(fast_bias, "GRAD_TILE", (2, 3))
+    monkeypatch.setattr(fast_bias, "FIRE_GRAD_TILE", (2, 3))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -322,17 +323,19 @@ def test_fire_any_positions_and_blocks(Tq, Tk, q0, k0, causal, block, L):
     q, k, v = torch.randn(1, H, Tq, DH), torch.randn(1, H, Tk, DH), torch.randn(1, H, Tk, DH)
     kw = dict(causal=causal, q_pos=torch.arange(q0, q0 + Tq), k_pos=torch.arange(k0, k0 + Tk))
     want = outputs_and_grads(enc, q, k, v, "eager", **kw)
-    saved = fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE
-    fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE = block, (block, block + 1)
+    saved = fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE
+    fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = block, (block, block + 1)
     try:
         got = outputs_and_grads(enc, q, k, v, "distance", **kw)
     finally:
-        fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE = saved
+        fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = saved
     assert_same(got, want, torch.float32)
 
 
-def test_fire_past_its_threshold_holds_no_full_score_matrix(fire_calls):
+def test_fire_past_its_threshold_holds_no_full_score_matrix(fire_calls, monkeypatch):
     """Forward and backward past the threshold hold block- and tile-sized tensors only."""
+    monkeypatch.setattr(fast_bias, "FIRE_BLOCK_ELEMENTS", 2**20)  # the sizes are knobs
+    monkeypatch.setattr(fast_bias, "FIRE_GRAD_TILE", (128, 1024))
     T = 2048
     enc = make("fire")
     enc.init_L = 16.0

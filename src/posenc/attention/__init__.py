@@ -16,7 +16,9 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              on CPU, consecutive integer positions, no mask: the bias is a strided view of
              an O(Tq + Tk) vector read by torch's CPU flash kernel, at about the speed of
              attention without a bias, O(T) extra memory, with gradients
-             (posenc.attention.fast_bias). Refuses (ValueError) any other call, and any
+             (posenc.attention.fast_bias). FIRE also past its threshold, at any integer
+             positions, with a mask: its bias per block of rows, O(H·rows·Tk) extra memory.
+             Refuses (ValueError) any other call, and any
              encoding that does not declare `distance` (rope, nope, dape, stickbreaking, ...).
 
 Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),

@@ -17,6 +17,10 @@ dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everyt
 five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
 and the anti-diagonal sums).
 
+FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
+gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
+by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_mask.
+
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
 an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
 ones), no distance form for these positions, a mask, positions that are not consecutive
@@ -259,7 +263,8 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
 # the backward recomputes it per tile, and cpu_bias.fire_grad reduces the tile's bias gradient
 # to psi, den and the MLP's weights (autograd takes them on to c, L and the Linear layers).
 # Any integer positions (packed documents, decoding), causal or not, with or without a mask.
-FIRE_BLOCK_ELEMENTS = 2**20  # a forward block's bias [H, rows, keys] holds at most this many
+FIRE_BLOCK_ELEMENTS = 2**24  # a forward block's bias [H, rows, keys]: at most this many (64 MiB)
+FIRE_GRAD_TILE = (256, 2048)  # (rows, keys) of a backward tile (few tiles: each is several calls)
 
 
 def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
@@ -312,7 +317,7 @@ def _fire_blocks(qp, kp, causal: bool, H: int) -> list[tuple[int, int, int]]:
     """(i0, i1, n): query rows i0:i1 read keys 0:n (when causal and the keys' positions do not
     decrease: those at or before the block's last query)."""
     Tq, Tk = qp.shape[0], kp.shape[0]
-    rows = QUERY_BLOCK or max(16, min(256, FIRE_BLOCK_ELEMENTS // max(1, H * Tk)))
+    rows = QUERY_BLOCK or max(16, min(512, FIRE_BLOCK_ELEMENTS // max(1, H * Tk)))
     sorted_keys = causal and bool((kp[1:] >= kp[:-1]).all())
     out = []
     for i0 in range(0, Tq, rows):
@@ -389,7 +394,7 @@ class _FireBias(torch.autograd.Function):
         q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
         dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
-        rows, keys = GRAD_TILE
+        rows, keys = FIRE_GRAD_TILE
         buf = q.new_empty(H * rows * keys)
         for i0, i1, n in blocks:
             for r0 in range(i0, i1, rows):
