@@ -21,6 +21,23 @@ def test_help_lists_commands():
         assert name in out.stdout
 
 
+def imported(*args: str) -> set[str]:
+    """The modules `posenc ARGS` imports, read from `python -X importtime`."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "posenc", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = [line.split("|")[-1] for line in proc.stderr.splitlines() if line.startswith("import")]
+    return {line.strip() for line in lines}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-V"], ["lsit"]])
+def test_answers_without_importing_torch(args):
+    modules = imported(*args)
+    assert "posenc.cli" in modules  # the reading works
+    assert not {m for m in modules if m.split(".")[0] == "torch"}
+
+
 def test_list_shows_every_registered_encoding():
     out = run("list")
     assert out.returncode == 0, out.stderr

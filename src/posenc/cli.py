@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        from posenc import closest_names
+        import difflib  # not posenc.checks: an unknown command imports no torch
 
-        close = closest_names(name, COMMANDS)
+        close = difflib.get_close_matches(name, list(COMMANDS), n=3, cutoff=0.4)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         print(f"posenc: error: unknown command {name!r}{hint}", file=sys.stderr)
         return 2
@@ -84,10 +84,12 @@ def parsers() -> dict:
     from posenc.hf.cli import conform_parser, golden_parser
     from posenc.stretch.cli import parser as stretch
     from posenc.stretch.cli import report_parser as stretch_report
+    from posenc.stretch.engines import settings_parser
 
     return {"list": list_parser(), "show": show_parser(), "explain": explain(),
             "arena": arena(), "arena report": report_parser(), "bench": bench(),
             "stretch": stretch(), "stretch report": stretch_report(),
+            "stretch settings": settings_parser(),
             "golden": golden_parser(), "conform": conform_parser()}  # fmt: skip
 
 
