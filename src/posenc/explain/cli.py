@@ -9,7 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import (
+    OneLineParser,
+    check_writable,
+    even_integer,
+    in_file,
+    in_files,
+    integer,
+    out_dir,
+)
 
 DESCRIPTION = (
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. "
@@ -24,21 +32,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
     p.add_argument(
         "--dim",
-        type=int,
+        type=even_integer(4),
         default=64,
         help="model width for absolute encodings, head dim for the others (default 64)",
     )
-    p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    p.add_argument("--heads", type=integer(1, 64), default=4, help="attention heads (default 4)")
     p.add_argument(
         "--max-pos",
-        type=int,
+        type=integer(16, 2048),
         default=128,
         help="positions 0..N-1 to draw and measure; the table length of learned ones (default 128)",
     )
-    p.add_argument("--out", help="output folder (default explain_NAME, or explain_all)")
-    p.add_argument("--checkpoint", help="a TransformerLM checkpoint: draw the trained state too")
+    p.add_argument(
+        "--out", type=out_dir, help="output folder (default explain_NAME, or explain_all)"
+    )
+    p.add_argument("--checkpoint", type=in_file, help="a TransformerLM checkpoint: draw it trained")
     p.add_argument(
         "--arena",
+        type=in_files,
         help="arena results databases, comma-separated: the claims that need trained models",
     )
     p.add_argument(
