@@ -25,17 +25,16 @@ from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
-from posenc.checks import check_choice, check_int
-from posenc.cliargs import OneLineParser, check_out_file
+from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
 
 SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"--bias-T: give comma-separated integers, got {text.strip()!r}") from None
+def _spec(text: str) -> dict:
+    spec = json.loads(text)
+    if not isinstance(spec, dict):
+        raise ValueError(f"must be a JSON object, got {text!r}")
+    return spec
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,18 +42,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (< 2 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
-    p.add_argument("--json", metavar="FILE", help="also write every number to FILE")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--json", metavar="FILE", type=out_file, help="also write every number to FILE")
+    p.add_argument("--threads", type=integer(1), default=2, help="torch threads (default 2)")
     p.add_argument(
         "--sections",
+        type=names(SECTIONS),
         default=",".join(SECTIONS),
         help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
-    p.add_argument("--bias-T", help="bias section lengths, e.g. 1024,4096 (default 512,2048,8192)")
-    p.add_argument("--bias-encodings", help="bias section cases (default: all; fire_past too)")
-    p.add_argument("--bias-paths", help="bias paths beside posenc and the limit (default: "
+    p.add_argument("--bias-T", type=integers(1),
+                   help="bias section lengths, e.g. 1024,4096 (default 512,2048,8192)")  # fmt: skip
+    p.add_argument("--bias-encodings", type=names(Sizes.bias_encodings),
+                   help="bias section cases (default: all; fire_past too)")  # fmt: skip
+    p.add_argument("--bias-paths", type=names((*Sizes.bias_paths, "none")),
+                   help="bias paths beside posenc and the limit (default: "
                    "before,flex,materialized; 'none': posenc and the limit only)")  # fmt: skip
-    p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one bias path per process
+    p.add_argument("--worker", type=checked(_spec, ("{", "[]"), "a JSON object"),
+                   help=argparse.SUPPRESS)  # internal: one bias path per process  # fmt: skip
     return p
 
 
@@ -63,29 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(bias_case_worker(json.loads(args.worker))))
         return 0
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
-    if not sections:
-        raise ValueError(f"--sections: give at least one of {', '.join(SECTIONS)}")
-    bad = [x for x in sections if x not in SECTIONS]
-    if bad:
-        raise ValueError(f"--sections: unknown {bad}; allowed: {', '.join(SECTIONS)}")
-    if args.json:  # before measuring, not after
-        check_out_file(args.json, "--json")
+    sections = args.sections  # each flag checked as it was parsed (posenc.cliargs)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
     if args.bias_T:
-        s.bias_T = tuple(check_int("--bias-T", _int(t), low=1) for t in args.bias_T.split(","))
+        s.bias_T = tuple(args.bias_T)
     if args.bias_encodings:
-        names = [x.strip() for x in args.bias_encodings.split(",") if x.strip()]
-        allowed = Sizes.bias_encodings
-        s.bias_encodings = tuple(check_choice("--bias-encodings", x, allowed) for x in names)
+        s.bias_encodings = tuple(args.bias_encodings)
     if args.bias_paths:
-        names = [x.strip() for x in args.bias_paths.split(",") if x.strip() not in ("", "none")]
-        s.bias_paths = tuple(check_choice("--bias-paths", x, Sizes.bias_paths) for x in names)
+        s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None

@@ -11,7 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import (
+    OneLineParser,
+    check_writable,
+    even_integer,
+    in_file,
+    in_files,
+    integer,
+    out_dir,
+)
 from posenc.explain.i18n import LANGS, tr
 
 DESCRIPTION = (
@@ -60,23 +68,30 @@ def parser(lang: str = "en") -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dim",
-        type=int,
+        type=even_integer(4),
         default=64,
         help=h("model width for absolute encodings, head dim for the others (default 64)"),
     )
-    p.add_argument("--heads", type=int, default=4, help=h("attention heads (default 4)"))
+    p.add_argument("--heads", type=integer(1, 64), default=4, help=h("attention heads (default 4)"))
     p.add_argument(
         "--max-pos",
-        type=int,
+        type=integer(16, 2048),
         default=128,
         help=h(
             "positions 0..N-1 to draw and measure; the table length of learned ones (default 128)"
         ),
     )
-    p.add_argument("--out", help=h("output folder (default explain_NAME, or explain_all)"))
-    p.add_argument("--checkpoint", help=h("a TransformerLM checkpoint: draw the trained state too"))
+    p.add_argument(
+        "--out", type=out_dir, help=h("output folder (default explain_NAME, or explain_all)")
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=in_file,
+        help=h("a TransformerLM checkpoint: draw the trained state too"),
+    )
     p.add_argument(
         "--arena",
+        type=in_files,
         help=h("arena results databases, comma-separated: the claims that need trained models"),
     )
     p.add_argument(
