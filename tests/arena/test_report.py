@@ -227,10 +227,10 @@ def test_the_bar_has_a_table_of_steps_and_a_plot_of_its_checks(tmp_path):
     ],
 )
 def test_the_readme_tables_are_the_recorded_runs(block, db, verdicts):
-    """README.md's arena sections are report.readme_tables of the committed databases."""
-    from support.readme import REPO, readme_block
+    """docs/arena/findings.md's sections are report.readme_tables of the committed databases."""
+    from support.readme import REPO, generated_block
 
     from posenc.arena.store import Store
 
     with Store(str(REPO / db), create=False) as store:
-        assert readme_block(block) == readme_tables(store.all_rows(), verdicts=verdicts)
+        assert generated_block(block) == readme_tables(store.all_rows(), verdicts=verdicts)
