@@ -4,7 +4,6 @@ position checks need no values where there are none (a model on the meta device 
 
 from __future__ import annotations
 
-import warnings
 from inspect import signature
 
 import pytest
@@ -35,9 +34,7 @@ def encoding(name: str, causal: bool):
     form for `causal` (xPos, CoPE, FoX are decoder-only)."""
     torch.manual_seed(0)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            enc = build_for(name, causal=causal, dim=D, heads=H, head_dim=DH, max_len=128)
+        enc = build_for(name, causal=causal, dim=D, heads=H, head_dim=DH, max_len=128)
     except ValueError as err:
         assert not causal and "one-directional" in str(err)
         return None

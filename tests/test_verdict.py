@@ -74,6 +74,51 @@ def test_absent_evidence_is_not_measured_and_errors_stay_errors():
         assert V.errors([c]) == [c]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), "0.1", True, [0.1]])
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">="])
+def test_a_measured_value_that_is_not_a_number_is_never_a_verdict(bad, op):
+    """NaN compares false with every threshold: it used to fall through to `otherwise`
+    ("holds"). It is an error with its reason, the finding's verdict never."""
+
+    def measure():
+        return V.Measured(measured={"x": bad})
+
+    c = declare(measure, rules=(V.Rule("x", op, 0.5, V.FAILS),))()
+    assert c.verdict == V.ERROR and "'x'" in c.error and "not a number" in c.error
+    with pytest.raises(ValueError, match="'x'"):
+        V.decide((V.Rule("x", op, 0.5, V.FAILS),), V.HOLDS, {"x": bad})
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "words"),
+    [
+        (("x", "<", 0.5, "holds maybe"), ValueError, "verdict"),
+        (("x", "<", 0.5, V.ERROR), ValueError, "verdict"),  # an error is never a rule's verdict
+        (("x", "<", float("nan"), V.FAILS), TypeError, "threshold"),
+        (("x", "<", "0.5", V.FAILS), TypeError, "threshold"),
+        (("x", "<", True, V.FAILS), TypeError, "threshold"),
+        (("", "<", 0.5, V.FAILS), ValueError, "quantity"),
+    ],
+)
+def test_a_rule_refuses_what_it_cannot_decide_with(args, error, words):
+    with pytest.raises(error, match=words):
+        V.Rule(*args)
+
+
+def test_a_finding_without_rules_is_refused_where_it_is_declared():
+    def measure():
+        return V.Measured(measured={"x": 1.0})
+
+    for rules in ((), [], ("x < 0.5",)):
+        with pytest.raises(ValueError, match="needs at least one Rule"):
+            declare(measure, rules=rules)
+    with pytest.raises(ValueError, match="otherwise"):
+        V.finding(id="t-bad-otherwise", claim="c", source=V.Source(paper="p"), rules=RULES,
+                  otherwise="fine")(measure)  # fmt: skip
+    with pytest.raises(ValueError, match="absent"):
+        declare(measure, absent=V.HOLDS)
+
+
 def test_a_measurement_is_registered_once():
     def twice():
         return V.Measured(measured={"x": 1.0})

@@ -67,23 +67,18 @@ only order the tokens and decide the causal mask.
 Standard keywords: the model's shape and lengths, one vocabulary across posenc (CONTRIBUTING.md
 has the table). A constructor takes (keyword-only) those its encoding uses and no others;
 posenc.build() passes each encoding only those its signature takes (model_kwargs), so callers
-pass a model's shape generically. Passing an unused one to a class directly still works for one
-release, ignored with a DeprecationWarning.
+pass a model's shape generically.
     dim, heads, head_dim   D, H, Dh of the model the encoding sits in
     kv_heads               Hkv (grouped-query attention), for an encoding that uses it
     max_len                a HARD limit: positions >= max_len raise a ValueError, for every
-                           encoding (check_positions, the one place); None = none. (Given
-                           alone to an encoding with a training-length hint, it is read as
-                           that hint for one release, deprecated: posenc.checks.limit_and_hint)
+                           encoding (check_positions, the one place); None = none
     train_len              the training length, a hint for settings scaled to it (a learned
                            table's size when max_len is not given, T5's max_distance, FIRE's L)
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-import warnings
 
 import torch
 from torch import nn
@@ -115,10 +110,8 @@ FACTS = (
     "family", "position_dims", "integer_positions", "trainable", "cache_exact", "bidirectional",
     "max_len", "per_document",
 )  # fmt: skip
-# The five every constructor used to take (one it does not use, passed to the class directly:
-# ignored with a DeprecationWarning, one release); the model's shape and lengths, which
-# build() passes to the constructors that take them (takes(), model_kwargs()).
-STANDARD_KWARGS = ("dim", "heads", "head_dim", "max_len", "train_len")
+# The model's shape and lengths, which build() passes to the constructors that take them
+# (takes(), model_kwargs()).
 MODEL_KWARGS = ("dim", "heads", "kv_heads", "head_dim", "max_len", "train_len")
 
 
@@ -128,8 +121,7 @@ def takes(cls) -> frozenset[str] | None:
     if "_takes" not in cls.__dict__:
         params = inspect.signature(cls).parameters.values()
         var = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-        old = getattr(cls.__init__, "renamed", {})  # deprecated names (checks.renamed)
-        cls._takes = None if var else frozenset(p.name for p in params) | frozenset(old)
+        cls._takes = None if var else frozenset(p.name for p in params)
     return cls._takes
 
 
@@ -140,36 +132,6 @@ def model_kwargs(cls, kwargs: dict) -> dict:
     if names is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in names or k not in MODEL_KWARGS}
-
-
-def _deprecated_standard_kwargs(init):
-    """Wrap a constructor that does not take some of STANDARD_KWARGS so that passing them
-    still works for one release (ignored, with a DeprecationWarning), as it did when every
-    constructor took all five. inspect.signature(cls) still shows the real parameters."""
-    params = inspect.signature(init).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return init
-    unused = tuple(k for k in STANDARD_KWARGS if k not in params)
-    if not unused:
-        return init
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        dropped = [k for k in unused if k in kwargs]
-        if dropped:
-            warnings.warn(
-                f"{type(self).__name__} does not use {', '.join(dropped)}: passing "
-                f"{'it' if len(dropped) == 1 else 'them'} is deprecated (ignored now, a "
-                "TypeError in the next release); posenc.build() passes each encoding only "
-                "the standard keywords it takes",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        for k in dropped:
-            kwargs.pop(k)
-        init(self, *args, **kwargs)
-
-    return __init__
 
 
 class PositionalEncoding(nn.Module):
@@ -219,8 +181,6 @@ class PositionalEncoding(nn.Module):
                 f"{cls.__name__}.provides must be a frozenset of {', '.join(CAPABILITIES)}; "
                 f"got {cls.provides!r}"
             )
-        if "__init__" in cls.__dict__:  # old unused standard keywords: deprecated, one release
-            cls.__init__ = _deprecated_standard_kwargs(cls.__dict__["__init__"])
 
     def token_scale(self, dim: int) -> float:
         """Factor on token embeddings [B, T, D] before embed(): sqrt(D) where the encoding is
@@ -330,20 +290,6 @@ class PositionalEncoding(nn.Module):
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         super()._load_from_state_dict(*args, **kwargs)
         self.reset_buffers()  # non-persistent buffers are not in the state dict: rebuild them
-
-    def overrides(self, hook: str) -> bool:
-        """Deprecated: `capability in encoding.provides`. Whether this encoding declares the
-        capability whose hook method is `hook`."""
-        warnings.warn(
-            "PositionalEncoding.overrides(hook) is deprecated: read the declaration, "
-            "`capability in encoding.provides` (posenc.base.CAPABILITIES)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        by_hook = {method: cap for cap, method in CAPABILITIES.items()}
-        if hook not in by_hook:
-            raise ValueError(f"hook must be one of {', '.join(HOOKS)}, got {hook!r}")
-        return by_hook[hook] in self.provides
 
     @property
     def has_bias(self) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 import functools
 import math
-import warnings
 
 import torch
 
@@ -72,58 +71,30 @@ def lookup(kind: str, name: str, table: dict):
     raise ValueError(f"unknown {kind} {name!r}{hint} Known {kind}s: {known}")
 
 
-def renamed(**old_to_new: str):
-    """Decorator: keyword `old` still works for one release as `new`, with a DeprecationWarning
-    (posenc's one vocabulary of parameter names, CONTRIBUTING.md)."""
-
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*args, **kwargs):
-            for old, new in old_to_new.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"pass {new}= only ({old}= is its deprecated name)")
-                    warnings.warn(
-                        f"{fn.__qualname__.split('.')[0]}: {old}= is deprecated, use {new}=",
-                        DeprecationWarning,
-                        stacklevel=2,
-                    )
-                    kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-
-        inner.renamed = {**getattr(fn, "renamed", {}), **old_to_new}  # posenc.base.takes
-        return inner
-
-    return wrap
-
-
 def check_max_len(max_len) -> int | None:
     """max_len, the HARD limit on positions (positions >= max_len raise, in
     PositionalEncoding.check_positions), as an int >= 1; None: no limit."""
     return None if max_len is None else check_int("max_len", max_len, low=1)
 
 
-def limit_and_hint(max_len, train_len, stacklevel: int = 4) -> tuple[int | None, int | None]:
-    """(max_len, train_len) of an encoding with a training-length hint: max_len is the hard
-    limit, train_len the hint. max_len given alone is still read as the hint it used to be, for
-    one release, with a DeprecationWarning: then it is no limit (None, max_len)."""
-    if max_len is not None and train_len is None:
-        check_max_len(max_len)
-        warnings.warn(
-            "max_len= alone is read as the training-length hint, as before; this is deprecated: "
-            "pass train_len= for the hint (max_len= is the hard limit on positions)",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
-        return None, max_len
-    train_len = None if train_len is None else check_int("train_len", train_len, low=1)
-    return check_max_len(max_len), train_len
-
-
 # --------------------------------------------------------------------------- positions
 
 
-@torch.compiler.disable  # under torch.compile: run eagerly (a graph break), same errors
+def outside_graph(fn):
+    """Decorator: under torch.compile, fn runs eagerly outside the graph (a graph break, the same
+    errors), as torch.compiler.disable(fn), applied only once compiling: importing
+    torch._dynamo (sympy, triton) is left to torch.compile, not done at `import posenc`."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return torch.compiler.disable(fn)(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
+
+
+@outside_graph  # one host sync; under torch.compile a graph break, the same errors
 def _check_position_values(
     positions: torch.Tensor, name: str, integer: bool, max_len, signed: bool = False
 ) -> None:

@@ -98,3 +98,22 @@ def test_bad_randomized_labels_fail_at_validation(label, match):
     with pytest.raises(ValueError, match=match) as err:
         validate_encodings([label])
     assert repr(label) in str(err.value)
+
+
+def test_a_label_the_worker_cannot_build_fails_before_the_run_naming_it():
+    """check_builds (posenc arena's flag checks) builds each label as a worker does, with the
+    task's lengths: randomized's sample_len (4 x the longest evaluation) past the max_len the
+    label gives fails there, naming the label, not in the worker; the forms above pass."""
+    from posenc.arena.cells import check_builds
+    from posenc.arena.config import ArenaConfig, task_config
+    from posenc.arena.tasks import build_task
+
+    task = build_task("copy")
+    bad = "randomized:rope(max_len=64)"
+    validate_encodings([bad])  # a valid label alone: the task's lengths make it fail
+    with pytest.raises(
+        ValueError, match=r"'randomized:rope\(max_len=64\)'.*sample_len=\d+ > max_len=64"
+    ):
+        check_builds(task, task_config(ArenaConfig(tasks=["copy"], encodings=[bad]), "copy"))
+    good = [label for label in LABEL_FORMS if not label.startswith("hf-llama")]
+    check_builds(task, task_config(ArenaConfig(tasks=["copy"], encodings=good), "copy"))

@@ -19,7 +19,7 @@ VARIANTS = {
     "t5_bidirectional": ("t5", {"bidirectional": True, "num_buckets": 8, "max_distance": 12}),
     "kerple_log": ("kerple", {"variant": "log"}),
     "kerple_power": ("kerple", {"variant": "power"}),
-    "fire": ("fire", {"max_len": 6}),
+    "fire": ("fire", {"train_len": 6}),
     "sandwich": ("sandwich", {}),
     "sandwich_small": ("sandwich", {"sandwich_dim": 8}),
 }
@@ -160,7 +160,7 @@ two_or_more = st.lists(st.integers(0, 300), min_size=2, max_size=8)
 @settings(max_examples=20, deadline=None)
 @given(positions=two_or_more, shift=st.integers(5, 10_000))
 def test_shifting_positions_changes_fire(positions, shift):
-    fire = FIRE(heads=H, max_len=4)
+    fire = FIRE(heads=H, train_len=4)
     with torch.no_grad():  # a strictly increasing MLP: any change of its input shows
         for layer in (fire.mlp[0], fire.mlp[2]):
             layer.weight.uniform_(0.5, 1.0)
@@ -232,12 +232,14 @@ def test_t5_bias_is_trainable():
 
 def test_t5_max_distance_follows_the_training_length():
     assert T5Bias(heads=2).max_distance == 128
-    assert T5Bias(heads=2, max_len=20).max_distance == 20
-    assert T5Bias(heads=2, max_len=20, max_distance=50).max_distance == 50
+    assert T5Bias(heads=2, train_len=20).max_distance == 20
+    assert T5Bias(heads=2, train_len=20, max_distance=50).max_distance == 50
     # below the start of the log buckets (16 for 32 one-way buckets) it stays valid
-    assert T5Bias(heads=2, max_len=5).max_distance == 17
-    assert T5Bias(heads=2, max_len=5, bidirectional=True).max_distance == 9
-    assert T5Bias(heads=2, max_len=20).max_len is None  # a hint, not a limit
+    assert T5Bias(heads=2, train_len=5, num_buckets=32).max_distance == 17
+    assert T5Bias(heads=2, train_len=5, num_buckets=32, bidirectional=True).max_distance == 9
+    assert T5Bias(heads=2, train_len=20).max_len is None  # a hint, not a limit
+    t5 = T5Bias(heads=2, max_len=20)  # the limit, not a hint
+    assert (t5.max_len, t5.max_distance) == (20, 128)
 
 
 @pytest.mark.parametrize("variant", ["log", "power"])
@@ -289,9 +291,10 @@ def test_fire_equals_the_papers_vectorized_mlp():
 
 def test_fire_threshold_starts_at_the_training_length():
     assert FIRE(heads=2).threshold.item() == 512
-    assert FIRE(heads=2, max_len=64).threshold.item() == 64
-    assert FIRE(heads=2, max_len=64).max_len is None
-    fire = FIRE(heads=2, max_len=8)
+    assert FIRE(heads=2, train_len=64).threshold.item() == 64
+    assert FIRE(heads=2, train_len=64).max_len is None
+    assert FIRE(heads=2, max_len=64).threshold.item() == 512  # the limit, not a hint
+    fire = FIRE(heads=2, train_len=8)
     q = torch.zeros(1, 2, 6, DH)
     fire.bias(q, q, torch.arange(6) + 10, torch.arange(6) + 10).sum().backward()
     assert fire.c.grad != 0 and fire.L_multiplier.grad is not None

@@ -119,20 +119,12 @@ def test_what_is_not_declared_is_the_identity_and_what_is_acts(name):
     assert enc.content_dependent == (bool(enc.score_hooks) or not position_only)
 
 
-def test_a_declaration_names_known_capabilities_and_overrides_is_deprecated():
-    """A typo in `provides` fails when the class is defined; overrides(hook), the old
-    method-identity check, reads the declaration with a DeprecationWarning."""
+def test_a_declaration_names_known_capabilities():
+    """A typo in `provides` fails when the class is defined."""
     with pytest.raises(TypeError, match="provides must be a frozenset of embed"):
         type("Bad", (PositionalEncoding,), {"provides": frozenset({"rotary"})})
     with pytest.raises(TypeError, match="provides must be a frozenset"):
         type("Bad", (PositionalEncoding,), {"provides": {"rotate"}})
-    for name in NAMES:
-        enc = make(name)
-        for cap, hook in CAPABILITIES.items():
-            with pytest.warns(DeprecationWarning, match="provides"):
-                assert enc.overrides(hook) == (cap in enc.provides)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="hook must be one of"):
-        enc.overrides("rotary")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -242,15 +234,16 @@ def test_torch_compile_inductor(name):
 def test_max_len_is_a_hard_limit(name):
     """max_len means one thing for every encoding, none ignores it: positions < max_len run, a
     position >= max_len raises a ValueError naming max_len and the position, whether it comes
-    through attention, TransformerLM (given or default positions) or the encoding's embed."""
-    L = 6
-    enc = posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=L, train_len=L).eval()
+    through attention, TransformerLM (given or default positions) or the encoding's embed.
+    max_len is given alone: no encoding reads it as a training-length hint (train_len is)."""
+    L = 16
+    enc = posenc.build(name, dim=D, heads=H, head_dim=DH, max_len=L).eval()
     assert enc.max_len == L
     P = enc.position_dims
     q, k, v = qkv(L, L)
     good, bad = arange_positions(L, P), arange_positions(L, P, offset=1)  # 0..L-1, 1..L
     past = rf"go up to {L}\b.*max_len={L}\b"
-    model = TransformerLM(V, D, 1, H, encoding=name, max_len=L, train_len=L).eval()
+    model = TransformerLM(V, D, 1, H, encoding=name, max_len=L).eval()
     tokens = torch.randint(0, V, (B, L + 1))
     with torch.no_grad():
         posenc.attention(q, k, v, enc, good, good)

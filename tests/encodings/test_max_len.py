@@ -1,6 +1,7 @@
-"""max_len's old meaning as a training-length hint: still read, for one release, with a
-DeprecationWarning, where an encoding has a hint (train_len is its keyword); randomized never
-enlarges its inner encoding's max_len. (The hard limit itself: test_contract.py, registry-wide.)"""
+"""max_len is the hard limit and train_len the hint, for the encodings that scale a setting
+with the training length (cope, fire, fope, t5, rope with a scaling): max_len never changes
+their numbers below the limit, train_len does; randomized never enlarges its inner encoding's
+max_len. (The hard limit itself, max_len given alone: test_contract.py, registry-wide.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from posenc.encodings.rotary import RoPE
 from posenc.encodings.wrappers import Randomized
 
 NAMES = sorted(posenc.ENCODINGS)
-HINT_READERS = {"cope", "fire", "fope", "t5"}  # built by name with max_len alone
+HINT_READERS = ("cope", "fire", "fope", "t5")  # a setting scaled with train_len
 B, H, DH, D = 2, 4, 8, 32
 
 
@@ -27,58 +28,51 @@ def outputs(enc, T):
     torch.manual_seed(1)
     q, k, v = (torch.randn(B, H, T, DH) for _ in range(3))
     with torch.no_grad():
-        out = [posenc.attention(q, k, v, enc)]
-        if enc.family == "absolute":
-            out.append(enc.embed(torch.randn(B, T, D), torch.arange(T)))
-    return out
+        return posenc.attention(q, k, v, enc)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_max_len_alone_is_a_hard_limit_or_the_deprecated_hint(name):
-    """max_len given alone: the hard limit, silently; or, for an encoding with a training-
-    length hint, that hint as before (the same numbers as train_len=), no limit, and a
-    DeprecationWarning naming train_len. No other encoding warns."""
-    L = 16
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        alone = build(name, max_len=L)
-    warned = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert bool(warned) == (name in HINT_READERS), [str(w.message) for w in warned]
-    if not warned:
-        assert alone.max_len == L
-        return
-    assert "train_len" in str(warned[0].message)
-    assert alone.max_len is None  # the old meaning: no limit
+def test_max_len_alone_builds_silently(name):
+    """No encoding warns about max_len (no deprecated meaning left): it is the limit."""
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        # T5's num_buckets follows train_len only, never the old hint: keep what it was
-        extra = {"num_buckets": alone.num_buckets} if name == "t5" else {}
-        hinted = build(name, train_len=L, **extra)
-    for a, b in zip(outputs(alone, 2 * L), outputs(hinted, 2 * L), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)  # past L: no limit, as before
+        warnings.simplefilter("error")
+        assert build(name, max_len=16).max_len == 16
+
+
+@pytest.mark.parametrize("name", HINT_READERS)
+def test_the_hint_is_train_len_never_max_len(name):
+    """max_len alone: the default hint's numbers (as no keyword at all) below the limit;
+    train_len: other numbers, the same with a limit beside it."""
+    L = 16
+    default, limited = build(name), build(name, max_len=4 * L)
+    hinted, both = build(name, train_len=L), build(name, train_len=L, max_len=4 * L)
+    assert (limited.max_len, hinted.max_len, both.max_len) == (4 * L, None, 4 * L)
+    want, got = outputs(default, 2 * L), outputs(limited, 2 * L)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(outputs(both, 2 * L), outputs(hinted, 2 * L), rtol=0, atol=0)
+    assert not torch.allclose(outputs(hinted, 2 * L), want)  # the hint changes the numbers
 
 
 def test_rope_scaling_reads_its_trained_length_from_train_len():
-    """RoPE scaling's missing max_position_embeddings: train_len; max_len alone as before
-    (deprecated, no limit); max_len with train_len: the limit. The numbers follow the hint."""
+    """RoPE scaling's missing max_position_embeddings: train_len; max_len is the limit only
+    (a scaling that needs the trained length and gets none is a ValueError naming train_len)."""
     dyn = {"rope_type": "dynamic", "factor": 2.0}
-    with pytest.warns(DeprecationWarning, match="train_len"):
-        old = RoPE(head_dim=8, scaling=dyn, max_len=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         new = RoPE(head_dim=8, scaling=dyn, train_len=4)
         bounded = RoPE(head_dim=8, scaling=dyn, train_len=4, max_len=12)
-        plain = RoPE(head_dim=8, max_len=4)  # the default rope has no hint: a limit, silently
-    assert old.scaling["max_position_embeddings"] == new.scaling["max_position_embeddings"] == 4
-    assert (old.max_len, new.max_len, bounded.max_len, plain.max_len) == (None, None, 12, 4)
+        plain = RoPE(head_dim=8, max_len=4)  # the default rope has no hint: a limit
+    assert new.scaling["max_position_embeddings"] == bounded.scaling["max_position_embeddings"]
+    assert (new.max_len, bounded.max_len, plain.max_len) == (None, 12, 4)
+    with pytest.raises(ValueError, match="train_len"):
+        RoPE(head_dim=8, scaling={"rope_type": "yarn", "factor": 2.0}, max_len=4)
     q, k = torch.randn(1, 2, 12, 8), torch.randn(1, 2, 12, 8)
     pos = torch.arange(12)
     want = new.rotate(q, k, pos, pos)
     unscaled = RoPE(head_dim=8).rotate(q, k, pos, pos)
     assert not torch.allclose(want[0], unscaled[0])  # seq_len 12 > 4: dynamic scaling is on
-    for enc in (old, bounded):
-        for a, b in zip(enc.rotate(q, k, pos, pos), want, strict=True):
-            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for a, b in zip(bounded.rotate(q, k, pos, pos), want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"go up to 12\b.*max_len=12\b"):
         bounded.rotate(q[:, :, :1], k, pos[-1:] + 1, torch.arange(13))
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.base import FAMILIES, STANDARD_KWARGS, PositionalEncoding, model_kwargs, takes
+from posenc.base import FAMILIES, MODEL_KWARGS, PositionalEncoding, model_kwargs, takes
 
 DESIGN_NAMES = [
     *("sinusoidal", "learned", "scaled_sinusoidal", "onehot", "index", "phase"),
@@ -44,8 +44,8 @@ def test_build_accepts_the_standard_keywords(name):
 @pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))
 def test_each_keyword_reaches_only_the_constructors_that_take_it(name):
     """build() passes a standard keyword (the model's shape and lengths) only to a constructor
-    whose signature takes it, silently; the class given one it does not use directly still
-    builds the same encoding, for one release, with a DeprecationWarning naming them."""
+    whose signature takes it, silently; the class given one it does not take directly is a
+    TypeError naming it (no deprecated path)."""
     cls = posenc.ENCODINGS[name]
     std = dict(dim=32, heads=4, head_dim=8, max_len=64, train_len=16)
     used = {k: v for k, v in std.items() if k in inspect.signature(cls).parameters}
@@ -56,18 +56,14 @@ def test_each_keyword_reaches_only_the_constructors_that_take_it(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         want = cls(**used).state_dict()
-    unused = [k for k in STANDARD_KWARGS if k not in used]
     torch.manual_seed(0)
-    if not unused:  # it takes them all: nothing to drop, nothing to warn about
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            got = cls(**std).state_dict()
-    else:
-        with pytest.warns(DeprecationWarning, match=f"{cls.__name__} does not use {unused[0]}"):
-            got = cls(**std).state_dict()
+    got = posenc.build(name, **std).state_dict()
     assert got.keys() == want.keys()
     for key in want:
         torch.testing.assert_close(got[key], want[key])
+    for key in (k for k in std if k not in used):
+        with pytest.raises(TypeError, match=key):
+            cls(**{**used, key: std[key]})
 
 
 # Standard keywords a constructor reads only under one of its options (without it, nothing of
@@ -96,12 +92,10 @@ def test_each_standard_keyword_a_constructor_takes_is_read(name):
     cls = posenc.ENCODINGS[name]
     std = dict(dim=32, heads=4, head_dim=8, max_len=64, train_len=16)
     kwargs = model_kwargs(cls, std)
-    for key in (k for k in STANDARD_KWARGS if k in kwargs):
+    for key in (k for k in MODEL_KWARGS if k in kwargs):
         option = READ_UNDER.get((name, key), {})
         if option:  # not read without the option (else the entry is not needed)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                cls(**{**kwargs, key: "bogus"})
+            cls(**{**kwargs, key: "bogus"})
         for bad in ("bogus", 2.5, -3):
             with pytest.raises((TypeError, ValueError), match=key):
                 cls(**{**kwargs, **option, key: bad})

@@ -64,7 +64,7 @@ def test_rope_matches_transformers_rotary_module(params, k_len, hf_rope, hf_appl
     torch.manual_seed(0)
     Dh, base, max_pos = 32, 10000.0, 256 if params["rope_type"] in ("longrope",) else 64
     module = hf_rope(Dh, base, max_pos, params)
-    ours = RoPE(dim=4 * Dh, heads=4, max_len=max_pos, base=base, scaling=params)
+    ours = RoPE(dim=4 * Dh, heads=4, train_len=max_pos, base=base, scaling=params)
     q, k = torch.randn(2, 4, k_len, Dh), torch.randn(2, 2, k_len, Dh)
     pos = torch.arange(k_len).expand(2, -1)
     cos, sin = module(q, pos)
@@ -76,7 +76,7 @@ def test_rope_matches_transformers_rotary_module(params, k_len, hf_rope, hf_appl
 
 def test_dynamic_uses_the_current_key_length_and_decoding_equals_full():
     torch.manual_seed(1)
-    rope = RoPE(head_dim=16, max_len=32, scaling={"rope_type": "dynamic", "factor": 4.0})
+    rope = RoPE(head_dim=16, train_len=32, scaling={"rope_type": "dynamic", "factor": 4.0})
     q, k = torch.randn(1, 2, 100, 16), torch.randn(1, 2, 100, 16)
     pos = torch.arange(100)
     full = scores(*rope.rotate(q, k, pos, pos))[..., -1:, :]
@@ -271,7 +271,7 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match=r"unknown rope_type 'ntk_aware'"):
         RoPE(head_dim=16, scaling={"rope_type": "ntk_aware", "factor": 2.0})
     with pytest.raises(ValueError, match=r"rope_type='llama3' needs the key 'low_freq_factor'"):
-        RoPE(head_dim=16, max_len=64, scaling={"rope_type": "llama3", "factor": 8.0})
+        RoPE(head_dim=16, train_len=64, scaling={"rope_type": "llama3", "factor": 8.0})
 
 
 def test_rotate_errors():

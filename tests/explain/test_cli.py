@@ -42,6 +42,48 @@ def test_cli_bad_input(argv, message, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE results SET value = 'abc' WHERE id IN (SELECT id FROM results LIMIT 3)",
+        "UPDATE results SET train_len = 'x' WHERE id IN (SELECT id FROM results LIMIT 3)",
+        "UPDATE results SET eval_len = -4 WHERE id IN (SELECT id FROM results LIMIT 1)",
+        "UPDATE results SET seed = 0.5 WHERE id IN (SELECT id FROM results LIMIT 3)",
+    ],
+)
+@pytest.mark.parametrize("what", [["--claims"], ["rope"]])
+def test_a_corrupt_arena_database_is_an_input_error(edit, what, tmp_path, capsys):
+    """A value edited by hand in an arena database: one line naming the database, exit 2,
+    nothing written; never "a check raised: a bug to fix" (exit 1) nor a page of error
+    verdicts (exit 0)."""
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    db = tmp_path / "arena.sqlite"
+    shutil.copy(Path(__file__).parents[2] / "docs/arena/quick/arena.sqlite", db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(edit)
+    out = tmp_path / "page"
+    assert cli_main(["explain", *what, "--arena", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(db) in err and "corrupt row" in err, err
+    assert not out.exists()
+
+
+def test_a_check_that_raises_is_never_silent(tmp_path, capsys, monkeypatch):
+    """`posenc explain NAME`: the page is written, the error said on stderr, exit 1."""
+    from posenc.explain import claims as C
+
+    def broken(*args, **kwargs):
+        return C.Claim(id="claim-x", claim="x", result="boom", verdict=C.ERROR, error="boom")
+
+    monkeypatch.setattr(C, "CHECKS", [*C.CHECKS[:1], broken])
+    out = tmp_path / "page"
+    assert cli_main(["explain", "rope", "--dim", "8", "--max-pos", "16", "--out", str(out)]) == 1
+    assert "claim-x raised boom" in capsys.readouterr().err and (out / "index.html").is_file()
+
+
 def test_explain_runs_for_every_registered_encoding(tmp_path, capsys):
     """`posenc explain --all` at small sizes: an index and a page per registered name, each
     with at least three figures; and `posenc explain NAME` for one that needs its length."""

@@ -1,6 +1,6 @@
 """posenc.functional.apply_rope, the one public RoPE function: every option against the
-pure-PyTorch reference, its deprecated older names (each warns and equals it), bad input, and
-no DeprecationWarning from inside posenc (a model forward of every rotary encoding)."""
+pure-PyTorch reference, no older alias beside it, bad input, and no DeprecationWarning from
+inside posenc (a model forward of every rotary encoding)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import functional, kernels
-from posenc.functional import apply_rope, rope_align, rope_cos_sin, rope_inv_freq
+from posenc.functional import apply_rope, rope_cos_sin, rope_inv_freq
 
 ENGINES = (None, "reference", "auto", "cpp", "eager")
 
@@ -132,57 +132,14 @@ def test_bad_input_names_the_argument(kwargs, error, match):
         apply_rope(torch.randn(1, 4, 8), **kwargs)
 
 
-# ------------------------------------------------------------------ deprecated old names
+# ------------------------------------------------------------------ one public name
 
 
-def _old_calls():
-    """(old name, its call, the same through apply_rope): one release of DeprecationWarning."""
-    torch.manual_seed(3)
-    q, k = torch.randn(2, 4, 3, 12), torch.randn(2, 2, 7, 12)
-    kp = torch.arange(7)
-    qp = kp[-3:]
-    inv = rope_inv_freq(8)[0]  # partial rotary: R = 8 < Dh = 12
-    cos, sin = rope_cos_sin(kp, inv, 1.3)
-    ac, as_ = rope_align(cos, k, "p"), rope_align(sin, k, "p")
-    new_qk = (apply_rope(q, qp, inv, "interleaved", attention_factor=1.3),
-              apply_rope(k, kp, inv, "interleaved", attention_factor=1.3))  # fmt: skip
-    F = functional
-    return [
-        ("apply_rope_cos_sin", lambda: F.apply_rope_cos_sin(k, cos, sin, "interleaved"),
-         lambda: apply_rope(k, cos=cos, sin=sin, layout="interleaved")),
-        ("apply_rope_reference", lambda: F.apply_rope_reference(k, ac, as_, "half", False),
-         lambda: apply_rope(k, cos=cos, sin=sin, engine="reference")),
-        ("apply_rope_qk",
-         lambda: F.apply_rope_qk(q, k, qp, kp, inv, "interleaved", None, 1.3), lambda: new_qk),
-        ("apply_rope_fast", lambda: F.apply_rope_fast(k, kp, inv, "half", 1.3, engine="eager"),
-         lambda: apply_rope(k, kp, inv, attention_factor=1.3, engine="eager", check=False)),
-        ("apply_rope_qk_fast",
-         lambda: F.apply_rope_qk_fast(q, k, qp, kp, inv, "interleaved", 1.3), lambda: new_qk),
-        ("rotate", lambda: kernels.rotate(k, ac, as_, "half"),
-         lambda: apply_rope(k, cos=cos, sin=sin, engine="auto")),
-        ("rotate_qk", lambda: kernels.rotate_qk(q, k, (ac[..., -3:, :], as_[..., -3:, :]),
-                                                (ac, as_), "half"),
-         lambda: (apply_rope(q, cos=cos[-3:], sin=sin[-3:]), apply_rope(k, cos=cos, sin=sin))),
-    ]  # fmt: skip
-
-
-@pytest.mark.parametrize("name", [c[0] for c in _old_calls()])
-def test_old_names_warn_and_equal_apply_rope(name):
-    old, new = next((o, n) for c, o, n in _old_calls() if c == name)
-    with pytest.warns(DeprecationWarning, match=rf"{name} is deprecated: use .*apply_rope"):
-        got = old()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        want = new()
-    for g, w in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,))), strict=True):
-        torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
-
-
-def test_every_old_public_name_is_covered():
-    """The old names are the public RoPE functions besides apply_rope: a new one gets a test."""
-    old = {n for n in dir(functional) if n.startswith("apply_rope_")}
-    old |= {f"{n}" for n in ("rotate", "rotate_qk") if callable(getattr(kernels, n, None))}
-    assert old == {c[0] for c in _old_calls()}
+def test_apply_rope_is_the_one_public_rope_function():
+    """The older names (apply_rope_qk / _cos_sin / _fast / _qk_fast / _reference,
+    kernels.rotate / rotate_qk) are gone, not aliased (CHANGELOG.md)."""
+    assert {n for n in dir(functional) if n.startswith("apply_rope")} == {"apply_rope"}
+    assert not any(hasattr(kernels, n) for n in ("rotate", "rotate_qk"))
 
 
 # --------------------------------------------------- no DeprecationWarning inside posenc

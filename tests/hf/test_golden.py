@@ -273,6 +273,38 @@ def test_budget_covers_float32_computations(theta, r, positions, frequencies):
     assert not over.ok and not over.bands[0].ok
 
 
+@settings(max_examples=25, deadline=None)
+@given(theta=THETAS, r=DIMS, positions=POSITION_LISTS, store=st.sampled_from(["64", "32"]))
+def test_an_exact_float64_cache_passes_its_budget(theta, r, positions, store):
+    """A cache computed all in float64 (frequencies too: exact, not the golden's float32 ones)
+    is within the float64 budget, and stored in float32 within the float32 one: the frequency
+    clause is float32's for every engine. Frequencies rounded to bfloat16 are over it, and so
+    is the float32 copy judged as float64."""
+    cfg = {"head_dim": r, "num_attention_heads": 1, "hidden_size": r, "rope_theta": theta}
+    pos = torch.tensor([0, 1, 2, 3, 1000, *positions])
+    w = 1.0 / theta ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    angles = pos.double()[:, None] * w
+    cos, sin = angles.cos(), angles.sin()
+    dump = {"cos": cos, "sin": sin, "positions": pos}
+    if store == "32":
+        dump = {"cos": cos.float(), "sin": sin.float(), "positions": pos}
+        assert not G.conform(cfg, dump, dtype=torch.float64).ok
+    result = G.conform(cfg, dump)
+    assert result.ok, "\n".join(result.lines())
+    assert ("frequencies within float32's rounding" in result.lines()[0]) == (store == "64")
+    coarse = pos.double()[:, None] * w.bfloat16().double()
+    assert not G.conform(cfg, {"cos": coarse.cos(), "sin": coarse.sin(), "positions": pos}).ok
+
+
+def test_conform_refuses_a_dump_of_no_positions():
+    for empty in (torch.zeros(0, HEAD), torch.zeros(1, 0, HEAD), torch.tensor(1.0)):
+        with pytest.raises(ValueError, match="holds 0 positions"):
+            G.conform(config("default"), {"cos": empty, "sin": empty})
+    x = torch.zeros(0, 1, HEAD)
+    with pytest.raises(ValueError, match="holds 0 positions"):
+        G.conform(config("default"), {"q_rot": x, "q": x})
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     positions=st.lists(st.integers(0, 10**6), min_size=1, max_size=200),
@@ -297,14 +329,21 @@ def test_bands_partition_the_positions(positions, edges, errs):
         assert b.ok == bool((err[inside] <= 0.5).all())
 
 
-def test_budget_rule():
-    """posenc.hf.golden's rule: af * r * (eps_s + 2 eps_c + p w eps_c (5 + |ln w|) / 2)."""
+@pytest.mark.parametrize(
+    ("store", "compute", "e_f"),
+    [(torch.bfloat16, torch.float32, 2.0**-23), (torch.float64, torch.float64, 2.0**-23),
+     (torch.float16, torch.float16, 2.0**-10)],
+)  # fmt: skip
+def test_budget_rule(store, compute, e_f):
+    """posenc.hf.golden's rule: af * r * (eps_s + 2 eps_c + p w (eps_f (3 + |ln w|) + 2 eps_c)
+    / 2), eps_f = max(eps_c, float32's)."""
     pos, w = torch.tensor([0, 1000]), torch.tensor([1.0, 1e-3, 0.0], dtype=torch.float64)
-    b = G.budget(pos, w, torch.bfloat16, torch.float32)
-    e_s, e_c = 2.0**-7, 2.0**-23
-    want = e_s + 2 * e_c + 1000 * w * e_c * (5 + torch.tensor([0.0, math.log(1e3), 0.0])) / 2
+    b = G.budget(pos, w, store, compute)
+    e_s, e_c = torch.finfo(store).eps, torch.finfo(compute).eps
+    ln = torch.tensor([0.0, math.log(1e3), 0.0], dtype=torch.float64)
+    want = e_s + 2 * e_c + 1000 * w * (e_f * (3 + ln) + 2 * e_c) / 2
     torch.testing.assert_close(b[0], torch.full((3,), e_s + 2 * e_c, dtype=torch.float64))
-    torch.testing.assert_close(b[1], want)
+    torch.testing.assert_close(b[1], want, rtol=1e-12, atol=0)
 
 
 # ------------------------------------------------------------------------------ CLI
@@ -366,6 +405,9 @@ def write_bad_files(tmp_path) -> None:
     torch.save({"k_rot": torch.zeros(4, 1, HEAD), "q": torch.zeros(4, 1, HEAD)}, tmp_path / "k.pt")
     torch.save({"cos": torch.ones(4, HEAD), "sin": torch.zeros(4, HEAD)}, tmp_path / "cache.pt")
     G.write_golden(G.golden(config("default"), torch.arange(4)), tmp_path / "default.npz")
+    torch.save({"cos": torch.zeros(0, HEAD), "sin": torch.zeros(0, HEAD)}, tmp_path / "zero.pt")
+    refused = {**config("default"), "hidden_size": 62}  # not a multiple of 4 heads
+    (tmp_path / "refused.json").write_text(__import__("json").dumps(refused))
 
 
 def bad_inputs(tmp_path) -> dict:
@@ -391,6 +433,11 @@ def bad_inputs(tmp_path) -> dict:
         "dump suffix": (["conform", cfg, cfg], "must end in .npz"),
         "dump without cos": (["conform", cfg, str(tmp_path / "none.pt")], "conform reads cos"),
         "dump shapes": (["conform", cfg, str(tmp_path / "wide.pt")], "fit neither"),
+        "dump of 0 positions": (["conform", cfg, str(tmp_path / "zero.pt")], "holds 0 positions"),
+        "config transformers refuses": (["golden", str(tmp_path / "refused.json"), "--positions",
+                                         "0:4"], "not a multiple of the number of attention"),
+        "conform on it": (["conform", str(tmp_path / "refused.json"),
+                           str(tmp_path / "cache.pt")], "refuses this llama config"),
         "dump positions": (["conform", cfg, str(tmp_path / "wide.pt"), "--positions", "0:3"],
                            "hold 3 positions"),
         "bands": (["conform", cfg, str(tmp_path / "wide.pt"), "--bands", "5,3"], "increasing"),
@@ -444,7 +491,7 @@ def test_golden_of_a_config_with_rope_per_layer_type(tmp_path, capsys):
     """Gemma 3: rope parameters per layer type; --layer-type picks one, none is one line."""
     import json
 
-    cfg = {"model_type": "gemma3_text", **SMALL, "head_dim": HEAD,
+    cfg = {"model_type": "gemma3_text", **SMALL, "head_dim": HEAD, "num_hidden_layers": 2,
            "layer_types": ["sliding_attention", "full_attention"],
            "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0,
            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}  # fmt: skip

@@ -12,6 +12,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+import torch
+
+from posenc.arena.backbones import build_model
 from posenc.arena.config import (
     PROTOCOL,
     RANDOMIZED_DRAWS,
@@ -83,6 +86,21 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
         "train_len": task.tokens(tc.train_len),
         "causal": True,
     }
+
+
+def check_builds(task, tc: TaskConfig) -> None:
+    """Every trained label of tc built as a worker builds it (on the meta device: no memory, no
+    values): a bad combination (randomized's sample_len past the max_len it was given) is a
+    ValueError naming the label now, not in the worker. A missing optional package is left
+    to the worker to report."""
+    for base in dict.fromkeys(split_label(label)[0] for label in tc.encodings):
+        try:
+            with torch.device("meta"):
+                build_model(model_kwargs(task, base, tc))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{base!r} ({tc.task}): {err}") from None
+        except ImportError:
+            pass
 
 
 def rope_scaling(variant: str, train_tokens: int, eval_tokens: list[int], head_dim: int) -> dict:

@@ -19,6 +19,7 @@ import sys
 
 import torch
 
+from posenc.arena.cells import check_builds
 from posenc.arena.cluster import import_ray
 from posenc.arena.config import (
     BACKBONES,
@@ -188,6 +189,7 @@ def config_from_args(args) -> ArenaConfig:
                 f"--train-len / --eval-lens: task {name} needs lengths >= {task.min_size} "
                 f"({task.unit})"
             )
+        check_builds(task, tc)  # each label as the worker builds it: a bad one fails now
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
     check_writable(cfg.out)  # before any training, not after; nothing is created yet
     if os.path.isdir(cfg.db):

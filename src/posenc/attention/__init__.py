@@ -67,7 +67,7 @@ from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.attention.fast_bias import Distance
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional
-from posenc.checks import check_int, renamed
+from posenc.checks import check_int
 
 __all__ = [
     "AUTO_MATERIALIZE",
@@ -107,7 +107,6 @@ AUTO_ORDER = ("distance", "sdpa", "flex", "chunked")
 BACKENDS = ("auto", *REGISTRY)
 
 
-@renamed(q_positions="q_pos", k_positions="k_pos")
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_int, check_max_len, limit_and_hint, position_at
+from posenc.checks import check_bool, check_int, check_max_len, position_at
 from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
 
 
@@ -242,7 +242,9 @@ class FIRE(PositionBias):
         eps=1e-6,
     ):
         super().__init__(heads)
-        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
+        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
+        if train_len is not None:
+            check_int("train_len", train_len, low=1)
         check_int("mlp_width", mlp_width, low=1)
         self.train_len = train_len
         self.init_L = float(train_len if train_len is not None else 512)
@@ -360,9 +362,9 @@ class T5Bias(DistanceBias):
             check_int("dim", dim, low=1)
         if train_len is not None:
             check_int("train_len", train_len, low=1)
-        if num_buckets is None:  # scaled with train_len (not with the deprecated max_len hint)
+        if num_buckets is None:  # scaled with train_len
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
-        self.max_len, train_len = limit_and_hint(max_len, train_len)  # hard limit, hint
+        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
             if train_len is None:

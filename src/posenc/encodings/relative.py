@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, check_max_len, limit_and_hint, renamed
+from posenc.checks import check_int, check_max_len
 from posenc.functional import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.content import run_ends
 
@@ -109,7 +109,6 @@ class Shaw(PositionalEncoding):
     integer_positions = True
     trainable = True
 
-    @renamed(max_relative_position="max_distance")
     def __init__(
         self,
         *,
@@ -266,7 +265,6 @@ class CoPE(PositionalEncoding):
     summary = "contextual positions from cumulative sigmoid gates, interpolated embeddings"
     trainable = True
 
-    @renamed(npos_max="max_distance")
     def __init__(
         self,
         *,
@@ -280,9 +278,8 @@ class CoPE(PositionalEncoding):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         _, self.heads, self.head_dim = resolve_dims("cope", dim, heads, head_dim, need_heads=False)
-        if max_distance is None:  # scaled with train_len (max_len alone: the deprecated hint)
-            self.max_len, train_len = limit_and_hint(max_len, train_len)
-            max_distance = train_len or 64
+        if max_distance is None:  # scaled with train_len
+            max_distance = 64 if train_len is None else check_int("train_len", train_len, low=1)
         self.max_distance = check_int("max_distance", max_distance, low=1)
         self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
 
@@ -328,7 +325,6 @@ class DeBERTa(PositionalEncoding):
     integer_positions = True
     trainable = True
 
-    @renamed(position_buckets="num_buckets", max_relative_positions="max_distance")
     def __init__(
         self,
         *,

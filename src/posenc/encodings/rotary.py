@@ -17,7 +17,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_max_len, limit_and_hint
+from posenc.checks import check_float, check_int, check_max_len, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
@@ -138,12 +138,11 @@ class RoPE(RotaryEncoding):
     proportional; see posenc.functional.rope_scaling). Its partial_rotary_factor sets the
     rotary dim, but not for proportional (p-RoPE): there the whole head rotates and the factor
     says how many pairs turn, the rest at frequency 0. A missing `max_position_embeddings` (the
-    trained length, as transformers' config has it) is taken from `train_len` (from `max_len`
-    given alone: deprecated, one release); `max_len` is the hard limit on positions, as
-    everywhere. `dynamic` and `longrope` depend on the current length: each call uses
-    seq_len = max key position + 1 for q and k alike, so keys cached unrotated and rotated
-    again each step never carry a stale base (a cache of already rotated keys cannot follow
-    dynamic scaling).
+    trained length, as transformers' config has it) is taken from `train_len`; `max_len` is the
+    hard limit on positions, as everywhere. `dynamic` and `longrope` depend on the current
+    length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
+    unrotated and rotated again each step never carry a stale base (a cache of already rotated
+    keys cannot follow dynamic scaling).
     """
 
     paper = "Su et al. 2021"
@@ -170,10 +169,9 @@ class RoPE(RotaryEncoding):
         self.scaling = {k: v for k, v in (scaling or {}).items() if k in KNOWN_KEYS}
         if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
             self.base = float(self.scaling["rope_theta"])
-        if self.rope_type != "default" and "max_position_embeddings" not in self.scaling:
-            self.max_len, hint = limit_and_hint(max_len, train_len, stacklevel=3)
-            if hint is not None:
-                self.scaling["max_position_embeddings"] = hint
+        hint = self.rope_type != "default" and "max_position_embeddings" not in self.scaling
+        if hint and train_len is not None:
+            self.scaling["max_position_embeddings"] = check_int("train_len", train_len, low=1)
         prf = self.scaling.get("partial_rotary_factor")
         partial = prf is not None and self.rope_type != "proportional"  # p-RoPE: the whole head
         if rotary_dim is None and partial and self.head_dim is not None:
@@ -293,7 +291,7 @@ class XPos(RotaryEncoding):
                                      engine="reference"))  # fmt: skip
         return out[0], out[1]
 
-    @torch.compiler.disable  # reads two numbers: outside a compiled graph
+    @outside_graph  # reads two numbers: outside a compiled graph
     def _check_reach(self, q_pos, k_pos, center, log_zeta, dtype) -> None:
         """ValueError where a scale zeta^(+-(n - c) / scale_base) would overflow `dtype`."""
         far = max((q_pos.double() - center).abs().max().item(),

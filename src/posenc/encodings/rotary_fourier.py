@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, limit_and_hint
+from posenc.checks import check_bool, check_float, check_int, check_max_len
 from posenc.encodings.rotary import RotaryEncoding
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import apply_rope
@@ -29,12 +29,11 @@ DEFAULT_TRAIN_LEN = 2048  # the floor's length when train_len is not given
 class FoPE(RotaryEncoding):
     """Fourier position embedding, matched to the authors' FourierEmbedding (OLMo) and vLLM.
 
-    `train_len` (else 2048; `max_len` given alone: deprecated, one release) sets the floor
-    2 pi / train_len below which
-    frequencies are zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head`
-    gives each head its own coefficients (the authors' fourier_separate_head; then q and k must
-    have `heads` heads); `learnable` trains them (the authors' pretraining configs keep them
-    fixed; their fine-tuning trains them); `init_gain` is the Xavier gain of the noise.
+    `train_len` (else 2048) sets the floor 2 pi / train_len below which frequencies are
+    zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head` gives each head
+    its own coefficients (the authors' fourier_separate_head; then q and k must have `heads`
+    heads); `learnable` trains them (the authors' pretraining configs keep them fixed; their
+    fine-tuning trains them); `init_gain` is the Xavier gain of the noise.
     """
 
     paper = "Hua et al. 2024"
@@ -60,11 +59,11 @@ class FoPE(RotaryEncoding):
         super().__init__(
             dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
         )
-        self.max_len, length = limit_and_hint(max_len, train_len, stacklevel=3)  # limit, hint
+        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
-        length = length or DEFAULT_TRAIN_LEN
+        length = DEFAULT_TRAIN_LEN if train_len is None else train_len
         self.train_len = check_int("train_len", length, low=1)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
         with torch.device("cpu"):  # moved to the positions' device per call (not meta)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding, model_kwargs
-from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup, renamed
+from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup
 from posenc.encodings import (
     absolute,
     bias,
@@ -93,7 +93,6 @@ class Randomized(PositionalEncoding):
     paper = "Ruoss et al. 2023"
     summary = "wrapper: trains on sorted random positions from [0, sample_len)"
 
-    @renamed(base="encoding", base_kwargs="encoding_kwargs", max_positions="sample_len")
     def __init__(
         self,
         *,

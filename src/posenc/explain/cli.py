@@ -1,15 +1,18 @@
 """`posenc explain NAME [--dim D] [--heads H] [--max-pos N] [--out DIR] [--checkpoint PATH]
-[--arena DB]`, `posenc explain --all --out DIR` and `posenc explain --claims` (the README's
-table of the seeds' claims)."""
+[--arena DB] [--lang zh]`, `posenc explain --all --out DIR` and `posenc explain --claims` (the
+README's table of the seeds' claims). `--lang zh` writes the pages (and the table) in Chinese;
+the help is in Chinese with --lang zh or a zh_* locale."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from posenc.cliargs import OneLineParser, check_writable
+from posenc.explain.i18n import LANGS, tr
 
 DESCRIPTION = (
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. "
@@ -18,33 +21,74 @@ DESCRIPTION = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="posenc explain", description=DESCRIPTION)
-    p.add_argument("name", nargs="?", help="encoding name (see `posenc list`)")
-    p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
+def help_lang(argv: list[str]) -> str:
+    """The help's language: --lang's if given, else zh under a zh_* locale, else en."""
+    for i, a in enumerate(argv):
+        value = a.split("=", 1)[1] if a.startswith("--lang=") else None
+        if a == "--lang" and i + 1 < len(argv):
+            value = argv[i + 1]
+        if value in LANGS:
+            return value
+    env = next((os.environ[v] for v in ("LC_ALL", "LC_MESSAGES", "LANG") if os.environ.get(v)), "")
+    return "zh" if env.startswith("zh") else "en"
+
+
+class Formatter(argparse.HelpFormatter):
+    lang = "en"
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(
+            usage, actions, groups, None if self.lang == "en" else tr("usage: ", self.lang)
+        )
+
+
+def parser(lang: str = "en") -> argparse.ArgumentParser:
+    """The options; their help in `lang` (the flags themselves are the same in every language)."""
+    h = (lambda text: text) if lang == "en" else (lambda text: tr(text, lang))
+    formatter = type("Formatter", (Formatter,), {"lang": lang})
+    p = OneLineParser(prog="posenc explain", description=h(DESCRIPTION), add_help=False,
+                      formatter_class=formatter)  # fmt: skip
+    if lang != "en":
+        p._positionals.title, p._optionals.title = (
+            tr("positional arguments", lang),
+            tr("options", lang),
+        )
+    p.add_argument("-h", "--help", action="help", help=h("show this help message and exit"))
+    p.add_argument("name", nargs="?", help=h("encoding name (see `posenc list`)"))
+    p.add_argument(
+        "--all", action="store_true", help=h("every encoding, an index and a comparison")
+    )
     p.add_argument(
         "--dim",
         type=int,
         default=64,
-        help="model width for absolute encodings, head dim for the others (default 64)",
+        help=h("model width for absolute encodings, head dim for the others (default 64)"),
     )
-    p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    p.add_argument("--heads", type=int, default=4, help=h("attention heads (default 4)"))
     p.add_argument(
         "--max-pos",
         type=int,
         default=128,
-        help="positions 0..N-1 to draw and measure; the table length of learned ones (default 128)",
+        help=h(
+            "positions 0..N-1 to draw and measure; the table length of learned ones (default 128)"
+        ),
     )
-    p.add_argument("--out", help="output folder (default explain_NAME, or explain_all)")
-    p.add_argument("--checkpoint", help="a TransformerLM checkpoint: draw the trained state too")
+    p.add_argument("--out", help=h("output folder (default explain_NAME, or explain_all)"))
+    p.add_argument("--checkpoint", help=h("a TransformerLM checkpoint: draw the trained state too"))
     p.add_argument(
         "--arena",
-        help="arena results databases, comma-separated: the claims that need trained models",
+        help=h("arena results databases, comma-separated: the claims that need trained models"),
     )
     p.add_argument(
         "--claims",
         action="store_true",
-        help="print the seeds' claims as a markdown table (the README's) and exit",
+        help=h("print the seeds' claims as a markdown table (the README's) and exit"),
+    )
+    p.add_argument(
+        "--lang",
+        choices=LANGS,
+        default="en",
+        help=h("language of the pages, figures and --claims table: en or zh (default en)"),
     )
     return p
 
@@ -71,7 +115,8 @@ def report_errors(claims) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser(help_lang(argv)).parse_args(argv)
     from posenc import explain as ex  # heavy imports (matplotlib) only when it runs
 
     start = time.perf_counter()
@@ -80,14 +125,19 @@ def main(argv: list[str] | None = None) -> int:
         ex.claims_mod.check_databases(args.arena)
     if args.claims:
         claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
-        print(ex.claims_mod.markdown_table(claims))
+        print(ex.claims_mod.markdown_table(claims, args.lang))
         return report_errors(claims)
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
         out = Path(check_writable(args.out or "explain_all"))  # created only to write
         pages = ex.explain_all(
-            out, dim=args.dim, heads=args.heads, max_pos=args.max_pos, arena=args.arena
+            out,
+            dim=args.dim,
+            heads=args.heads,
+            max_pos=args.max_pos,
+            arena=args.arena,
+            lang=args.lang,
         )
         for pg in pages:
             print(summary(pg))
@@ -95,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             f"wrote {out / 'index.html'} and {len(pages)} pages "
             f"in {time.perf_counter() - start:.1f} s"
         )
-        return 0
+        return report_errors(pages[0].claims if pages else [])
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
     name = ex.registry_key(args.name)  # a bad name is refused before anything is written
@@ -110,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         max_pos=args.max_pos,
         checkpoint=args.checkpoint,
         arena=args.arena,
+        lang=args.lang,
     )
     print(summary(pg))
     print(f"wrote {out / 'index.html'} in {time.perf_counter() - start:.1f} s")
-    return 0
+    return report_errors(pg.claims)  # a check that raised is never silent

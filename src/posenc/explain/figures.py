@@ -20,6 +20,8 @@ import torch
 
 from posenc import analysis, plots
 from posenc.base import PositionalEncoding
+from posenc.explain.i18n import tr
+from posenc.explain.i18n.fonts import cjk_family
 
 KINDS = {
     "heatmap": "The encoding",
@@ -78,6 +80,21 @@ def positional_part(vectors: torch.Tensor, dim: int) -> torch.Tensor:
     return vectors[:, dim:] if vectors.shape[1] > dim else vectors
 
 
+def translate(fig, name: str, lang: str) -> None:
+    """Every text of a drawn figure (titles, labels, legends, notes) in `lang`, line by line,
+    an encoding's name before a colon kept; set in a font that has the glyphs."""
+    from matplotlib.text import Text
+
+    family = cjk_family()
+    for t in fig.findobj(Text):
+        lines = []
+        for line in t.get_text().split("\n"):
+            head, colon, rest = line.partition(": ")
+            lines.append(f"{head}: {tr(rest, lang)}" if colon and head == name else tr(line, lang))
+        t.set_text("\n".join(lines))
+        t.set_fontfamily(family)
+
+
 @torch.no_grad()
 def draw(
     enc: PositionalEncoding,
@@ -88,8 +105,10 @@ def draw(
     heads: int,
     max_pos: int,
     state: str = "initial",
+    lang: str = "en",
 ) -> list[Fig]:
-    """Draw every figure that applies to `enc` into `out`; returns them in page order."""
+    """Draw every figure that applies to `enc` into `out`; returns them in page order (its
+    texts in `lang`)."""
     figs: list[Fig] = []
     stem = "trained_" if state == "trained" else ""
     title_state = (
@@ -98,6 +117,8 @@ def draw(
 
     def put(kind: str, fig, caption: str) -> None:
         file = f"{stem}{kind}.png"
+        if lang != "en":
+            translate(fig, name, lang)
         plots.save(fig, out / file)
         w, h = (int(round(v)) for v in fig.get_size_inches() * fig.dpi)
         figs.append(Fig("trained" if state == "trained" else kind, file, caption, w, h))

@@ -5,8 +5,11 @@ from __future__ import annotations
 from html import escape
 
 from posenc.analysis import Measure
-from posenc.explain.claims import CAVEAT, ERROR, FAILS, HOLDS, UNMEASURED, Claim, Table
+from posenc.explain import i18n
+from posenc.explain.claims import CAVEAT, ERROR, FAILS, HOLDS, UNMEASURED, Claim, Table, inventory
+from posenc.explain.claims.base import seed_sentence
 from posenc.explain.figures import KINDS, Fig
+from posenc.explain.i18n import tr
 from posenc.verdict import numbers
 
 CSS = """
@@ -64,6 +67,12 @@ summary { cursor:pointer; color:var(--accent); }
 table.grid { font-size:13.5px; } table.grid th, table.grid td { padding:4px 6px; }
 table.grid .badge { white-space:normal; }
 """
+CSS_ZH = """
+body { font-family: "DejaVu Sans", "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+  "PingFang SC", "Microsoft YaHei", sans-serif; }
+.claim blockquote { font-style:normal; }
+"""
+HTML_LANG = {"en": "en", "zh": "zh-CN"}
 
 VERDICT_CLASS = {HOLDS: "good", FAILS: "bad", CAVEAT: "warn", ERROR: "bad"}
 
@@ -75,111 +84,134 @@ def badge(text: str, cls: str) -> str:
 GOOD_CLASS = {True: "good", False: "bad", None: "na"}
 
 
-def measure_badge(m: Measure, text: str | None = None) -> str:
+def measure_badge(m: Measure, text: str | None = None, lang: str = "en") -> str:
     """The verdict (or `text`) coloured by whether the property holds."""
-    return badge(m.verdict if text is None else text, GOOD_CLASS[m.good])
+    return badge(tr(m.verdict, lang) if text is None else text, GOOD_CLASS[m.good])
 
 
-def document(title: str, subtitle: str, nav: list[tuple[str, str]], body: str) -> str:
+def document(title: str, subtitle: str, nav: list[tuple[str, str]], body: str,
+             lang: str = "en") -> str:  # fmt: skip
     links = "".join(f'<a href="{escape(href)}">{escape(text)}</a>' for text, href in nav)
+    css = CSS + (CSS_ZH if lang == "zh" else "")
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html>\n<html lang="{HTML_LANG[lang]}"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{css}</style></head><body>"
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p>"
         + (f"<nav>{links}</nav>" if links else "")
         + f"</header><main>{body}</main></body></html>\n"
     )
 
 
-def measures_table(measures: list[Measure]) -> str:
+def measures_table(measures: list[Measure], lang: str = "en") -> str:
     rows = "".join(
-        f'<tr><td>{escape(m.name)}</td><td class="num">'
+        f'<tr><td>{escape(tr(m.name, lang))}</td><td class="num">'
         f"{'–' if m.value is None else escape(f'{m.value:.4g}')}</td>"
-        f'<td>{measure_badge(m)}</td><td class="detail">{escape(m.detail)}</td></tr>'
+        f"<td>{measure_badge(m, lang=lang)}</td>"
+        f'<td class="detail">{escape(tr(m.detail, lang))}</td></tr>'
         for m in measures
     )
-    return (
-        '<table class="measures"><thead><tr><th>property</th><th>value</th><th>verdict</th>'
-        f"<th>how it was measured</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
+    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in
+                   ("property", "value", "verdict", "how it was measured"))  # fmt: skip
+    return f'<table class="measures"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
-def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: str = "") -> str:
-    title = title or KINDS[fig.kind]
+def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: str = "",
+                lang: str = "en") -> str:  # fmt: skip
+    title = title or tr(KINDS[fig.kind], lang)
     anchor = anchor or f"fig-{fig.kind}"
     size = f' width="{fig.width}" height="{fig.height}"' if fig.width else ""
     return (
         f'<figure id="{escape(anchor)}"><img src="{escape(prefix + fig.file)}"{size} '
         f'alt="{escape(title)}"><figcaption><b>{escape(title)}.</b> '
-        f"{escape(fig.caption)}</figcaption></figure>"
+        f"{escape(tr(fig.caption, lang))}</figcaption></figure>"
     )
 
 
-def table_html(t: Table) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in t.header)
-    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in t.rows)
-    cap = f"<caption>{escape(t.caption)}</caption>" if t.caption else ""
+def table_html(t: Table, lang: str = "en") -> str:
+    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in t.header)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(tr(c, lang))}</td>" for c in r) + "</tr>"
+                   for r in t.rows)  # fmt: skip
+    cap = f"<caption>{escape(tr(t.caption, lang))}</caption>" if t.caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def claim_html(c: Claim) -> str:
+SEED_CODE = "the seed's code"
+
+
+def claim_html(c: Claim, lang: str = "en") -> str:
+    """A checked claim: the seed's words (English pages: their English wording; other
+    languages: the tutorial's own sentence, from the seed file at its line), the verdict, what
+    was measured, the numbers and the rule that read them."""
     cls = VERDICT_CLASS.get(c.verdict, "na")
-    tables = "".join(table_html(t) for t in c.tables)
+    tables = "".join(table_html(t, lang) for t in c.tables)
     code = (
-        f"<details><summary>the seed's code</summary><pre>{escape(c.code)}</pre></details>"
+        f"<details><summary>{tr(SEED_CODE, lang)}</summary><pre>{escape(c.code)}</pre></details>"
         if c.code
         else ""
     )
-    note = f"<dt>why</dt><dd>{escape(c.note)}</dd>" if c.note else ""
+    note = f"<dt>{tr('why', lang)}</dt><dd>{escape(tr(c.note, lang))}</dd>" if c.note else ""
     if c.rules:  # the numbers the verdict reads and the rule that reads them
-        shown = "; ".join(k + " = " + ("absent" if v is None else f"{v:.4g}")
+        shown = "; ".join(tr(k, lang) + " = " + (tr("absent", lang) if v is None else f"{v:.4g}")
                           for k, v in c.measured.items())  # fmt: skip
-        note = f"<dt>rule</dt><dd>{escape(c.rule)} ({escape(shown or numbers(c))})</dd>" + note
+        rule = c.rule if lang == "en" else i18n.rule_text(c.rules, c.otherwise, lang)
+        note = (f"<dt>{tr('rule', lang)}</dt><dd>{escape(rule)} "
+                f"({escape(shown or numbers(c))})</dd>" + note)  # fmt: skip
+    said = c.claim if lang == "en" or not c.seed else seed_sentence(c.seed, c.quote)
+    where = (f"seed {escape(c.seed)}" + (f", line {c.line}" if c.line else "") if lang == "en"
+             else escape(i18n.where_text(c.seed, c.line, lang)))  # fmt: skip
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
-        f'<div class="seed">seed {escape(c.seed)}'
-        + (f", line {c.line}" if c.line else "")
-        + "</div>"
-        f"<blockquote>“{escape(c.claim)}”</blockquote>"
-        f"<dl><dt>verdict</dt><dd>{badge(c.verdict, cls)}</dd>"
-        f"<dt>measured</dt><dd>{escape(c.method)}</dd>"
-        f"<dt>result</dt><dd>{escape(c.result)}</dd>{note}</dl>{tables}{code}</div>"
+        f'<div class="seed">{where}</div>'
+        f"<blockquote{'' if lang == 'en' else ' class=src'}>“{escape(said)}”</blockquote>"
+        f"<dl><dt>{tr('verdict', lang)}</dt><dd>{badge(tr(c.verdict, lang), cls)}</dd>"
+        f"<dt>{tr('measured', lang)}</dt><dd>{escape(tr(c.method, lang))}</dd>"
+        f"<dt>{tr('result', lang)}</dt><dd>{escape(tr(c.result, lang))}</dd>{note}</dl>"
+        f"{tables}{code}</div>"
     )
 
 
-def claims_section(claims: list[Claim], intro: str = "") -> str:
+def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> str:
     counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
-    tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    sep = ", " if lang == "en" else "，"
+    tally = sep.join(f"{n} {tr(v, lang)}" for v, n in counts.items() if n)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
-    return head + "".join(claim_html(c) for c in claims)
+    if lang != "en" and claims:
+        head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'
+    return head + "".join(claim_html(c, lang) for c in claims)
 
 
-def inventory_section(items, claims: list[Claim]) -> str:
+def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
     """Every inventoried claim of the seeds: its verdict (linked to its check), how it would
-    be measured, or why it cannot be; a tally first."""
+    be measured, or why it cannot be; a tally first. Other languages show the tutorial's
+    sentence in place of the English wording."""
     verdicts = {c.id: c.verdict for c in claims}
+    seed_of = {it.id: seed for seed, its in inventory.by_seed().items() for it in its}
+    src = "" if lang == "en" else ' class="src"'  # the tutorial's own words
     rows = []
     for it in items:
         if it.check:
             v = verdicts.get(it.check, UNMEASURED)
-            status = f'<a href="#{escape(it.check)}">{badge(v, VERDICT_CLASS.get(v, "na"))}</a>'
+            status = (f'<a href="#{escape(it.check)}">'
+                      f'{badge(tr(v, lang), VERDICT_CLASS.get(v, "na"))}</a>')  # fmt: skip
         elif it.how:
-            status = f"not measured yet: {escape(it.how)}"
+            status = f"{tr('not measured yet:', lang)} {escape(tr(it.how, lang))}"
         else:
-            status = f"not checkable: {escape(it.not_checkable)}"
+            status = f"{tr('not checkable:', lang)} {escape(tr(it.not_checkable, lang))}"
+        said = it.claim if lang == "en" else seed_sentence(seed_of[it.id], it.quote)
         rows.append(
-            f"<tr><td>{escape(it.id)}</td><td>{escape(it.quote)}</td><td>{escape(it.claim)}</td>"
+            f"<tr><td>{escape(it.id)}</td><td{src}>{escape(it.quote)}</td><td{src}>{escape(said)}</td>"
             f"<td>{status}</td></tr>"
         )
     checked = sum(bool(it.check) for it in items)
     todo = sum(bool(it.how) for it in items)
-    head = (
-        f'<p class="meta">{len(items)} claims in the five seeds: {checked} checked above, '
-        f"{todo} not measured yet (how is said), {len(items) - checked - todo} not checkable.</p>"
-    )
+    n_not = len(items) - checked - todo
+    tally = (f"{len(items)} claims in the five seeds: {checked} checked above, {todo} not "
+             f"measured yet (how is said), {n_not} not checkable.")  # fmt: skip
+    head = f'<p class="meta">{escape(tr(tally, lang))}</p>'
+    cols = ("id", "quote", "claim" if lang == "en" else "the tutorial’s sentence", "status")
+    th = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in cols)
     table = (
-        '<table class="grid"><thead><tr><th>id</th><th>quote</th><th>claim</th><th>status</th>'
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<table class="grid"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
     return head + table

@@ -6,8 +6,7 @@ Shapes follow the legend in posenc.base.
 
     absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
     rotary        rope_inv_freq, rope_cos_sin, apply_rope (the one RoPE function: positions or
-                  cos/sin, in place or out=, both layouts, partial rotary, engines); its older
-                  names apply_rope_qk / _cos_sin / _fast / _qk_fast / _reference are deprecated
+                  cos/sin, in place or out=, both layouts, partial rotary, engines)
     mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL ... GLM-4V),
                   omni_positions (Qwen2.5-Omni, Qwen3-Omni)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
@@ -34,11 +33,6 @@ from posenc.functional.rope_scaling import ROPE_SCALING
 from posenc.functional.rotary import (
     ROPE_LAYOUTS,
     apply_rope,
-    apply_rope_cos_sin,
-    apply_rope_fast,
-    apply_rope_qk,
-    apply_rope_qk_fast,
-    apply_rope_reference,
     rope_align,
     rope_cos_sin,
     rope_inv_freq,
@@ -49,11 +43,6 @@ __all__ = [
     "ROPE_SCALING",
     "alibi_slopes",
     "apply_rope",
-    "apply_rope_cos_sin",
-    "apply_rope_fast",
-    "apply_rope_qk",
-    "apply_rope_qk_fast",
-    "apply_rope_reference",
     "check_t5_buckets",
     "dape_logits",
     "deberta_bucket",

@@ -6,10 +6,9 @@ import math
 
 import torch
 
-from posenc.checks import check_bool, check_int, renamed
+from posenc.checks import check_bool, check_int
 
 
-@renamed(num_heads="heads")
 def alibi_slopes(heads: int) -> torch.Tensor:
     """ALiBi head slopes m [H] float32 (Press et al. 2022), equal to BLOOM's for every H.
 

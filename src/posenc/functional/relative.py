@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from posenc.checks import renamed
 from posenc.functional.absolute import position_angles, sinusoidal_inv_freq
 
 
-@renamed(bucket_size="num_buckets", max_position="max_distance")
 def deberta_bucket(
     relative_position: torch.Tensor, num_buckets: int, max_distance: int
 ) -> torch.Tensor:

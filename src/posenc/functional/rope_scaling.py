@@ -182,8 +182,8 @@ def _original_len(params: dict, rope_type: str) -> int:
             return params[key]
     raise ValueError(
         f"rope scaling rope_type={rope_type!r} needs the key 'original_max_position_embeddings' "
-        f"(or 'max_position_embeddings'), the pre-training context length "
-        f"(got keys: {', '.join(sorted(params)) or 'none'})"
+        f"(or 'max_position_embeddings'), the pre-training context length; the rope encoding "
+        f"takes it as train_len= (got keys: {', '.join(sorted(params)) or 'none'})"
     )
 
 

@@ -3,14 +3,11 @@
 Angles are float32 reduced in float64 (posenc.functional.position_angles: accurate at any
 position), float64 for float64 inputs; shapes follow posenc.base.
 `apply_rope` is the one public rotation: it runs through posenc.kernels (the C kernel on CPU)
-where it applies, else the pure-PyTorch reference `_rope_reference`; its older names
-(apply_rope_cos_sin, _qk, _fast, _qk_fast, _reference) are deprecated aliases for one release.
+where it applies, else the pure-PyTorch reference `_rope_reference`.
 Scaling variants are in posenc.functional.rope_scaling.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import torch
 
@@ -256,77 +253,14 @@ def _rotate(x, cos, sin, layout: str, inplace: bool, out, engine: str | None) ->
     return kernels._rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
 
 
-def _rope_qk(q, k, q_pos, k_pos, inv_freq, layout, rotary_dim, attention_factor):
-    """apply_rope on q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh]; cos/sin built once when q_pos is
-    k_pos (the body of the deprecated apply_rope_qk)."""
-    k_pos = check_positions(k_pos, name="k_pos")
-    _rope_check(q, layout, rotary_dim, inv_freq.shape[-1])
-    _rope_check(k, layout, rotary_dim, inv_freq.shape[-1])
-    k_cs = rope_cos_sin(k_pos, inv_freq, attention_factor, k.dtype)
-    if q_pos is k_pos and _rope_compute_dtype(q.dtype) == _rope_compute_dtype(k.dtype):
-        q_cs = k_cs
-    else:
-        q_pos = check_positions(q_pos, name="q_pos")
-        q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
-    q_cos, q_sin = (rope_align(t, q, "q_pos") for t in q_cs)
-    k_cos, k_sin = (rope_align(t, k, "k_pos") for t in k_cs)
-    q = _rotate(q, q_cos, q_sin, layout, False, None, None)
-    return q, _rotate(k, k_cos, k_sin, layout, False, None, None)
-
-
 def _rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout="half", attention_factor=1.0, *,
                   inplace=False, out=None, engine=None):  # fmt: skip
     """q and k through posenc.kernels in one call (on CUDA with Triton: one kernel launch),
-    without the value checks; cos/sin built once when k_pos is None or is q_pos. The body of
-    the deprecated apply_rope_qk_fast (posenc bench measures it)."""
+    without the value checks; cos/sin built once when k_pos is None or is q_pos (posenc bench
+    measures it)."""
     q_cs = rope_cos_sin(q_pos, inv_freq, attention_factor, q.dtype)
     same = k_pos is None or k_pos is q_pos
     k_cs = q_cs if same else rope_cos_sin(k_pos, inv_freq, attention_factor, k.dtype)
     q_cs = tuple(rope_align(t, q, "q_pos") for t in q_cs)
     k_cs = tuple(rope_align(t, k, "k_pos") for t in k_cs)
     return kernels._rotate_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out, engine=engine)
-
-
-# ------------------------------------------------------------- deprecated public names
-# One release, then gone: each warns and runs what apply_rope runs.
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"posenc.functional.{old} is deprecated: use posenc.functional.{new}",
-                  DeprecationWarning, stacklevel=3)  # fmt: skip
-
-
-def apply_rope_cos_sin(x, cos, sin, layout="half", inplace=False):
-    """Deprecated: apply_rope(x, cos=cos, sin=sin, layout=layout, engine="reference")."""
-    _deprecated("apply_rope_cos_sin", "apply_rope(x, cos=cos, sin=sin, ...)")
-    return apply_rope(x, cos=cos, sin=sin, layout=layout, inplace=inplace, engine="reference")
-
-
-def apply_rope_reference(x, cos, sin, layout, inplace):
-    """Deprecated: apply_rope(x, cos=cos, sin=sin, layout=layout, engine="reference")."""
-    _deprecated("apply_rope_reference", "apply_rope(x, cos=cos, sin=sin, engine='reference')")
-    return _rope_reference(x, cos, sin, layout, inplace)
-
-
-def apply_rope_qk(q, k, q_pos, k_pos, inv_freq, layout="half", rotary_dim=None,
-                  attention_factor=1.0):  # fmt: skip
-    """Deprecated: apply_rope on q and on k (rope_cos_sin once, then cos=, sin= for both)."""
-    _deprecated("apply_rope_qk", "apply_rope on q and on k")
-    return _rope_qk(q, k, q_pos, k_pos, inv_freq, layout, rotary_dim, attention_factor)
-
-
-def apply_rope_fast(x, positions, inv_freq, layout="half", attention_factor=1.0, *,
-                    inplace=False, out=None, engine=None):  # fmt: skip
-    """Deprecated: apply_rope(..., out=out, engine=engine, check=False)."""
-    _deprecated("apply_rope_fast", "apply_rope(..., check=False)")
-    cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, x.dtype)
-    cos, sin = rope_align(cos, x, "positions"), rope_align(sin, x, "positions")
-    return kernels._rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
-
-
-def apply_rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout="half", attention_factor=1.0, *,
-                       inplace=False, out=None, engine=None):  # fmt: skip
-    """Deprecated: apply_rope on q and on k, check=False."""
-    _deprecated("apply_rope_qk_fast", "apply_rope on q and on k (check=False)")
-    return _rope_qk_fast(q, k, q_pos, k_pos, inv_freq, layout, attention_factor,
-                         inplace=inplace, out=out, engine=engine)  # fmt: skip

@@ -11,10 +11,9 @@ posenc/__init__ does not import this package; import it as `posenc.hf`.
 """
 
 from posenc.hf.config import from_config, to_config, to_rope_parameters
-from posenc.hf.patch import SUPPORTED, PosencRotaryEmbedding, patch
+from posenc.hf.patch import PosencRotaryEmbedding, patch
 
 __all__ = [
-    "SUPPORTED",
     "PosencRotaryEmbedding",
     "from_config",
     "patch",

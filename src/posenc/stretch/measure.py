@@ -1,15 +1,16 @@
 """The measurements, on a loaded transformers causal LM patched by posenc.hf.patch.
 
-Perplexity: one forward pass at the longest length gives the loss of every shorter prefix of a
-causal model: nll[t] is the loss of token t + 1 given tokens 0..t, so the perplexity of the
-first T tokens is exp(mean(nll[:T - 1])). This holds while the rotary frequencies stay the
-same, so lengths are grouped by the frequencies their call would use (`fingerprint`): static
-scalings need one pass, a dynamic one a pass per length past the context (at or below it they
-equal the unscaled model, and share its pass).
+Perplexity: one forward pass over a window gives the loss of every shorter prefix of a causal
+model: nll[t] is the loss of token t + 1 given tokens 0..t, so the loss of the first T tokens is
+mean(nll[:T - 1]) (`window_rows`: with the loss within the context, past it, and per position
+bin). This holds while the rotary frequencies stay the same, so lengths are grouped by the
+frequencies their call would use (`fingerprint`): static scalings need one pass per window, a
+dynamic one a pass per length past the context (at or below it they equal the unscaled model).
 
-Retrieval: the prompt is prefilled once and the answer decoded greedily with the KV cache; a
-prompt sharing a prefix with an earlier one of the same frequencies prefills only the rest
-(`PromptCache`, `prefix_attention`).
+Retrieval: a context is prefilled once (`prefill`; one sharing a prefix with an earlier context
+of the same frequencies prefills only the rest: `PromptCache`, `prefix_attention`) and each of
+its probes asked after it (`ask`: the question and the answer teacher-forced in one forward,
+then a greedy decode with the KV cache; the cache is cropped back, or copied, for the next).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def fingerprint(model, length: int, head_dim: int) -> str:
 @torch.inference_mode()
 def token_nll(model, ids: torch.Tensor) -> torch.Tensor:
     """ids [T] -> nll [T - 1] float64: the loss of each next token, from one forward pass."""
+    if ids.ndim != 1 or ids.numel() < 2:
+        raise ValueError(f"token_nll: ids must be [T] with T >= 2 tokens, got {tuple(ids.shape)}")
     device = next(model.parameters()).device
     ids = ids.to(device)
     hidden = model.base_model(input_ids=ids[None]).last_hidden_state[0]  # [T, D]
@@ -63,15 +66,29 @@ def token_nll(model, ids: torch.Tensor) -> torch.Tensor:
     return torch.cat(out).double().cpu()
 
 
-def prefix_rows(nll: torch.Tensor, length: int, context: int) -> dict[str, float]:
-    """The metrics of the first `length` tokens: loss (mean nll), ppl, and the loss of the
-    positions within the context and past it (loss@0-C, loss@C-T)."""
-    x = nll[: length - 1]
-    rows = {"loss": float(x.mean()), "ppl": float(torch.exp(x.mean()))}
-    inside = x[: context - 1]
-    rows[f"loss@0-{min(context, length)}"] = float(inside.mean())
+def _positive_length(length, name: str = "length", low: int = 2) -> int:
+    if isinstance(length, bool) or not isinstance(length, int) or length < low:
+        raise ValueError(f"{name} must be a whole number >= {low} tokens, got {length!r}")
+    return length
+
+
+def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) -> dict[str, float]:
+    """The metrics of the first `length` tokens of a window from its pass's nll [>= length - 1]:
+    loss (mean nll), the loss of the tokens within the context and past it (loss@0-C,
+    loss@C-T), and with `width` > 0 the loss of each bin of `width` positions (pos@a-b)."""
+    _positive_length(length)
+    _positive_length(context, "context", 1)
+    if length - 1 > nll.numel():
+        raise ValueError(f"length {length} is longer than the pass ({nll.numel() + 1} tokens)")
+    x = nll[: length - 1]  # x[t]: the loss of the token at position t + 1
+    rows = {"loss": float(x.mean())}
+    rows[f"loss@0-{min(context, length)}"] = float(x[: context - 1].mean())
     if length > context:
         rows[f"loss@{context}-{length}"] = float(x[context - 1 :].mean())
+    if width:
+        for a in range(0, length, _positive_length(width, "width", 1)):
+            b = min(a + width, length)
+            rows[f"pos@{a}-{b}"] = float(x[max(a - 1, 0) : b - 1].mean())
     return rows
 
 
@@ -156,35 +173,66 @@ class PromptCache:
             if n > shared:
                 best, shared = entry, n
         cache = DynamicCache() if best is None else copy.deepcopy(best[1])
-        if cache.get_seq_length() > shared:
-            cache.crop(shared - cache.get_seq_length())  # negative: drop that many
+        crop_to(cache, shared)
         self.entries = [e for e in (best, (list(ids), cache)) if e is not None]
         self.reused, self.tokens = self.reused + shared, self.tokens + len(ids)
         return cache
 
 
+def crop_to(cache, n: int) -> None:
+    """Keep the cache's first n tokens (transformers' crop takes the number to drop)."""
+    if cache.get_seq_length() > n:
+        cache.crop(n - cache.get_seq_length())
+
+
+def eos_ids(model) -> set[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+
+
 @torch.inference_mode()
-def answer(
-    model, ids: list[int], max_new_tokens: int, pad_token_id: int | None, *,
-    reuse: PromptCache | None = None, key: object = None,
-) -> list[int]:  # fmt: skip
-    """The greedy continuation of `ids` as token ids (prefill once, then the KV cache). With
-    `reuse` on a model using `prefix_attention`, the prefix `ids` shares with an earlier prompt
-    of the same `key` (the rotary frequencies) comes from its cache; the rest is prefilled."""
+def prefill(model, ids: list[int], reuse: PromptCache, key: object):
+    """The KV cache of `ids` (a retrieval context): the prefix it shares with an earlier context
+    of the same `key` (the rotary frequencies) taken from `reuse` where the model uses
+    `prefix_attention`, the rest computed."""
+    if not ids:
+        raise ValueError("prefill: the context has no tokens")
     device = next(model.parameters()).device
-    x = torch.tensor([ids], device=device)
-    cache = {}
-    if reuse is not None and model.config._attn_implementation == PREFIX_ATTENTION:
-        cache = {cache_kwarg(model): reuse.take(ids, key)}
-    out = model.generate(
-        x,
-        attention_mask=torch.ones_like(x),
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-        pad_token_id=pad_token_id,
-        **cache,
-    )
-    return out[0, x.shape[1] :].tolist()
+    if model.config._attn_implementation == PREFIX_ATTENTION:
+        cache = reuse.take(ids, key)
+    else:
+        cache = DynamicCache(config=model.config)
+    done = cache.get_seq_length()
+    model(input_ids=torch.tensor([ids[done:]], device=device), logits_to_keep=1,
+          **{cache_kwarg(model): cache})  # fmt: skip
+    return cache
+
+
+@torch.inference_mode()
+def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
+    """One probe after a prefilled context (its cache, left as it was): the greedy continuation
+    of the question (token ids, up to an EOS) and the teacher-forced log-probability of the
+    `answer` tokens, from one forward of question + answer and then the cached decode."""
+    if not question or not answer:
+        raise ValueError("ask: the question and the answer need at least one token each")
+    _positive_length(max_new_tokens, "max_new_tokens", 1)
+    device = next(model.parameters()).device
+    n = cache.get_seq_length()
+    crop = model.config._attn_implementation == PREFIX_ATTENTION  # full attention: crop back
+    work = cache if crop else copy.deepcopy(cache)
+    kw = cache_kwarg(model)
+    logits = model(input_ids=torch.tensor([question + answer], device=device), **{kw: work})
+    logits = logits.logits[0, len(question) - 1 : -1].float()  # [len(answer), V]
+    target = torch.tensor(answer, device=device)[:, None]
+    logp = float(logits.log_softmax(-1).gather(1, target).sum())
+    crop_to(work, n + len(question))
+    out, stop = [int(logits[0].argmax())], eos_ids(model)
+    while len(out) < max_new_tokens and out[-1] not in stop:
+        step = model(input_ids=torch.tensor([[out[-1]]], device=device), **{kw: work}).logits
+        out.append(int(step[0, -1].argmax()))
+    if crop:
+        crop_to(work, n)
+    return out, logp
 
 
 def exact_match(text: str, expected: str) -> float:

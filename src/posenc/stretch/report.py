@@ -1,17 +1,24 @@
 """What a stretch run found: tables, plots, the published findings and a recommendation.
 
-Perplexity at a length is the geometric mean over the documents that are that long
-(exp of the mean loss); retrieval is the exact-match rate over seeds (and depths).
+Every number is a sample and carries its 95% interval: perplexity over the windows of a text
+kind (exp of the mean window loss, a seeded percentile bootstrap over the windows; ratios of two
+scalings or lengths paired on the same windows), retrieval exact match over the probes (Wilson),
+and the mean teacher-forced log-probability of the answer (bootstrap over the probes).
+Perplexity is given for the first T tokens and for the positions past the context only, per text
+kind (Python's own material, natural-language prose, the user's).
 
-Recommendation for a target length T past the context C (the rule, stated in the report):
-a scaling is *eligible* when its short-context cost — the largest relative rise of perplexity
-over the unscaled model at the lengths <= C — stays within `tolerance`, and so does its retrieval
-loss there (the largest drop of its exact-match rate below the unscaled model's, where retrieval
-was measured at lengths <= C); it *works* at T when
-its perplexity at T is at most (1 + WORKS) x the unscaled model's at C and, where retrieval
-was measured, it retrieves at T at least half as often as the unscaled model does within C.
-The recommendation is the eligible scaling that works with the best retrieval at T (then the
-lowest perplexity, then the smallest short-context cost), else "none works zero-shot here".
+The retrieval tasks that count are those the unscaled model does at >= 0.9 within its context
+(a probe it cannot do there says nothing about extension). Recommendation for a target length
+T past the context C: a scaling is *eligible* when its short-context cost — the largest relative
+rise of perplexity over the unscaled model at the lengths <= C, on any text — stays within
+`tolerance`, and so does its retrieval loss there; it *works* at T when its perplexity at T is at
+most (1 + 0.10) x the unscaled model's at C on every text and it retrieves at T at least half as
+often as the unscaled model does within C. Among those that work, the best has the highest
+retrieval, then the lowest perplexity; every scaling whose intervals overlap the best's on both
+ties with it, and the report names the tie (first the one with the smallest short-context cost)
+rather than a winner; else "none works zero-shot here". A finding is reproduced only where its
+whole interval is on the paper's side, not reproduced only where it is wholly off it, else
+inconclusive; each names the lengths and texts it was measured on.
 """
 
 from __future__ import annotations
@@ -23,12 +30,11 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from posenc import plots as P
 from posenc.arena.report import _html_table, _md_table
 from posenc.stretch.scalings import SCALINGS
 from posenc.verdict import (
+    INCONCLUSIVE,
     NOT_MEASURED,
     NOT_REPRODUCED,
     REPRODUCED,
@@ -38,35 +44,94 @@ from posenc.verdict import (
     Rule,
     Source,
     finding,
+    stats,
 )
+from posenc.verdict.stats import Interval
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
+WEAK = 0.9  # a task the unscaled model does below this within its context is too weak a probe
+PI_PUBLISHED = "LLaMA-7B at 2x: about +12-14% (llama.cpp PR 1967)"
+
+
+class NotStretch(ValueError):
+    """A database that holds rows, none of them posenc stretch's."""
+
+
+def stretch_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        try:
+            cfg = json.loads(r.get("config") or "{}")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(cfg, dict) and str(cfg.get("protocol", "")).startswith("stretch"):
+            out.append(r)
+    return out
+
+
+def require_stretch(rows: list[dict], db: str) -> None:
+    """NotStretch (a ValueError naming --db) when the database's rows are another tool's."""
+    if rows and not stretch_rows(rows):
+        raise NotStretch(f"--db {db}: holds {len(rows)} rows, none from posenc stretch (another "
+                         "tool's database, the arena's?); give a stretch database")  # fmt: skip
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def _metric(name: str) -> tuple[str, str, str]:
+    """'loss@8192-16384/w3' -> ('loss', '8192-16384', 'w3'); old rows have no '/...'."""
+    head, _, sample = str(name).partition("/")
+    what, _, at = head.partition("@")
+    return what, at, sample
 
 
 @dataclass
 class Grid:
-    """The rows of one model, aggregated."""
+    """The rows of one model, per sample: window losses per text kind, probe scores per task."""
 
     model: str
     context: int
-    labels: list[str]  # scaling labels, in the order they first appear
+    labels: list[str]  # scaling labels, in SCALINGS order
     lengths: list[int]
-    ppl: dict  # (label, length) -> perplexity over the documents
-    docs: dict  # length -> number of documents
-    retrieval: dict  # (task, label, length) -> exact-match rate
-    depth: dict  # (task, label, length, depth) -> exact-match rate
+    texts: list[str]  # text kinds ("python", "prose", "user")
+    loss: dict  # (text, label, length) -> {(document, window): mean loss}
+    past: dict  # (text, label, length) -> {(document, window): loss of positions C..T}
+    curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}
+    exact: dict  # (task, label, length) -> [exact match per probe]
+    logp: dict  # (task, label, length) -> [teacher-forced log-probability per probe]
+    holes: dict  # (what, label, length) -> the reasons rows were not measured
     tasks: list[str]
 
+    # ------------------------------------------------------------------ numbers with intervals
+    def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
+        """Perplexity (of the first n tokens, or of positions C..n) over the windows."""
+        xs = (self.past if past else self.loss).get((text, label, n))
+        return stats.bootstrap(list(xs.values())).map(math.exp) if xs else None
 
-def stretch_rows(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if json.loads(r["config"]).get("protocol", "").startswith("stretch")]
+    def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
+        """ppl(a) / ppl(b) on the windows both measured (paired bootstrap)."""
+        xa, xb = self.loss.get((text, *a)), self.loss.get((text, *b))
+        common = sorted(set(xa or ()) & set(xb or ()))
+        if not common:
+            return None
+        return stats.bootstrap([xa[w] - xb[w] for w in common]).map(math.exp)
+
+    def rate(self, task: str, label: str, n: int) -> Interval | None:
+        xs = self.exact.get((task, label, n))
+        return stats.wilson(sum(xs), len(xs)) if xs else None
+
+    def mean_logp(self, task: str, label: str, n: int) -> Interval | None:
+        xs = self.logp.get((task, label, n))
+        return stats.bootstrap(xs) if xs else None
 
 
 def grids(rows: list[dict]) -> list[Grid]:
     """One Grid per model in the rows."""
     by_model = defaultdict(list)
     for r in stretch_rows(rows):
-        by_model[r["encoding"].partition(":")[0]].append(r)
+        by_model[str(r.get("encoding", "")).partition(":")[0]].append(r)
     return [_grid(model, rs) for model, rs in by_model.items()]
 
 
@@ -77,121 +142,172 @@ def _order(label: str) -> tuple:
 
 
 def _grid(model: str, rows: list[dict]) -> Grid:
-    labels = sorted({r["encoding"].partition(":")[2] for r in rows}, key=_order)
-    loss, exact, per_depth = defaultdict(list), defaultdict(list), defaultdict(list)
+    loss, past, exact, logp = (defaultdict(dict), defaultdict(dict), defaultdict(list),
+                               defaultdict(list))  # fmt: skip
+    curve, holes = defaultdict(lambda: defaultdict(list)), defaultdict(set)
+    contexts = [r["train_len"] for r in rows if isinstance(r.get("train_len"), int)]
+    context = max(set(contexts), key=contexts.count) if contexts else 0
+    labels, lengths = set(), set()
     for r in rows:
-        label, n = r["encoding"].partition(":")[2], r["eval_len"]
-        if r["status"] != "ok":
+        label, n = str(r.get("encoding", "")).partition(":")[2], r.get("eval_len")
+        task, _, doc = str(r.get("task", "")).partition("/")
+        if not isinstance(n, int) or r.get("train_len") != context:
             continue
-        if r["task"].startswith("ppl/") and r["metric"] == "loss":
-            loss[(label, n)].append(r["value"])
-        elif r["metric"] == "exact":
-            exact[(r["task"], label, n)].append(r["value"])
-        elif r["metric"].startswith("exact@"):
-            d = float(r["metric"].partition("@")[2])
-            per_depth[(r["task"], label, n, d)].append(r["value"])
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        labels.add(label)
+        lengths.add(n)
+        value = _num(r.get("value"))
+        what, at, sample = _metric(r.get("metric", ""))
+        if value is None or r.get("status") != "ok":
+            holes[(task, label, n)].add(str(r.get("reason") or "not measured"))
+            continue
+        if task == "ppl":
+            cfg = json.loads(r["config"])
+            text, key = str(cfg.get("kind", "python")), (doc, sample)
+            if what == "loss" and not at:
+                loss[(text, label, n)][key] = value
+            elif what == "loss" and at == f"{context}-{n}":
+                past[(text, label, n)][key] = value
+            elif what == "pos" and "-" in at:
+                a, _, b = at.partition("-")
+                curve[(text, label)][(int(a), int(b))].append(value)
+        elif what == "exact" and at:  # old rows' per-seed means ('exact') are left out
+            exact[(task, label, n)].append(value)
+        elif what == "logp":
+            logp[(task, label, n)].append(value)
+    known = ("passkey", "multikey", "vartrack")
+    tasks = sorted({k[0] for k in exact}, key=lambda t: (known.index(t) if t in known else 9, t))
     return Grid(
-        model=model,
-        context=rows[0]["train_len"],
-        labels=labels,
-        lengths=sorted({r["eval_len"] for r in rows}),
-        ppl={k: math.exp(mean(v)) for k, v in loss.items()},
-        docs={
-            n: max(len(v) for (lb, m), v in loss.items() if m == n) for n in {m for _, m in loss}
-        },  # fmt: skip
-        retrieval={k: mean(v) for k, v in exact.items()},
-        depth={k: mean(v) for k, v in per_depth.items()},
-        tasks=sorted({k[0] for k in exact}, key=("passkey", "multikey", "vartrack").index),
-    )
+        model=model, context=context, labels=sorted(labels, key=_order),
+        lengths=sorted(lengths),
+        texts=sorted({k[0] for k in loss}, key=lambda t: (t != "python", t)),
+        loss=dict(loss), past=dict(past), curve={k: dict(v) for k, v in curve.items()},
+        exact=dict(exact), logp=dict(logp), holes=dict(holes), tasks=tasks,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------ what it recommends
 
 
-def short_cost(g: Grid, label: str) -> float | None:
-    """Largest relative perplexity rise over the unscaled model at lengths <= the context."""
-    rises = [g.ppl[(label, n)] / g.ppl[("none", n)] - 1 for n in g.lengths
-             if n <= g.context and (label, n) in g.ppl and ("none", n) in g.ppl]  # fmt: skip
-    return max(rises) if rises else None
+def short_cost(g: Grid, label: str, text: str | None = None) -> Interval | None:
+    """The largest relative perplexity rise over the unscaled model at lengths <= the context
+    (paired over the windows; on every text, or on `text`): value - 1 with its interval."""
+    worst = None
+    for t in [text] if text else g.texts:
+        for n in (n for n in g.lengths if n <= g.context):
+            r = g.ratio(t, (label, n), ("none", n))
+            if r is not None and (worst is None or r.value > worst.value):
+                worst = r
+    return worst.map(lambda x: x - 1) if worst else None
 
 
 def retrieval_loss(g: Grid, label: str) -> float | None:
     """Largest drop of the exact-match rate below the unscaled model's at lengths <= context."""
-    drops = [g.retrieval[(t, "none", n)] - g.retrieval[(t, label, n)]
+    drops = [g.rate(t, "none", n).value - g.rate(t, label, n).value
              for t in g.tasks for n in g.lengths if n <= g.context
-             and (t, label, n) in g.retrieval and (t, "none", n) in g.retrieval]  # fmt: skip
+             and g.rate(t, label, n) and g.rate(t, "none", n)]  # fmt: skip
     return max(drops) if drops else None
 
 
-def within(g: Grid) -> tuple[float | None, float | None]:
-    """The unscaled model's perplexity at the longest length <= context, and its retrieval
-    rate over the lengths <= context."""
-    inside = [n for n in g.lengths if n <= g.context and ("none", n) in g.ppl]
-    ppl = g.ppl[("none", max(inside))] if inside else None
-    rates = [g.retrieval[(t, "none", n)] for t in g.tasks for n in g.lengths
-             if n <= g.context and (t, "none", n) in g.retrieval]  # fmt: skip
-    return ppl, (sum(rates) / len(rates) if rates else None)
+def within(g: Grid, text: str) -> Interval | None:
+    """The unscaled model's perplexity on `text` at the longest length <= context."""
+    inside = [n for n in g.lengths if n <= g.context and g.ppl(text, "none", n)]
+    return g.ppl(text, "none", max(inside)) if inside else None
 
 
-def retrieval_at(g: Grid, label: str, n: int) -> float | None:
-    rates = [g.retrieval[(t, label, n)] for t in g.tasks if (t, label, n) in g.retrieval]
-    return sum(rates) / len(rates) if rates else None
+def strong_tasks(g: Grid) -> list[str]:
+    """The tasks the unscaled model does at >= WEAK within its context (by the point value)."""
+    out = []
+    for t in g.tasks:
+        rates = [g.rate(t, "none", n) for n in g.lengths if n <= g.context]
+        rates = [r for r in rates if r is not None]
+        if rates and min(r.value for r in rates) >= WEAK:
+            out.append(t)
+    return out
+
+
+def retrieval_at(g: Grid, label: str, n: int, tasks=None) -> Interval | None:
+    """The exact-match rate over the probes of `tasks` (default: the strong ones) at n."""
+    xs = [v for t in (tasks if tasks is not None else strong_tasks(g))
+          for v in g.exact.get((t, label, n), [])]  # fmt: skip
+    return stats.wilson(sum(xs), len(xs)) if xs else None
+
+
+def _fmt(x: Interval | None, digits: int = 2, pct: bool = False) -> str:
+    if x is None:
+        return "–"
+    f = (lambda v: f"{100 * v:+.1f}%") if pct else (lambda v: f"{v:.{digits}f}")
+    return f"{f(x.value)} [{f(x.lo)}, {f(x.hi)}]"
 
 
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
-    """(length, recommendation, the numbers behind it) for each length past the context."""
-    base_ppl, base_ret = within(g)
+    """(length, recommendation, the numbers behind it) for each length past the context.
+
+    Candidates: eligible (short-context cost <= tolerance on every text, retrieval lost within
+    the context <= tolerance) and working at T (perplexity <= (1 + WORKS) x the unscaled
+    model's at C on every text; retrieval at least half the unscaled model's within). The best
+    is the one with the highest retrieval, then the lowest perplexity on the first text; every
+    candidate whose interval overlaps the best's on both ties with it, and a tie is named as
+    such, with the short-context costs that separate its members."""
+    strong = strong_tasks(g)
+    base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
+    base_ret = [r.value for r in base_ret if r is not None]
     out = []
     for n in (m for m in g.lengths if m > g.context):
         cands = []
         for label in g.labels:
-            cost, ppl, ret = short_cost(g, label), g.ppl.get((label, n)), retrieval_at(g, label, n)
-            if ppl is None:
+            ppls = {t: g.ppl(t, label, n) for t in g.texts}
+            if not ppls or any(p is None for p in ppls.values()):
                 continue
-            loss = retrieval_loss(g, label)
-            eligible = label == "none" or (
-                cost is not None and cost <= tolerance and (loss is None or loss <= tolerance)
-            )
-            works = base_ppl is not None and ppl <= (1 + WORKS) * base_ppl
-            if base_ret is not None and ret is not None:
-                works = works and ret >= 0.5 * base_ret
-            # ties (to 0.01 in perplexity) go to the smaller short-context cost
-            cands.append((eligible and works, ret if ret is not None else -1.0, -round(ppl, 2),
-                          -(cost or 0.0), label, cost, ppl, loss))  # fmt: skip
+            cost, lost = short_cost(g, label), retrieval_loss(g, label)
+            ret = retrieval_at(g, label, n, strong)
+            eligible = label == "none" or (cost is not None and cost.value <= tolerance
+                                           and (lost is None or lost <= tolerance))  # fmt: skip
+            works = all(within(g, t) and p.value <= (1 + WORKS) * within(g, t).value
+                        for t, p in ppls.items())  # fmt: skip
+            if base_ret and ret is not None:
+                works = works and ret.value >= 0.5 * min(base_ret)
+            cands.append((label, eligible and works, ret, ppls[g.texts[0]], cost))
         if not cands:
             continue
-        ok, ret, _, _, label, cost, ppl, loss = max(cands)
-        nums = f"ppl {ppl:.2f}"
-        if base_ppl:
-            nums += f" (unscaled at {g.context}: {base_ppl:.2f})"
-        if ret >= 0:
-            nums += f", retrieval {ret:.2f}"
-        if cost is not None:
-            nums += f", short-context cost {100 * cost:+.1f}%"
-        if (loss or 0) > 0:
-            nums += f", retrieval lost at <= {g.context}: {loss:.2f}"
-        out.append((n, label if ok else "none works zero-shot here", f"best: {label}: {nums}"))
+        ok = [c for c in cands if c[1]]
+        pool = ok or cands
+        key = lambda c: (c[2].value if c[2] else -1.0, -c[3].value)  # noqa: E731
+        best = max(pool, key=key)
+        ties = [c for c in pool if c is best or (
+            (best[2] is None or c[2] is None or not c[2].separated(best[2]))
+            and not c[3].separated(best[3]))]  # fmt: skip
+        ties.sort(key=lambda c: (c[4].value if c[4] else 0.0))
+
+        def nums(c) -> str:
+            s = f"{c[0]}: ppl {_fmt(c[3])}"
+            if c[2] is not None:
+                s += f", retrieval {_fmt(c[2])} (n={c[2].n})"
+            return s + f", short-context cost {_fmt(c[4], pct=True)}"
+
+        if not ok:
+            rec = "none works zero-shot here"
+        elif len(ties) == 1:
+            rec = best[0]
+        else:
+            rec = "tie: " + ", ".join(c[0] for c in ties) + " (the first costs least within)"
+        why = ("separated from the rest: " if ok and len(ties) == 1 else "best: ") + "; ".join(
+            nums(c) for c in ties)  # fmt: skip
+        base = within(g, g.texts[0])
+        why += f" (unscaled at {g.context} on {g.texts[0]}: {_fmt(base)})"
+        out.append((n, rec, why))
     return out
 
 
 # ---------------------------------------------------------------------------------- findings
+# A finding's rules read the ends of its intervals: reproduced only where the whole interval is
+# on the paper's side, not reproduced only where the whole interval is off it, else inconclusive.
 
 
 def _lengths(g: Grid):
-    """(the longest length <= context, the first past it, the longest if >= 2x context)."""
+    """(the longest length <= context, the first past it, the longest past it)."""
     inside = max((n for n in g.lengths if n <= g.context), default=None)
-    past = min((n for n in g.lengths if n > g.context), default=None)
-    far = max(g.lengths) if max(g.lengths) >= 2 * g.context else None
-    return inside, past, far
-
-
-def _ratio(g: Grid, label: str | None, n: int | None) -> float | None:
-    """label's perplexity at n over the unscaled model's at the longest length <= context."""
-    inside = _lengths(g)[0]
-    if label is None or n is None or ("none", inside) not in g.ppl or (label, n) not in g.ppl:
-        return None
-    return g.ppl[(label, n)] / g.ppl[("none", inside)]
+    past = [n for n in g.lengths if n > g.context]
+    return inside, (min(past) if past else None), (max(past) if past else None)
 
 
 def _first(g: Grid, prefix: str) -> str | None:
@@ -204,8 +320,22 @@ def _need(**values) -> None:
         raise Absent(f"needs {', '.join(missing)} (its scalings or lengths are not in this run)")
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:+.1f}%"
+def _range(g: Grid, n: int | None = None) -> str:
+    """What was measured: the lengths (as multiples of the context) and the texts."""
+    top = n or max(g.lengths)
+    return (f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
+            f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text")
+
+
+def _worst(g: Grid, label: str, n: int | None, inside: int | None) -> Interval | None:
+    """The largest over the texts of label's ppl at n / the unscaled model's at `inside`."""
+    rs = [g.ratio(t, (label, n), ("none", inside)) for t in g.texts] if label and n else []
+    rs = [r for r in rs if r is not None]
+    return max(rs, key=lambda r: r.value) if rs else None
+
+
+def _ends(name: str, x: Interval | None) -> dict:
+    return {f"{name}_lo": x.lo if x else None, f"{name}_hi": x.hi if x else None}
 
 
 @finding(
@@ -214,45 +344,42 @@ def _pct(x: float | None) -> str:
     "retrieval collapses",
     source=Source(paper="Chen et al. 2023 (PI): LLaMA 7B at 2048, ppl > 10^3 by ~2.5k tokens; "
                   "passkey retrieval to chance"),
-    rules=(Rule("ppl_ratio", "<", 1.5, NOT_REPRODUCED),
-           Rule("retrieval_past", ">", 0.5, NOT_REPRODUCED)),
+    rules=(Rule("ppl_ratio_hi", "<", 1.5, NOT_REPRODUCED),
+           Rule("retrieval_past_lo", ">", 0.5, NOT_REPRODUCED),
+           Rule("ppl_ratio_lo", "<", 1.5, INCONCLUSIVE),
+           Rule("retrieval_past_hi", ">", 0.5, INCONCLUSIVE)),
     otherwise=REPRODUCED, absent=NOT_MEASURED,
 )  # fmt: skip
 def direct_extrapolation(g: Grid) -> Measured:
-    inside, past, far = _lengths(g)
-    n = far or past
-    ppl_ratio = _ratio(g, "none", n)
-    _need(ppl_ratio=ppl_ratio)
-    ret = retrieval_at(
-        g,
-        "none",
-        max(
-            (m for m in g.lengths if m > g.context and retrieval_at(g, "none", m) is not None),
-            default=n,
-        ),
-    )
-    text = f"unscaled ppl at {n} / at {inside} = {ppl_ratio:.2f}"
+    inside, _, far = _lengths(g)
+    ratio = _worst(g, "none", far, inside)
+    _need(ppl_ratio=ratio)
+    ret = retrieval_at(g, "none", max((m for m in g.lengths if m > g.context
+                                       and retrieval_at(g, "none", m)), default=far))  # fmt: skip
+    text = f"unscaled ppl at {far} / at {inside} = {_fmt(ratio)}"
     if ret is not None:
-        text += f"; its retrieval past the context: {ret:.2f}"
-    return Measured(measured={"ppl_ratio": ppl_ratio, "retrieval_past": ret}, result=text)
+        text += f"; its retrieval past the context: {_fmt(ret)} (n={ret.n})"
+    return Measured(measured=_ends("ppl_ratio", ratio) | _ends("retrieval_past", ret),
+                    result=f"{text}; {_range(g)}")  # fmt: skip
 
 
 @finding(
     id="stretch-pi-short-cost",
     claim="Position interpolation without fine-tuning costs quality within the original context",
-    source=Source(paper="Chen et al. 2023: interpolated positions degrade perplexity at short "
-                  "lengths until ~1000 fine-tuning steps"),
-    rules=(Rule("pi_cost", ">=", 0.05, REPRODUCED),), otherwise=NOT_REPRODUCED,
-    absent=NOT_MEASURED,
+    source=Source(paper=f"Chen et al. 2023: interpolated positions degrade perplexity at short "
+                  f"lengths until ~1000 fine-tuning steps; {PI_PUBLISHED}"),
+    rules=(Rule("pi_cost_lo", ">=", 0.05, REPRODUCED),
+           Rule("pi_cost_hi", "<", 0.05, NOT_REPRODUCED)),
+    otherwise=INCONCLUSIVE, absent=NOT_MEASURED,
 )  # fmt: skip
 def pi_short_cost(g: Grid) -> Measured:
     pi = _first(g, "linear")
     cost = short_cost(g, pi) if pi else None
     _need(pi_cost=cost)
-    return Measured(
-        measured={"pi_cost": cost},
-        result=f"{pi}: largest ppl rise at <= {g.context} tokens {_pct(cost)}",
-    )
+    per = "; ".join(f"{t} {_fmt(short_cost(g, pi, t), pct=True)}" for t in g.texts)
+    return Measured(measured=_ends("pi_cost", cost), result=(
+        f"{pi}: largest ppl rise at <= {g.context} tokens {per}; published: {PI_PUBLISHED} "
+        f"(a different size: model scale and text differ); {_range(g, g.context)}"))  # fmt: skip
 
 
 @finding(
@@ -261,45 +388,65 @@ def pi_short_cost(g: Grid) -> Measured:
     "short-context cost",
     source=Source(paper="bloc97 2023, emozilla 2023: perplexity near its short-context value to "
                   "~2x (NTK) and beyond (dynamic); dynamic leaves lengths <= the context alone"),
-    rules=(Rule("ntk_cost", ">", 0.05, NOT_REPRODUCED),
-           Rule("dynamic_cost", ">", 0.05, NOT_REPRODUCED),
-           Rule("ntk_long", ">", 1 + WORKS, NOT_REPRODUCED),
-           Rule("dynamic_long", ">", 1 + WORKS, NOT_REPRODUCED)),
+    rules=(Rule("ntk_cost_lo", ">", 0.05, NOT_REPRODUCED),
+           Rule("dynamic_cost_lo", ">", 0.05, NOT_REPRODUCED),
+           Rule("ntk_long_lo", ">", 1 + WORKS, NOT_REPRODUCED),
+           Rule("dynamic_long_lo", ">", 1 + WORKS, NOT_REPRODUCED),
+           Rule("ntk_cost_hi", ">", 0.05, INCONCLUSIVE),
+           Rule("dynamic_cost_hi", ">", 0.05, INCONCLUSIVE),
+           Rule("ntk_long_hi", ">", 1 + WORKS, INCONCLUSIVE),
+           Rule("dynamic_long_hi", ">", 1 + WORKS, INCONCLUSIVE)),
     otherwise=REPRODUCED, absent=NOT_MEASURED,
 )  # fmt: skip
 def ntk_zero_shot(g: Grid) -> Measured:
-    inside, past, far = _lengths(g)
-    n, ntk, dyn = far or past, _first(g, "ntk"), _first(g, "dynamic")
-    m = {"ntk_cost": short_cost(g, ntk) if ntk else None,
-         "dynamic_cost": short_cost(g, dyn) if dyn else None,
-         "ntk_long": _ratio(g, ntk, n), "dynamic_long": _ratio(g, dyn, n)}  # fmt: skip
-    _need(**m)
+    inside, _, far = _lengths(g)
+    ntk, dyn = _first(g, "ntk"), _first(g, "dynamic")
+    costs = {"ntk_cost": short_cost(g, ntk) if ntk else None,
+             "dynamic_cost": short_cost(g, dyn) if dyn else None}  # fmt: skip
+    longs = {"ntk_long": _worst(g, ntk, far, inside), "dynamic_long": _worst(g, dyn, far, inside)}
+    _need(**costs, **longs)
+    m = {}
+    for k, v in (costs | longs).items():
+        m |= _ends(k, v)
     return Measured(measured=m, result=(
-        f"short-context cost: ntk {_pct(m['ntk_cost'])}, dynamic {_pct(m['dynamic_cost'])}; "
-        f"ppl at {n} / unscaled at {inside}: ntk {m['ntk_long']:.2f}, dynamic "
-        f"{m['dynamic_long']:.2f}"))  # fmt: skip
+        f"short-context cost: ntk {_fmt(costs['ntk_cost'], pct=True)}, dynamic "
+        f"{_fmt(costs['dynamic_cost'], pct=True)}; ppl at {far} / unscaled at {inside} (worst "
+        f"text): ntk {_fmt(longs['ntk_long'])}, dynamic {_fmt(longs['dynamic_long'])}; "
+        f"{_range(g)}"))  # fmt: skip
 
 
 @finding(
     id="stretch-dynamic-yarn",
-    claim="Dynamic-YaRN extends the context beyond 2x without fine-tuning",
+    claim="Dynamic-YaRN keeps perplexity and retrieval past the context without fine-tuning "
+    "(the paper: beyond 2x; here: to the longest length run)",
     source=Source(paper="Peng et al. 2023 (YaRN): Dynamic-YaRN keeps LLaMA's perplexity low past "
                   "2x its context with no fine-tuning"),
-    rules=(Rule("dynamic_yarn_far", ">", 1 + WORKS, NOT_REPRODUCED),
-           Rule("retrieval_share", "<", 0.5, NOT_REPRODUCED)),
+    rules=(Rule("dynamic_yarn_far_lo", ">", 1 + WORKS, NOT_REPRODUCED),
+           Rule("retrieval_share_hi", "<", 0.5, NOT_REPRODUCED),
+           Rule("dynamic_yarn_far_hi", ">", 1 + WORKS, INCONCLUSIVE),
+           Rule("retrieval_share_lo", "<", 0.5, INCONCLUSIVE)),
     otherwise=REPRODUCED, absent=NOT_MEASURED,
 )  # fmt: skip
 def dynamic_yarn(g: Grid) -> Measured:
     inside, _, far = _lengths(g)
     dy = _first(g, "dynamic_yarn")
-    ratio = _ratio(g, dy, far)
+    ratio = _worst(g, dy, far, inside)
     _need(dynamic_yarn_far=ratio)
-    base, ret = within(g)[1], retrieval_at(g, dy, far)
-    share = ret / base if ret is not None and base else None
-    text = f"dynamic_yarn ppl at {far} / unscaled at {inside}: {ratio:.2f}"
+    base = [r for r in (retrieval_at(g, "none", n) for n in g.lengths if n <= g.context) if r]
+    ret = retrieval_at(g, dy, far)
+    share = None
+    if ret is not None and base and min(r.value for r in base) > 0:
+        b = min(base, key=lambda r: r.value)
+        share = Interval(ret.value / b.value, ret.lo / b.value, min(1.0, ret.hi / b.value), ret.n)
+    text = f"dynamic_yarn ppl at {far} / unscaled at {inside} (worst text): {_fmt(ratio)}"
     if share is not None:
-        text += f"; retrieval at {far}: {ret:.2f} ({share:.2f} of the unscaled model's within)"
-    return Measured(measured={"dynamic_yarn_far": ratio, "retrieval_share": share}, result=text)
+        text += f"; retrieval at {far}: {_fmt(ret)} (n={ret.n}; {share.value:.2f} of the " \
+                "unscaled model's within)"
+    else:
+        text += f"; no retrieval measured at {far} (by a task the model does within)"
+    beyond = "" if far > 2 * g.context else f"; {far / g.context:g}x: nothing past 2x was run"
+    return Measured(measured=_ends("dynamic_yarn_far", ratio) | _ends("retrieval_share", share),
+                    result=f"{text}; {_range(g)}{beyond}")  # fmt: skip
 
 
 FINDINGS = (direct_extrapolation, pi_short_cost, ntk_zero_shot, dynamic_yarn)
@@ -311,88 +458,170 @@ def findings(g: Grid) -> list[Claim]:
 
 
 # ------------------------------------------------------------------------------------ tables
+# A table: (title, header, rows, notes); a cell without a number is "–" and its reason is
+# in the notes.
 
 
-def _f(x, digits=2):
-    return "–" if x is None else f"{x:.{digits}f}"
+def _holes(g: Grid, what, cells) -> str:
+    """The reasons of the "–" cells among `cells` [(label, length)], once each."""
+    why = defaultdict(list)
+    for label, n in cells:
+        for reason in sorted(g.holes.get((what, label, n), {"not measured in this run"})):
+            why[reason].append(f"{label} at {n}")
+    return "; ".join(f"– {', '.join(where)}: {r}" for r, where in why.items())
 
 
-def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[str]]]]:
+def _len_head(g: Grid, lens) -> list[str]:
+    return [f"{n}" + (" (C)" if n == g.context else "") for n in lens]
+
+
+def _ppl_table(g: Grid, text: str, past: bool):
+    lens = [n for n in g.lengths if not past or n > g.context]
+    lens = [n for n in lens if any(g.ppl(text, lb, n, past) or (text, lb, n) in g.loss
+                                   or ("ppl", lb, n) in g.holes for lb in g.labels)]  # fmt: skip
+    if not lens:
+        return None
+    rows, empty = [], []
+    for lb in g.labels:
+        cells = []
+        for n in lens:
+            x = g.ppl(text, lb, n, past)
+            cells.append(_fmt(x))
+            if x is None:
+                empty.append((lb, n))
+        if not past:
+            cells.append(_fmt(short_cost(g, lb, text), pct=True))
+        rows.append([lb] + cells)
+    ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
+                   for n in lens)  # fmt: skip
+    what = (f"positions {g.context}..T only (the tokens past the context)" if past
+            else "the first T tokens of each window")
+    title = f"{text} text: perplexity of {what} [95% bootstrap interval] (windows per length: {ns})"
+    head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
+    return title, head, rows, _holes(g, "ppl", empty)
+
+
+def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[str]], str]]:
     out = []
-    head = ["scaling"] + [f"{n}" + (" (C)" if n == g.context else "") for n in g.lengths]
-    head += ["short-context cost"]
-    rows = [[lb] + [_f(g.ppl.get((lb, n))) for n in g.lengths]
-            + [("–" if (c := short_cost(g, lb)) is None else f"{100 * c:+.1f}%")]
-            for lb in g.labels]  # fmt: skip
-    docs = ", ".join(f"{n}: {g.docs.get(n, 0)}" for n in g.lengths)
-    out.append((f"Perplexity by length (documents per length: {docs})", head, rows))
+    if g.tasks:  # the unscaled model within its context first: which probes can say anything
+        rows = []
+        for t in g.tasks:
+            for n in (n for n in g.lengths if n <= g.context and g.rate(t, "none", n)):
+                r = g.rate(t, "none", n)
+                rows.append([t, str(n), _fmt(r), str(r.n), _fmt(g.mean_logp(t, "none", n)),
+                             "yes" if r.value >= WEAK else f"no: below {WEAK:g}, too weak a probe "
+                             "here (left out of the recommendation)"])  # fmt: skip
+        out.append(("The unscaled model within its context, per retrieval task [95% Wilson "
+                    "interval]", ["task", "length", "exact match", "probes", "mean log p(answer)",
+                                  f"used (>= {WEAK:g})"], rows, ""))  # fmt: skip
+    for text in g.texts:
+        for past in (False, True):
+            if (t := _ppl_table(g, text, past)) is not None:
+                out.append(t)
     for t in g.tasks:
-        lens = [n for n in g.lengths if any((t, lb, n) in g.retrieval for lb in g.labels)]
-        rows = [[lb] + [_f(g.retrieval.get((t, lb, n))) for n in lens] for lb in g.labels]
-        h = ["scaling"] + [f"{n}" + (" (C)" if n == g.context else "") for n in lens]
-        out.append((f"{t}: exact match by length (mean over depths and seeds)", h, rows))
+        lens = [n for n in g.lengths if any((t, lb, n) in g.exact or (t, lb, n) in g.holes
+                                            for lb in g.labels)]  # fmt: skip
+        rows, empty = [], []
+        for lb in g.labels:
+            cells = []
+            for n in lens:
+                r = g.rate(t, lb, n)
+                cells.append("–" if r is None else f"{_fmt(r)} n={r.n}; log p "
+                             f"{_fmt(g.mean_logp(t, lb, n))}")  # fmt: skip
+                if r is None:
+                    empty.append((lb, n))
+            rows.append([lb] + cells)
+        out.append((f"{t}: exact match [95% Wilson interval], probes, and the mean teacher-forced "
+                    "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
+                    _holes(g, t, empty)))  # fmt: skip
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
-    out.append((f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%)",
-                ["target", "recommendation", "numbers"], rec))  # fmt: skip
+    out.append((f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
+                "a tie where the intervals overlap)", ["target", "recommendation", "numbers"], rec,
+                "" if rec else "– no length past the context has perplexity on every text"))
     return out
+
+
+def _finding_rows(g: Grid):
+    return [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
 
 
 def terminal(g: Grid, tolerance: float) -> str:
     """The findings and the tables as plain text, for the end of a run."""
     lines = [f"posenc stretch: {g.model} (context {g.context})", ""]
-    for title, h, r in tables(g, tolerance):
-        lines += [title, _md_table(h, r), ""]
-    lines += ["Published findings", _md_table(
-        ["finding", "this model", "rule", "verdict"],
-        [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)])]  # fmt: skip
+    for title, h, r, notes in tables(g, tolerance):
+        lines += [title, _md_table(h, r)] + ([notes] if notes else []) + [""]
+    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"],
+                                              _finding_rows(g))]  # fmt: skip
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------- plots
 
 
+def _style(i: int) -> dict:
+    return {"color": P.COLORS[i % len(P.COLORS)], "ls": "-" if i < len(P.COLORS) else "--"}
+
+
+def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
+    ax.errorbar([n for n, _ in pts], [x.value for _, x in pts],
+                yerr=[[x.value - x.lo for _, x in pts], [x.hi - x.value for _, x in pts]],
+                marker="o", ms=3, capsize=2, label=label, **_style(i))  # fmt: skip
+
+
 def plots(g: Grid, out: str) -> list[tuple[str, str]]:
+    """The loss-by-position curve first, then perplexity against length, then retrieval."""
     made = []
-    fig = P.figure((7.2, 4.0))
-    ax = fig.add_subplot()
-    for i, lb in enumerate(g.labels):
-        xs = [n for n in g.lengths if (lb, n) in g.ppl]
-        style = "-" if i < len(P.COLORS) else "--"
-        ax.plot(xs, [g.ppl[(lb, n)] for n in xs], marker="o", label=lb, ls=style,
-                color=P.COLORS[i % len(P.COLORS)])  # fmt: skip
-    ax.axvline(g.context, color="k", ls=":", lw=1)
-    ax.set_yscale("log")
-    ax.set(
-        xlabel="length (tokens)",
-        ylabel="perplexity",
-        title=f"{g.model}: perplexity of the first T tokens (context {g.context}, dotted)",
-    )
-    ax.legend(ncols=2)
-    name = f"{g.model}_ppl.png"
-    P.save(fig, os.path.join(out, name))
-    made.append((name, "perplexity against length, one line per scaling"))
+    if g.curve:
+        fig = P.figure((7.2, 3.6 * max(1, len(g.texts))))
+        for j, text in enumerate(g.texts):
+            ax = fig.add_subplot(len(g.texts), 1, j + 1)
+            for i, lb in enumerate(g.labels):
+                bins = sorted(g.curve.get((text, lb), {}).items())
+                if bins:
+                    xs = [(a + b) / 2 for (a, b), _ in bins]
+                    ax.plot(xs, [sum(v) / len(v) for _, v in bins], marker=".", label=lb,
+                            **_style(i))  # fmt: skip
+            ax.axvline(g.context, color="k", ls=":", lw=1)
+            ax.set(xlabel="position (tokens)", ylabel="mean loss",
+                   title=f"{text} text: loss by position, bins of {max(1, g.context // 8)} "
+                   f"(context {g.context}, dotted)")  # fmt: skip
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(ncols=2, fontsize=7)
+        name = f"{g.model}_position.png"
+        P.save(fig, os.path.join(out, name))
+        made.append((name, "loss by position, one line per scaling: where the extension acts"))
+    if g.loss:
+        fig = P.figure((7.2, 3.6 * max(1, len(g.texts))))
+        for j, text in enumerate(g.texts):
+            ax = fig.add_subplot(len(g.texts), 1, j + 1)
+            for i, lb in enumerate(g.labels):
+                pts = [(n, x) for n in g.lengths if (x := g.ppl(text, lb, n)) is not None]
+                if pts:
+                    _errorbar(ax, pts, lb, i)
+            ax.axvline(g.context, color="k", ls=":", lw=1)
+            if ax.get_legend_handles_labels()[0]:
+                ax.set_yscale("log")
+                ax.legend(ncols=2, fontsize=7)
+            ax.set(xlabel="length (tokens)", ylabel="perplexity",
+                   title=f"{text} text: perplexity of the first T tokens, 95% intervals")
+        name = f"{g.model}_ppl.png"
+        P.save(fig, os.path.join(out, name))
+        made.append((name, "perplexity against length with 95% intervals, one line per scaling"))
     for t in g.tasks:
-        depths = sorted({k[3] for k in g.depth if k[0] == t})
-        cols = min(3, len(g.labels))
-        rows = math.ceil(len(g.labels) / cols)
-        fig = P.figure((3.0 * cols, 2.4 * rows))
+        fig = P.figure((7.2, 3.6))
+        ax = fig.add_subplot()
         for i, lb in enumerate(g.labels):
-            ax = fig.add_subplot(rows, cols, i + 1)
-            m = np.array([[g.depth.get((t, lb, n, d), np.nan) for n in g.lengths] for d in depths])
-            ax.imshow(m, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
-            ax.set_xticks(range(len(g.lengths)), [f"{n // 1024}k" if n >= 1024 else str(n)
-                                                  for n in g.lengths], fontsize=7)  # fmt: skip
-            ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=7)
-            ax.set_title(lb, fontsize=9)
-            ax.grid(False)
-            for (y, x), v in np.ndenumerate(m):
-                if not np.isnan(v):
-                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=7,
-                            color="w" if v < 0.5 else "k")  # fmt: skip
-        fig.suptitle(f"{t}: exact match (rows: depth, columns: length)", fontsize=10)
+            pts = [(n, r) for n in g.lengths if (r := g.rate(t, lb, n)) is not None]
+            if pts:
+                _errorbar(ax, pts, lb, i)
+        ax.axvline(g.context, color="k", ls=":", lw=1)
+        ax.set(xlabel="length (tokens)", ylabel="exact match", ylim=(-0.02, 1.02),
+               title=f"{t}: exact match with 95% Wilson intervals")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(ncols=2, fontsize=7)
         name = f"{g.model}_{t}.png"
         P.save(fig, os.path.join(out, name))
-        made.append((name, f"{t}: exact match, length x depth, one panel per scaling"))
+        made.append((name, f"{t}: exact match against length, 95% Wilson intervals"))
     return made
 
 
@@ -402,21 +631,28 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
     md, body = ["# posenc stretch results", ""], ["<h1>posenc stretch</h1>"]
     for g in grids(rows):
         pngs = plots(g, out)
-        found = findings(g)
-        md += [f"## {g.model} (context {g.context} tokens)", "", "### Published findings", ""]
+        md += [f"## {g.model} (context {g.context} tokens)", ""]
+        body.append(f"<h2>{html.escape(g.model)} (context {g.context} tokens)</h2>")
+        if pngs:  # the loss by position first: where the extension acts
+            n, c = pngs[0]
+            md += [f"![{c}]({n})", ""]
+            body.append(f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>'
+                        f"{html.escape(c)}</figcaption></figure>")  # fmt: skip
+        md += ["### Published findings", ""]
         fh = ["published finding", "paper", "this model", "rule", "verdict"]
-        fr = [[f.claim, f.paper, f.result, f.rule or "–", f.verdict] for f in found]
+        fr = [[f.claim, f.paper, f.result, f.rule or "–", f.verdict] for f in findings(g)]
         md += [_md_table(fh, fr), ""]
-        body += [f"<h2>{html.escape(g.model)} (context {g.context} tokens)</h2>",
-                 "<h3>Published findings</h3>", _html_table(fh, fr)]  # fmt: skip
-        for title, h, r in tables(g, tolerance):
-            md += [f"### {title}", "", _md_table(h, r), ""]
+        body += ["<h3>Published findings</h3>", _html_table(fh, fr)]
+        for title, h, r, notes in tables(g, tolerance):
+            md += [f"### {title}", "", _md_table(h, r), ""] + ([notes, ""] if notes else [])
             body += [f"<h3>{html.escape(title)}</h3>", _html_table(h, r)]
-        md += [f"![{c}]({n})" for n, c in pngs] + [""]
+            body += [f"<p>{html.escape(notes)}</p>"] if notes else []
+        md += [f"![{c}]({n})" for n, c in pngs[1:]] + [""]
         body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>'
-                 f"{html.escape(c)}</figcaption></figure>" for n, c in pngs]  # fmt: skip
+                 f"{html.escape(c)}</figcaption></figure>" for n, c in pngs[1:]]  # fmt: skip
     if len(md) == 2:
         md.append("No stretch rows yet.")
+        body.append("<p>No stretch rows yet.</p>")
     md += ["", __doc__.split("\n\n", 2)[2].strip()]
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
@@ -435,16 +671,36 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
 
 
 def json_rows(rows: list[dict]) -> list[dict]:
-    """Every row as {model, scaling, factor, task, document, seed, length, metric, value}."""
-    out = []
+    """Every measured cell as {model, scaling, factor, task, text, length, metric, value, lo,
+    hi, n, reason}: ppl and ppl_past (per text kind, over the windows, bootstrap), exact
+    (Wilson) and logp (bootstrap) per retrieval task; a cell without a number has value None
+    and its reason."""
+    factors = {}
     for r in stretch_rows(rows):
-        cfg = json.loads(r["config"])
-        model, _, label = r["encoding"].partition(":")
-        task, _, doc = r["task"].partition("/")
-        out.append({"model": model, "scaling": label,
-                    "factor": (cfg.get("scaling") or {}).get("factor"), "task": task,
-                    "document": doc or None, "seed": r["seed"], "length": r["eval_len"],
-                    "metric": r["metric"], "value": r["value"]})  # fmt: skip
+        scaling = json.loads(r["config"]).get("scaling")
+        factors[r["encoding"]] = scaling.get("factor") if isinstance(scaling, dict) else None
+    out = []
+
+    def row(model, label, task, text, n, metric, x, reason=None):
+        out.append({"model": model, "scaling": label, "factor": factors.get(f"{model}:{label}"),
+                    "task": task, "text": text, "length": n, "metric": metric,
+                    "value": x.value if x else None, "lo": x.lo if x else None,
+                    "hi": x.hi if x else None, "n": x.n if x else 0,
+                    "reason": None if x else reason})  # fmt: skip
+
+    for g in grids(rows):
+        for lb in g.labels:
+            for n in g.lengths:
+                why = "; ".join(sorted(g.holes.get(("ppl", lb, n), {"not measured"})))
+                for text in g.texts:
+                    row(g.model, lb, "ppl", text, n, "ppl", g.ppl(text, lb, n), why)
+                    if n > g.context:
+                        row(g.model, lb, "ppl", text, n, "ppl_past", g.ppl(text, lb, n, True), why)
+                for t in g.tasks:
+                    why = "; ".join(sorted(g.holes.get((t, lb, n), {"not measured"})))
+                    if (t, lb, n) in g.exact or (t, lb, n) in g.holes:
+                        row(g.model, lb, t, None, n, "exact", g.rate(t, lb, n), why)
+                        row(g.model, lb, t, None, n, "logp", g.mean_logp(t, lb, n), why)
     return out
 
 
@@ -455,6 +711,6 @@ def readme_tables(rows: list[dict], tolerance: float = 0.05) -> str:
     for g in grids(rows):
         found = [[f.claim, f.result, f.verdict] for f in findings(g)]
         out += [_md_table(["published finding", "this model", "verdict"], found), ""]
-        for title, h, r in tables(g, tolerance):
-            out += [f"{title}:", "", _md_table(h, r), ""]
+        for title, h, r, notes in tables(g, tolerance):
+            out += [f"{title}:", "", _md_table(h, r), ""] + ([notes, ""] if notes else [])
     return "\n".join(out).strip() + "\n"

@@ -2,11 +2,12 @@
 
 A job is one unit of work, leased and written as one transaction (a kill loses at most the job
 in flight, two runs on one database share the jobs):
-    ppl        (document, scaling): every length from the fewest passes (measure.py)
-    retrieval  (task, scaling, seed, length): every depth, one prompt each
+    ppl        (document, scaling): every window and length from the fewest passes (measure.py)
+    retrieval  (task, scaling, seed, length): a context and its probes (passkey: one per depth)
 Rows use the arena's Store: task ("ppl/<document>" or the retrieval task), encoding
 ("<model>:<scaling label>"), seed, train_len (the model's context), eval_len (the length),
-metric (ppl, loss, loss@a-b; exact@<depth>, exact) and the config that made them.
+metric (per window k: loss/wk, loss@a-b/wk, pos@a-b/wk; per probe i at depth d: exact@d/pi,
+logp@d/pi) and the config that made them (the document's text kind among them).
 A worker process loads the model once and keeps it; equal frequencies at equal lengths are
 measured once (dynamic scalings at or below the context are the unscaled model).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
 import sys
@@ -35,7 +37,7 @@ from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
 from posenc.stretch.scalings import Scaling
 
-PROTOCOL = "stretch-1"  # bump when what a row means changes
+PROTOCOL = "stretch-2"  # bump when what a row means changes
 LEASE_SECONDS = 600.0  # a job's lease, renewed every <= 30 s while it runs
 
 
@@ -60,6 +62,8 @@ class StretchConfig:
     cpus_per_cell: int = 1
     gpus_per_cell: float = 0.0
     tolerance: float = 0.05
+    windows: int = 4  # perplexity windows per document (1: the papers' first T tokens)
+    probes: int = 50  # needles, each asked, per multikey / vartrack context
 
 
 @dataclass(frozen=True)
@@ -91,14 +95,24 @@ class Job:
 
 
 def metrics(job: Job, length: int) -> list[str]:
+    """The metrics a job writes at `length`: per window k of the text `<metric>/w<k>`; per
+    retrieval probe i at depth d `exact@<d>/p<i>` and `logp@<d>/p<i>`."""
     if job.task.startswith("ppl/"):
-        return list(measure.prefix_rows(torch.zeros(length), length, job.context))
-    return [f"exact@{d:g}" for d in job.depths] + ["exact"]
+        width = bin_width(job.context) if length == job.cfg["stride"] else 0
+        names = measure.window_rows(torch.zeros(length), length, job.context, width)
+        return [f"{m}/w{k}" for k in range(job.cfg["windows"]) for m in names]
+    return [f"{what}@{d:g}/p{i}" for i, d in enumerate(job.depths) for what in ("exact", "logp")]
+
+
+def bin_width(context: int) -> int:
+    """The loss-by-position curve's bins: C / 8 positions."""
+    return max(1, context // 8)
 
 
 def make_jobs(cfg: StretchConfig) -> list[Job]:
-    """Every job of the grid: perplexity first, then retrieval by length, scaling, seed (a
-    scaling's prompts of one length in a row share their prefixes: measure.PromptCache)."""
+    """Every job of the grid: perplexity first (a job per document and scaling: its windows),
+    then retrieval by length, scaling, task, seed (a job: one context and its probes; passkey:
+    a context per depth, sharing their prefixes: measure.PromptCache)."""
     jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
     if cfg.ray:
         threads = cfg.cpus_per_cell
@@ -110,19 +124,22 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
         return s.params(context=cfg.context, head_dim=cfg.head_dim, factor=cfg.factor)
 
     if "ppl" in cfg.tasks:
+        stride = max(cfg.lengths)
         for doc in cfg.documents:
             for s in cfg.scalings:
                 c = base | {"task": "ppl", "document": doc.name, "text": doc.digest,
+                            "kind": doc.kind, "stride": stride, "windows": cfg.windows,
                             "scaling": params(s)}  # fmt: skip
                 jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,
                                 cfg.lengths, (), cfg=c, text=doc.text, **common))  # fmt: skip
     for length in cfg.retrieval_lengths:
         for s in cfg.scalings:
             for task in (t for t in cfg.tasks if t != "ppl"):
+                depths = cfg.depths if task == "passkey" else tuple(data.spread(cfg.probes))
                 for seed in range(cfg.seeds):
-                    c = base | {"task": task, "depths": list(cfg.depths), "scaling": params(s)}
+                    c = base | {"task": task, "depths": list(depths), "scaling": params(s)}
                     jobs.append(Job(task, s, params(s), f"{cfg.model.name}:{s.label}", seed,
-                                    (length,), cfg.depths, cfg=c, **common))  # fmt: skip
+                                    (length,), depths, cfg=c, **common))  # fmt: skip
     return jobs
 
 
@@ -170,48 +187,67 @@ def run_job(job: Job) -> list[tuple]:
 
 
 def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
-    ids = _MEMO.get(("ids", job.task, job.cfg["text"]))
-    if ids is None:
-        ids = torch.tensor(data._encode(tokenizer, job.text))
-        _MEMO[("ids", job.task, job.cfg["text"])] = ids
-    lengths = [n for n in job.lengths if n <= ids.numel()]
-    short = [(n, m, None, f"the document has fewer than {n} tokens")
-             for n in job.lengths if n > ids.numel() for m in metrics(job, n)]  # fmt: skip
+    """The windows of the job's document (data.window: tokenized as the tokenizer does by
+    default), each length from the fewest passes: one per window and rotary frequencies."""
+    key = ("ids", job.task, job.cfg["text"])
+    if key not in _MEMO:
+        _MEMO[key] = data._encode(tokenizer, job.text), data.specials(tokenizer)[0]
+    body, head = _MEMO[key]
+    stride, width = job.cfg["stride"], bin_width(job.context)
     groups: dict[str, list[int]] = {}
-    for n in lengths:
+    for n in job.lengths:
         groups.setdefault(measure.fingerprint(model, n, job.head_dim), []).append(n)
-    rows = short  # lengths past the document: 'n/a' (the protocol reads documents >= T only)
-    for fp, group in groups.items():
-        key = ("nll", job.task, job.cfg["text"], fp)
-        nll = _MEMO.get(key)
-        if nll is None or nll.numel() < max(group) - 1:
-            nll = measure.token_nll(model, ids[: max(group)])
-            _MEMO[key] = nll
-        for n in group:
-            rows += [(n, m, v, None) for m, v in measure.prefix_rows(nll, n, job.context).items()]
+    rows = []
+    for k in range(job.cfg["windows"]):
+        for fp, group in groups.items():
+            fits = [n for n in group if data.window(body, head, n, stride, k) is not None]
+            for n in (n for n in group if n not in fits):
+                why = (f"the document holds {len(head) + len(body)} tokens: no window {k} of "
+                       f"{n} tokens (windows start every {stride})")  # fmt: skip
+                rows += [(n, m, None, why) for m in metrics(job, n) if m.endswith(f"/w{k}")]
+            if not fits:
+                continue
+            key = ("nll", job.task, job.cfg["text"], fp, stride, k)
+            nll = _MEMO.get(key)
+            if nll is None or nll.numel() < max(fits) - 1:
+                ids = data.window(body, head, max(fits), stride, k)
+                nll = _MEMO[key] = measure.token_nll(model, torch.tensor(ids))
+            for n in fits:
+                got = measure.window_rows(nll, n, job.context, width if n == stride else 0)
+                rows += [(n, f"{m}/w{k}", v, None) for m, v in got.items()]
     return rows
 
 
 def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
+    """Every probe of the job: passkey a context per depth (deepest first: they share the most
+    prefix), the other tasks one context holding a needle per depth, each asked."""
     (length,) = job.lengths
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    exact = {}
     reuse = _MEMO.setdefault("prompt cache", measure.PromptCache())
-    for depth in sorted(job.depths, reverse=True):  # deepest needle first: the most shared
+    order = sorted(range(len(job.depths)), key=lambda i: -job.depths[i])
+    groups = [[i] for i in order] if job.task == "passkey" else [list(range(len(job.depths)))]
+    rows = []
+    for group in groups:
         try:
-            p = data.prompt(job.task, tokenizer, length, depth, job.seed)
+            ctx = data.context(job.task, tokenizer, length, [job.depths[i] for i in group],
+                               job.seed)  # fmt: skip
         except data.TooShort as err:
             return [(length, m, None, str(err)) for m in metrics(job, length)]
         fps = tuple(measure.fingerprint(model, n, job.head_dim)
-                    for n in (length, length + p.max_new_tokens))  # fmt: skip
-        key = ("answer", job.task, job.seed, length, depth, fps)
+                    for n in (len(ctx.ids), length + ctx.max_new_tokens))  # fmt: skip
+        key = ("probes", job.task, job.seed, length, tuple(job.depths[i] for i in group), fps)
         if key not in _MEMO:
-            tokens = measure.answer(model, p.ids, p.max_new_tokens, pad, reuse=reuse, key=fps)
-            _MEMO[key] = tokenizer.decode(tokens, skip_special_tokens=True)
-        exact[depth] = measure.exact_match(_MEMO[key], p.answer)
-    scores = [(f"exact@{d:g}", exact[d]) for d in job.depths]
-    scores.append(("exact", sum(v for _, v in scores) / len(scores)))
-    return [(length, m, v, None) for m, v in scores]
+            cache = measure.prefill(model, ctx.ids, reuse, fps)
+            answers = []
+            for p in ctx.probes:
+                tokens, logp = measure.ask(model, cache, p.question, p.answer_ids,
+                                           ctx.max_new_tokens)  # fmt: skip
+                answers.append((tokenizer.decode(tokens, skip_special_tokens=True), logp))
+            _MEMO[key] = answers
+        for i, p, (text, logp) in zip(group, ctx.probes, _MEMO[key], strict=True):
+            d = job.depths[i]
+            rows += [(length, f"exact@{d:g}/p{i}", measure.exact_match(text, p.answer), None),
+                     (length, f"logp@{d:g}/p{i}", logp, None)]  # fmt: skip
+    return rows
 
 
 # ----------------------------------------------------------------------------- in the parent
@@ -307,5 +343,12 @@ def run(cfg: StretchConfig, store) -> int:
 
 
 def summary(result) -> str:
-    shown = [(n, m, v) for n, m, v, _ in result if m in ("ppl", "exact")]
-    return ", ".join(f"{m}@{n}=" + ("n/a" if v is None else f"{v:.3g}") for n, m, v in shown)
+    """ppl (over the windows) and exact match (over the probes) per length of a job's rows."""
+    got: dict = {}
+    for n, m, v, _ in result:
+        what = m.partition("/")[0].partition("@")[0]
+        if v is not None and (what == "exact" or m.partition("/")[0] == "loss"):
+            got.setdefault((n, what), []).append(v)
+    return ", ".join(f"{'ppl' if w == 'loss' else w}@{n}="
+                     + f"{math.exp(sum(v) / len(v)) if w == 'loss' else sum(v) / len(v):.3g}"
+                     for (n, w), v in sorted(got.items())) or "n/a"  # fmt: skip

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +73,16 @@ ABSENT = (UNMEASURED, NOT_MEASURED)  # evidence absent by design
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
+def _real(x) -> bool:
+    """A real number (int or float, not bool), NaN excluded."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def _check_verdict(what: str, verdict, allowed=tuple(v for v in ALL_VERDICTS if v != ERROR)):
+    if verdict not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {verdict!r}")
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a claim comes from: a seed file, its verbatim quote and the quote's line (1-based),
@@ -99,12 +110,24 @@ class Rule:
     verdict: str
 
     def __post_init__(self):
+        if not isinstance(self.quantity, str) or not self.quantity:
+            raise ValueError(f"Rule quantity must be a non-empty name, got {self.quantity!r}")
         if self.op not in OPS:
             raise ValueError(f"Rule op must be one of {', '.join(OPS)}, got {self.op!r}")
+        if not _real(self.threshold):
+            raise TypeError(f"Rule threshold must be a real number (not NaN), got "
+                            f"{self.threshold!r}")  # fmt: skip
+        _check_verdict("Rule verdict", self.verdict)
 
     def applies(self, measured: dict) -> bool:
+        """ValueError for a NaN or non-number measured: NaN is never a verdict."""
         value = measured[self.quantity]  # KeyError: a rule reads a number nobody measured
-        return value is not None and OPS[self.op](value, self.threshold)
+        if value is None:
+            return False
+        if not _real(value):
+            raise ValueError(f"measured {self.quantity!r} is {value!r}, not a number: no "
+                             "verdict can be read from it")  # fmt: skip
+        return OPS[self.op](value, self.threshold)
 
     def __str__(self) -> str:
         return f"{self.verdict} if {self.quantity} {self.op} {self.threshold:g}"
@@ -139,6 +162,12 @@ class Finding:
     otherwise: str  # the verdict when no rule applies
     about: tuple[str, ...] = ()  # encodings the claim concerns
     absent: str = UNMEASURED  # the verdict when the evidence is absent by design
+
+    def __post_init__(self) -> None:
+        if not self.rules or not all(isinstance(r, Rule) for r in self.rules):
+            raise ValueError(f"finding {self.id!r} needs at least one Rule, got {self.rules!r}")
+        _check_verdict(f"finding {self.id!r}: otherwise", self.otherwise)
+        _check_verdict(f"finding {self.id!r}: absent", self.absent, ABSENT)
 
     @property
     def rule(self) -> str:

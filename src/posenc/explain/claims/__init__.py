@@ -40,6 +40,7 @@ from posenc.explain.claims.base import (
     Rule,
     Table,
     decide,
+    seed_sentence,
 )
 
 SEEDS = (
@@ -70,15 +71,54 @@ def check_databases(arena) -> None:
         raise ValueError("--arena: give at least one database file")
     for path in databases(arena):
         arena_results(path, "")  # opens it: FileNotFoundError / ValueError naming the path
+        check_values(path)
 
 
-def markdown_table(claims: list[Claim]) -> str:
+# a row every check can read: names as text, sizes as positive integers, a number or NULL
+BAD_ROW = """SELECT task, encoding, seed, train_len, eval_len, metric, value FROM results WHERE
+    typeof(task) != 'text' OR typeof(encoding) != 'text' OR typeof(metric) != 'text'
+    OR typeof(seed) != 'integer' OR typeof(train_len) != 'integer' OR train_len < 1
+    OR typeof(eval_len) != 'integer' OR eval_len < 1
+    OR typeof(value) NOT IN ('real', 'integer', 'null') LIMIT 1"""
+
+
+def check_values(path) -> None:
+    """ValueError naming the database and its first row a check could not read (a value
+    edited by hand, another tool's rows): an input error, found before any check runs."""
+    import sqlite3
+
+    from posenc.arena.store import Store
+
+    with Store(str(path), create=False) as store:
+        try:
+            row = store.conn.execute(BAD_ROW).fetchone()
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"--arena {path}: unreadable results table ({err})") from None
+    if row is not None:
+        names = ("task", "encoding", "seed", "train_len", "eval_len", "metric", "value")
+        said = ", ".join(f"{k}={v!r}" for k, v in zip(names, row))
+        raise ValueError(
+            f"--arena {path}: a corrupt row ({said}): every size must be a positive integer, "
+            "every value a number or NULL"
+        )
+
+
+def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     """| seed:line | claim | verdict | measured | rows, one per claim, in check order (timings
-    left out: the table regenerates to the same text)."""
+    left out: the table regenerates to the same text). In another language the claim is the
+    tutorial's own sentence and the rest comes from the same numbers through the catalog."""
+    if lang == "en":
+        return verdict.markdown(
+            ["seed:line", "claim", "verdict", "measured"],
+            [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
+        )
+    from posenc.explain.i18n import numbers, tr
+
     return verdict.markdown(
-        ["seed:line", "claim", "verdict", "measured"],
-        [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
-    )
+        [tr(h, lang) for h in ("seed:line", "the tutorial’s sentence", "verdict", "measured")],
+        [[verdict.where(c), seed_sentence(c.seed, c.quote, most=100) if c.seed else c.claim,
+          tr(c.verdict, lang), numbers(c, lang)] for c in claims],
+    )  # fmt: skip
 
 
 __all__ = [

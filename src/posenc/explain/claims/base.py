@@ -8,6 +8,7 @@ encodings it concerns, and its rules. Its check function only measures (returns 
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -45,6 +46,26 @@ def line_of(seed: str, quote: str) -> int:
     return text.count("\n", 0, at) + 1 if at >= 0 else 0
 
 
+def seed_sentence(seed: str, quote: str, most: int = 240) -> str:
+    """The tutorial's own sentence that holds `quote` (from the seed file, cut at 。！？；or the
+    line's end; markdown marks dropped); `quote` alone if it is not in the seed."""
+    text = seed_text(seed)
+    at = text.find(quote)
+    if at < 0:
+        return quote
+    end_of_quote = at + len(quote)
+    start = max(text.rfind(ch, 0, at) for ch in "。！？；\n") + 1
+    ends = [i for i in (text.find(ch, end_of_quote) for ch in "。！？；") if i >= 0]
+    line_end = text.find("\n", end_of_quote)
+    end = min([*ends, line_end if line_end >= 0 else len(text) - 1]) + 1
+    said = re.sub(r"^[*#>\-\s]+", "", text[start:end].replace("**", "")).strip()
+    if len(said) > most:  # a long line without a stop: the quote and what is around it
+        i = said.find(quote.replace("**", ""))
+        lo = max(0, i - (most - len(quote)) // 2)
+        said = ("…" if lo else "") + said[lo : lo + most] + ("…" if lo + most < len(said) else "")
+    return said
+
+
 def source(item_id: str) -> tuple[Source, str]:
     """(Source, English wording) of an inventory item."""
     for seed in inventory.SEEDS:
@@ -63,6 +84,6 @@ def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
 
 __all__ = [
     "CAVEAT", "ERROR", "FAILS", "HOLDS", "SEEDS_DIR", "UNMEASURED", "VERDICTS", "Absent", "Claim",
-    "Measured", "Rule", "Source", "Table", "decide", "line_of", "seed_claim", "seed_text",
-    "source",
+    "Measured", "Rule", "Source", "Table", "decide", "line_of", "seed_claim", "seed_sentence",
+    "seed_text", "source",
 ]  # fmt: skip

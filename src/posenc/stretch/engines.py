@@ -1,0 +1,830 @@
+"""From the answer to the engine: the settings that make each serving engine apply a scaling,
+and a copy of the model that loads with it by default.
+
+    info = model_info("path/to/model")        the model's RoPE, read from its config (no weights)
+    plan = plan_for("yarn(factor=2)", info)    the scaling as rope_parameters for its layer type
+    engine_settings(plan) -> {engine: Setting} transformers, vLLM, SGLang, llama.cpp, Ollama
+    settings_text(label, info) -> str          what `posenc stretch settings LABEL` prints
+    export(plan, spec, out) -> path            a transformers folder or a .gguf, rewritten
+    gguf_config(path) -> dict                  a GGUF's rope keys read as llama.cpp reads them,
+                                               as config.json keys for posenc.hf
+
+A label is one of posenc.stretch.scalings' labels; `name@layer_type(...)` sets one layer type of
+a model with RoPE per layer type (Gemma 3: `yarn@full_attention(factor=4)`). A flat label on
+such a model sets its full_attention layers, as transformers applies a flat rope_scaling. A
+static scaling needs its factor in the label (`yarn(factor=2)`): its length is context x factor.
+
+What each engine takes was read from its source (SOURCES); where an engine cannot express a
+scaling, its Setting says so in `cannot` and carries no flags.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+from posenc.stretch.scalings import FACTOR, Scaling, parse
+
+ENGINES = ("transformers", "vllm", "sglang", "llama.cpp", "ollama")
+SOURCES = {
+    "transformers": "transformers 5.24.0 src/transformers/modeling_rope_utils.py "
+    "(ROPE_INIT_FUNCTIONS, standardize_rope_params); 4.x reads rope_scaling + rope_theta",
+    "vllm": "vllm-project/vllm vllm/model_executor/layers/rotary_embedding/__init__.py get_rope "
+    "(926c71f) and vllm/config/model.py _get_and_verify_max_len (18ec662)",
+    "sglang": "sgl-project/sglang python/sglang/srt/utils/hf_transformers_utils.py "
+    "get_context_length (2aa2e2d); server flags --json-model-override-args, --context-length",
+    "llama.cpp": "ggml-org/llama.cpp common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), "
+    "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
+    "src/llama-arch.cpp (GGUF key names)",
+    "ollama": "ollama/ollama docs/modelfile.mdx and api/types.go (Runner options) at v0.33.0-rc2 "
+    "(fb30760); rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
+}
+DYNAMIC = ("dynamic", "dynamic_yarn")  # the frequencies follow each call's length
+GGUF_TYPES = ("none", "linear", "yarn", "ntk", "llama3")  # what --export writes into a .gguf
+ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's per-pair divisors (Llama 3.1 in GGUF)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the settings need of a model, read from its config (a transformers config dict).
+
+    rope_parameters: the model's own, v5 form (flat, or {layer_type: dict} per layer type);
+    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf.
+    """
+
+    name: str
+    model_type: str
+    context: int
+    head_dim: int
+    rotary_dim: int
+    rope_parameters: dict
+    gguf_arch: str | None = None
+
+    @property
+    def layer_types(self) -> list[str] | None:
+        from posenc.hf.config import layer_types_of
+
+        return layer_types_of(self.rope_parameters)
+
+    @classmethod
+    def from_config(cls, config, name: str = "model", gguf_arch: str | None = None) -> ModelInfo:
+        from posenc.hf.config import config_dict, from_config, head_dim_of, rope_parameters_of
+
+        cfg = config_dict(config)
+        context = cfg.get("max_position_embeddings")
+        if not isinstance(context, int) or context < 1:
+            raise ValueError("--model: its config gives no max_position_embeddings (its context)")
+        params = rope_parameters_of(cfg)
+        info = cls(
+            name, str(cfg.get("model_type")), context, head_dim_of(cfg), 0, params, gguf_arch
+        )
+        rotary = from_config(cfg, info.default_target()).rotary_dim(info.head_dim)
+        return cls(name, info.model_type, context, info.head_dim, rotary, params, gguf_arch)
+
+    def default_target(self) -> str | None:
+        """The layer type a flat label sets: full_attention where RoPE is per layer type."""
+        types = self.layer_types
+        if types is None:
+            return None
+        return "full_attention" if "full_attention" in types else types[-1]
+
+    def own(self, target: str | None) -> dict:
+        return dict(self.rope_parameters[target] if target else self.rope_parameters)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A scaling set on a model: `params` the rope_parameters the target layer type takes (v5
+    form, the model's rope_theta and partial_rotary_factor kept; None for "none"), `length` the
+    context it serves (context x factor; the context for "none" and the dynamic scalings)."""
+
+    scaling: Scaling
+    target: str | None
+    params: dict | None
+    factor: float
+    length: int
+    info: ModelInfo
+
+    @property
+    def label(self) -> str:
+        at = f"@{self.target}" if self.target else ""
+        s = self.scaling
+        return s.name + at + (s.label[len(s.name) :] if s.kwargs else "")
+
+
+@dataclass
+class Setting:
+    """One engine's settings for a plan: `config` (JSON values), `flags` (command line),
+    `lines` (other text to write), `cannot` (what it cannot express), `notes`, `source`."""
+
+    engine: str
+    config: dict = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    cannot: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# label -> plan
+
+
+def split_target(label: str) -> tuple[str, str | None]:
+    """'yarn@full_attention(factor=4)' -> ('yarn(factor=4)', 'full_attention')."""
+    head, paren, rest = label.strip().partition("(")
+    name, at, target = head.partition("@")
+    if at and not target.strip():
+        raise ValueError(f"{label!r}: name a layer type after @, e.g. yarn@full_attention")
+    return name.strip() + paren + rest, (target.strip() or None)
+
+
+def plan_for(label: str, info: ModelInfo) -> Plan:
+    """The plan of a label on a model; ValueError in one line naming the label for an unknown
+    scaling or layer type, a static scaling without its factor, or a factor below 1."""
+    from posenc.hf.config import from_config
+    from posenc.hf.patch import _with_scaling
+
+    bare, target = split_target(label)
+    scaling = parse(bare)
+    kw = dict(scaling.kwargs)
+    if scaling.name in FACTOR and "factor" not in kw:
+        raise ValueError(
+            f"{label!r}: give the factor, e.g. {scaling.name}(factor=2) "
+            "(the target length over the context)"
+        )
+    factor = float(kw.get("factor", 1.0))
+    if not (math.isfinite(factor) and factor >= 1):
+        raise ValueError(f"{label!r}: factor must be a number >= 1, got {kw.get('factor')!r}")
+    types = info.layer_types
+    if target is not None and (types is None or target not in types):
+        allowed = ", ".join(types) if types else "none (this model has one rope; drop @...)"
+        raise ValueError(f"{label!r}: unknown layer type {target!r}; allowed: {allowed}")
+    target = target or info.default_target()
+    params = scaling.params(context=info.context, head_dim=info.rotary_dim, factor=factor)
+    if params is not None:
+        own = info.own(target)
+        params = {k: own[k] for k in ("rope_theta", "partial_rotary_factor") if k in own} | params
+        nested = {**info.rope_parameters, target: params} if target else params
+        try:
+            cfg = _with_scaling(_cfg(info), nested if target else params, types)
+            from_config(cfg, target)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{label!r}: {err}") from None
+    static = scaling.name not in DYNAMIC and params is not None
+    length = round(info.context * factor) if static else info.context
+    return Plan(scaling, target, params, factor, length, info)
+
+
+def _cfg(info: ModelInfo, rope_parameters=None, length=None) -> dict:
+    """A config dict posenc.hf reads: the model's rope (or `rope_parameters`) and context."""
+    return {"model_type": info.model_type, "head_dim": info.head_dim,
+            "max_position_embeddings": length or info.context,
+            "rope_parameters": rope_parameters or info.rope_parameters}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# plan -> each engine's settings
+
+
+def ntk_theta(plan: Plan) -> float:
+    """Static NTK (bloc97) as a base: theta * factor^(R / (R - 2)), R the rotary dim."""
+    r = plan.info.rotary_dim
+    return plan.params["rope_theta"] * plan.factor ** (r / (r - 2))
+
+
+def hf_params(plan: Plan) -> dict | None:
+    """The target layer type's rope_parameters as transformers 5 takes them (None: the
+    scaling has no transformers rope_type). posenc's static ntk is a base change."""
+    p, name = plan.params, plan.scaling.name
+    if p is None:
+        return plan.info.own(plan.target)
+    if name == "dynamic_yarn":
+        return None
+    keep = {k: p[k] for k in ("rope_theta", "partial_rotary_factor") if k in p}
+    if name == "ntk":
+        return {"rope_type": "default", **keep, "rope_theta": ntk_theta(plan)}
+    drop = {"original_max_position_embeddings"} if name in ("linear", "dynamic") else set()
+    return {k: v for k, v in p.items() if k not in drop}
+
+
+def hf_rope_parameters(plan: Plan) -> dict | None:
+    """The whole rope_parameters of the scaled model (nested per layer type where the model's
+    are), v5 form; None where transformers has no such rope_type."""
+    p = hf_params(plan)
+    if p is None or plan.target is None:
+        return p
+    return {**plan.info.rope_parameters, plan.target: p}
+
+
+def legacy_config(plan: Plan) -> dict | None:
+    """transformers 4.x config keys (rope_scaling + rope_theta) or None where 4.x cannot say it
+    (proportional; one layer type other than full_attention)."""
+    p = hf_params(plan)
+    if p is None or p.get("rope_type") == "proportional":
+        return None
+    if plan.target not in (None, "full_attention"):
+        return None
+    rest = {k: v for k, v in p.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    out = {"rope_scaling": None if rest.get("rope_type") == "default" else rest,
+           "rope_theta": p.get("rope_theta")}  # fmt: skip
+    if plan.target:  # Gemma 3's 4.x form: rope_local_base_freq for the sliding layers
+        local = plan.info.rope_parameters.get("sliding_attention") or {}
+        out["rope_local_base_freq"] = local.get("rope_theta")
+    return out
+
+
+def vllm_length(model_type: str, max_pos: int, rope_parameters: dict) -> float:
+    """The max_model_len vLLM derives from a config (its _get_and_verify_max_len): the
+    scaling's factor times max_position_embeddings, except llama3 / longrope (no factor) and
+    yarn (original_max_position_embeddings x factor); Gemma 3 takes no factor."""
+    from posenc.hf.config import layer_types_of
+
+    types = layer_types_of(rope_parameters)
+    flat = [rope_parameters[t] for t in types if rope_parameters[t]] if types else [rope_parameters]
+    if "gemma3" in model_type:
+        return max_pos
+    derived, factor = max_pos, 1.0
+    for rp in flat:
+        if rp.get("rope_type") not in ("su", "longrope", "llama3"):
+            factor = rp.get("factor", factor)
+            if rp.get("rope_type") == "yarn":
+                derived = rp["original_max_position_embeddings"]
+    return derived * factor
+
+
+def sglang_length(max_pos: int, rope_scaling: dict | None) -> float:
+    """The context length SGLang derives (get_context_length): max_position_embeddings times
+    rope_scaling's factor, except where rope_scaling has original_max_position_embeddings or is
+    llama3 (then no factor: sglang#2943)."""
+    rs = rope_scaling or {}
+    factor = rs.get("factor", 1) or 1
+    if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+        factor = 1
+    return max_pos * factor
+
+
+def _with_length(override: dict, derive, plan: Plan) -> dict:
+    """`override` plus the max_position_embeddings the engine needs to derive plan.length."""
+    got = derive(plan.info.context)
+    if got >= plan.length:
+        return override
+    per = got / plan.info.context  # the engine's length per max_position_embeddings
+    need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
+    return {**override, "max_position_embeddings": need}
+
+
+def engine_override(plan: Plan) -> dict | None:
+    """The config override vLLM (--hf-overrides) and SGLang (--json-model-override-args) apply
+    with transformers' config.update: rope_scaling with rope_theta inside (transformers 5 maps
+    it onto rope_parameters and keeps no rope_theta not given), rope_theta for 4.x; per layer
+    type the whole nested rope_parameters (a flat rope_scaling would replace them all)."""
+    params = hf_rope_parameters(plan)
+    if params is None:
+        return None
+    if plan.target is not None:
+        return {"rope_parameters": params}
+    return {"rope_scaling": params, "rope_theta": params["rope_theta"]}
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _common_cannot(plan: Plan, engine: str) -> list[str]:
+    name = plan.scaling.name
+    out = []
+    if name == "dynamic_yarn":
+        out.append(f"{engine} has no Dynamic-YaRN (no rope_type for it): not expressible")
+    return out
+
+
+def transformers_setting(plan: Plan) -> Setting:
+    s = Setting("transformers", source=SOURCES["transformers"])
+    params = hf_rope_parameters(plan)
+    if params is None:
+        s.cannot += _common_cannot(plan, "transformers")
+        return s
+    s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
+    legacy = legacy_config(plan)
+    if legacy is None:
+        s.notes.append("transformers 4.x cannot express this (rope_parameters needs 5.x)")
+    else:
+        s.lines.append(
+            "transformers 4.x config.json: "
+            + _json({**legacy, "max_position_embeddings": plan.length})
+        )
+    name = plan.scaling.name
+    if name == "dynamic":
+        s.notes.append(
+            "dynamic reads max_position_embeddings as the original length: keep it "
+            f"at {plan.info.context}; the frequencies grow with the longest input "
+            "seen and stay grown (cached keys keep the older base: transformers#25104)"
+        )
+    if name == "ntk":
+        s.notes.append(
+            "static NTK has no rope_type in transformers: it is the base change "
+            f"rope_theta {plan.params['rope_theta']:g} -> {ntk_theta(plan):.6g}"
+        )
+    if name in FACTOR and name != "ntk":
+        s.notes.append(
+            f"factor {plan.factor:g} is the target length over the original "
+            f"length ({plan.length} / {plan.info.context}); "
+            "original_max_position_embeddings is the trained context, not the target "
+            "(LongLoRA#81)"
+        )
+    return s
+
+
+def vllm_setting(plan: Plan) -> Setting:
+    s = Setting("vllm", source=SOURCES["vllm"])
+    name = plan.scaling.name
+    over = engine_override(plan)
+    if over is None or name in DYNAMIC:
+        s.cannot += _common_cannot(plan, "vLLM")
+        if name == "dynamic":
+            s.cannot.append(
+                "vLLM's rope_type 'dynamic' is not dynamic: it sets one base for "
+                "max_position_embeddings x factor and applies it to every prompt, short ones "
+                "too (vllm#3488); posenc's dynamic NTK is not expressible"
+            )
+        if name == "proportional":
+            s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
+        return s
+    if name == "proportional":
+        s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
+        return s
+    flat = hf_rope_parameters(plan)
+    over = _with_length(over, lambda m: vllm_length(plan.info.model_type, m, flat), plan)
+    s.flags = ["--hf-overrides", _json(over)] if name != "none" else []
+    s.flags += ["--max-model-len", str(plan.length)]
+    if name != "none":
+        s.notes.append(
+            "the scaling is static: it applies to short prompts too (static YaRN x4 "
+            "cost Qwen3 Arena-Hard 39 -> 26.5: QwenLM/Qwen3#1567)"
+        )
+    if name == "ntk":
+        s.notes.append(
+            "vLLM's own rope_type 'ntk' is another formula (base x factor, then "
+            "inv_freq / factor^(2/R)); posenc's ntk is the base change above"
+        )
+    s.notes.append(
+        "vLLM also caps the length at tokenizer_config.json's model_max_length; "
+        "above its derived length it refuses --max-model-len unless "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm#2565)"
+    )
+    return s
+
+
+def sglang_setting(plan: Plan) -> Setting:
+    s = Setting("sglang", source=SOURCES["sglang"])
+    name = plan.scaling.name
+    over = engine_override(plan)
+    if over is None or name in DYNAMIC or name == "proportional":
+        s.cannot += _common_cannot(plan, "SGLang")
+        if name == "dynamic":
+            s.cannot.append(
+                "SGLang applies one static rope per model: dynamic NTK (a base "
+                "that follows each call's length) is not expressible"
+            )
+        if name == "proportional":
+            s.cannot.append("'proportional' is not among the scalings checked for SGLang here")
+        return s
+    rs = over.get("rope_scaling")
+    over = _with_length(over, lambda m: sglang_length(m, rs), plan)
+    s.flags = ["--json-model-override-args", _json(over)] if name != "none" else []
+    s.flags += ["--context-length", str(plan.length)]
+    if "max_position_embeddings" in over and "original_max_position_embeddings" in (rs or {}):
+        s.notes.append(
+            "max_position_embeddings is raised too: SGLang's get_context_length "
+            "ignores the factor when original_max_position_embeddings is set and "
+            "would cap the length at the old context (sglang#2943)"
+        )
+    elif "max_position_embeddings" in over:
+        s.notes.append(
+            "max_position_embeddings is raised too: SGLang derives the length from "
+            "it times rope_scaling's factor (none here)"
+        )
+    if name != "none":
+        s.notes.append("the scaling is static: it applies to short prompts too")
+    s.notes.append(
+        "above its derived length SGLang refuses --context-length unless "
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+    )
+    return s
+
+
+def llamacpp_setting(plan: Plan) -> Setting:
+    s = Setting("llama.cpp", source=SOURCES["llama.cpp"])
+    name, p = plan.scaling.name, plan.params or {}
+    if name in DYNAMIC:
+        s.cannot.append(
+            "llama.cpp has no dynamic scaling: its rope is fixed when the context "
+            "is created (--rope-scaling takes none, linear, yarn)"
+        )
+        return s
+    if name in ("longrope", "proportional"):
+        why = (
+            "longrope takes rope_factors_long / rope_factors_short tensors and picks the long "
+            "ones by -c, not by the prompt's length"
+            if name == "longrope"
+            else "no proportional (p-RoPE) scaling type"
+        )
+        s.cannot.append(f"llama.cpp: {why}; not expressible by flags")
+        return s
+    flags = ["-c", str(plan.length)]
+    if name == "linear":
+        flags = ["--rope-scaling", "linear", "--rope-scale", f"{plan.factor:g}", *flags]
+    elif name == "yarn":
+        flags = ["--rope-scaling", "yarn", "--rope-scale", f"{plan.factor:g}",
+                 "--yarn-orig-ctx", str(p["original_max_position_embeddings"]), *flags]  # fmt: skip
+        for key, flag, default in (("beta_fast", "--yarn-beta-fast", 32),
+                                   ("beta_slow", "--yarn-beta-slow", 1)):  # fmt: skip
+            if p.get(key) not in (None, default):
+                flags += [flag, f"{p[key]:g}"]
+        s.notes.append(
+            "--yarn-ext-factor (default: 1 for yarn) and --yarn-attn-factor (default: "
+            "0.1 ln(factor) + 1, as transformers) are left at their defaults"
+        )
+    elif name == "ntk":
+        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.8g}", *flags]
+    elif name == "llama3":
+        s.cannot.append(
+            "llama3 has no flag: llama.cpp reads it as the GGUF tensor "
+            f"{ROPE_FREQS} (per-pair divisors); write it with --export"
+        )
+        flags = []
+    s.flags = flags
+    if name in ("linear", "yarn"):
+        s.notes.append(
+            f"--rope-scale takes the factor ({plan.factor:g}); --rope-freq-scale "
+            f"takes its inverse ({1 / plan.factor:.6g}) (llama.cpp#2402)"
+        )
+    if plan.target is not None:
+        s.notes.append(
+            "per-layer-type rope: which layers llama.cpp scales is the architecture's "
+            "code (src/models/*), not checked here"
+        )
+    return s
+
+
+def ollama_setting(plan: Plan) -> Setting:
+    s = Setting("ollama", source=SOURCES["ollama"])
+    s.cannot.append(
+        "a Modelfile sets no rope scaling or base: PARAMETER takes num_ctx and "
+        "sampling options only (rope_frequency_base / _scale were removed in 2024); "
+        "the GGUF's rope keys decide"
+    )
+    name = plan.scaling.name
+    if name in DYNAMIC or name in ("longrope", "proportional"):
+        s.cannot.append(f"{name} cannot be written into a GGUF llama.cpp reads, so not in Ollama")
+        return s
+    s.lines = ["FROM ./<the .gguf written by --export>", f"PARAMETER num_ctx {plan.length}"]
+    return s
+
+
+SETTINGS = {"transformers": transformers_setting, "vllm": vllm_setting,
+            "sglang": sglang_setting, "llama.cpp": llamacpp_setting,
+            "ollama": ollama_setting}  # fmt: skip
+
+
+def engine_settings(plan: Plan) -> dict[str, Setting]:
+    return {engine: SETTINGS[engine](plan) for engine in ENGINES}
+
+
+def _quote(arg: str) -> str:
+    return f"'{arg}'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
+
+
+def settings_text(label: str, model_info: ModelInfo) -> str:
+    """The settings of every engine for `label` on the model, as `posenc stretch settings`
+    prints them (a report can include this block)."""
+    plan = plan_for(label, model_info)
+    info = model_info
+    where = f" on its {plan.target} layers" if plan.target else ""
+    grows = plan.length > info.context
+    size = (
+        f"context {info.context} -> {plan.length} tokens"
+        if grows
+        else (f"context {info.context} tokens")
+    )
+    head = [f"Engine settings for {plan.label} on {info.name}{where}: {size}"]
+    own = info.own(plan.target)
+    if plan.params is not None and own.get("rope_type", "default") != "default":
+        head.append(
+            f"  note: this replaces the model's own {own['rope_type']} scaling "
+            f"({_json(own)}); what posenc measured is the replacement, not the two "
+            "combined (a linear override over Llama 3.1's own: perplexity 13.8 -> "
+            "11,316, unsloth PR 7028)"
+        )
+    if plan.scaling.name in DYNAMIC:
+        head.append(
+            "  note: a dynamic scaling follows each call's length; engines that "
+            "cannot follow it are marked 'cannot'"
+        )
+    out = head
+    for engine, s in engine_settings(plan).items():
+        out.append(f"{engine} ({s.source}):")
+        if s.config:
+            out.append("  config.json: " + _json(s.config))
+        if s.flags:
+            out.append("  flags: " + " ".join(_quote(f) for f in s.flags))
+        out += [f"  {line}" for line in s.lines]
+        out += [f"  cannot: {c}" for c in s.cannot]
+        out += [f"  note: {n}" for n in s.notes]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a model, and writing a copy that loads with the scaling
+
+
+def gguf_module():
+    try:
+        import gguf
+    except ImportError:
+        raise ValueError("a .gguf needs gguf: pip install 'posenc[models]'") from None
+    return gguf
+
+
+def model_info(spec) -> ModelInfo:
+    """The ModelInfo of a stretch.models.ModelSpec, from its config (no weights loaded)."""
+    from posenc.stretch import models
+
+    transformers = models.transformers_module()
+    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
+    try:
+        config = transformers.AutoConfig.from_pretrained(spec.path, **kw)
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"--model {spec.name}: its config cannot be read ({err})") from None
+    arch = None
+    if spec.gguf:
+        reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
+        arch = reader.fields["general.architecture"].contents()
+    return ModelInfo.from_config(config, spec.name, arch)
+
+
+def check_export(plan: Plan, spec, out: str) -> None:
+    """ValueError naming --export unless `out` can take the export (absent or an empty
+    folder, its parent writable) and the scaling can be written for this kind of model."""
+    from posenc.cliargs import check_writable
+
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
+    check_writable(out, "--export")
+    name = plan.scaling.name
+    if spec.gguf:
+        if name not in GGUF_TYPES:
+            raise ValueError(
+                f"--export: {plan.label} cannot be written into a GGUF (llama.cpp "
+                f"reads {', '.join(GGUF_TYPES)}), see the llama.cpp settings"
+            )
+        if plan.info.layer_types is not None and name != "none":
+            raise ValueError(
+                "--export: a GGUF with rope per layer type is not written here "
+                "(which layers llama.cpp scales is per architecture)"
+            )
+    elif hf_rope_parameters(plan) is None:
+        raise ValueError(f"--export: {plan.label} has no transformers rope_type; not exported")
+
+
+def export(plan: Plan, spec, out: str) -> str:
+    """Write the model with the plan's scaling as its default into the new folder `out`:
+    a transformers folder (config.json rewritten) or out/<name>.<label>.gguf. Written to a
+    temporary name and renamed, so a failure leaves nothing. Returns the model's path."""
+    check_export(plan, spec, out)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".posenc-export-", dir=parent)
+    try:
+        if spec.gguf:
+            slug = re.sub(r"[^\w.=@-]+", "_", plan.label).strip("_")
+            name = f"{spec.gguf.removesuffix('.gguf')}.{slug}.gguf"
+            write_gguf(plan, os.path.join(spec.path, spec.gguf), os.path.join(tmp, name))
+        else:
+            name = None
+            write_folder(plan, spec.path, tmp)
+        if os.path.isdir(out):
+            os.rmdir(out)  # empty, checked
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return os.path.join(out, name) if name else out
+
+
+def write_folder(plan: Plan, src: str, dst: str) -> None:
+    """A copy of the model folder `src` in `dst` with config.json saying the scaling, in the
+    form the source uses (v5 rope_parameters, or 4.x rope_scaling + rope_theta where it can),
+    and tokenizer_config.json's model_max_length raised to the new length if below it."""
+    for entry in os.listdir(src):
+        path = os.path.join(src, entry)
+        if os.path.isdir(path):
+            shutil.copytree(path, os.path.join(dst, entry))
+        else:
+            shutil.copy2(path, os.path.join(dst, entry))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    text = cfg.get("text_config") if "max_position_embeddings" not in cfg else None
+    body = text if isinstance(text, dict) else cfg
+    legacy = legacy_config(plan)
+    if "rope_parameters" not in body and legacy is not None:
+        body.update(legacy)
+        if legacy.get("rope_local_base_freq") is None:
+            body.pop("rope_local_base_freq", None)
+    else:
+        body.pop("rope_scaling", None)
+        body["rope_parameters"] = hf_rope_parameters(plan)
+    body["max_position_embeddings"] = plan.length
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    tok = os.path.join(dst, "tokenizer_config.json")
+    if os.path.isfile(tok):
+        with open(tok) as f:
+            tcfg = json.load(f)
+        limit = tcfg.get("model_max_length")
+        if isinstance(limit, int | float) and limit < plan.length:
+            tcfg["model_max_length"] = plan.length
+            with open(tok, "w") as f:
+                json.dump(tcfg, f, indent=2)
+
+
+def gguf_keys(plan: Plan, arch: str) -> dict:
+    """{key: (value, GGUFValueType)} of the rope keys llama.cpp reads (src/llama-arch.cpp
+    names), for the plan; keys of the source's own scaling not set here are dropped."""
+    vt = gguf_module().GGUFValueType
+    name, p = plan.scaling.name, plan.params or {}
+    keys = {f"{arch}.context_length": (plan.length, vt.UINT32)}
+    if name == "none":
+        return {}
+    if name in ("linear", "yarn"):
+        keys[f"{arch}.rope.scaling.type"] = (name, vt.STRING)
+        keys[f"{arch}.rope.scaling.factor"] = (plan.factor, vt.FLOAT32)
+    else:
+        keys[f"{arch}.rope.scaling.type"] = ("none", vt.STRING)
+    if name == "yarn":
+        orig = p["original_max_position_embeddings"]
+        keys[f"{arch}.rope.scaling.original_context_length"] = (orig, vt.UINT32)
+        for key in ("beta_fast", "beta_slow"):  # read by llama.cpp for some architectures only
+            if p.get(key) is not None:
+                keys[f"{arch}.rope.scaling.yarn_{key}"] = (float(p[key]), vt.FLOAT32)
+    if name == "ntk":
+        keys[f"{arch}.rope.freq_base"] = (ntk_theta(plan), vt.FLOAT32)
+    return keys
+
+
+def llama3_freq_factors(plan: Plan):
+    """Llama 3.1's scaling as llama.cpp's per-pair divisors: theta_i = p base^(-2i/R) / f_i,
+    f_i = the unscaled inverse frequency over the scaled one (float32 [R / 2])."""
+    from posenc.functional.rope_scaling import default, llama3
+
+    r, base = plan.info.rotary_dim, plan.params["rope_theta"]
+    return (default(r, base, {})[0] / llama3(r, base, plan.params)[0]).numpy()
+
+
+def write_gguf(plan: Plan, src: str, dst: str) -> None:
+    """A copy of the GGUF `src` at `dst`: every key and tensor as it is, but for the rope keys
+    of gguf_keys (and the tensor rope_freqs.weight: added for llama3, dropped otherwise)."""
+    import numpy as np
+
+    gguf = gguf_module()
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    new = gguf_keys(plan, arch)
+    scaled = plan.scaling.name != "none"
+    stale = re.compile(rf"^{re.escape(arch)}\.rope\.(scaling\.|scale_linear$)")
+    writer = gguf.GGUFWriter(dst, arch=arch, endianess=reader.endianess)
+    writer.data_alignment = reader.alignment
+    for fld in reader.fields.values():
+        key = fld.name
+        if key.startswith("GGUF.") or key in ("general.architecture", "general.alignment"):
+            continue
+        if key in new or (scaled and stale.match(key)):
+            continue
+        main = fld.types[0]
+        sub = fld.types[-1] if main == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, fld.contents(), main, sub_type=sub)
+    for key, (value, vtype) in new.items():
+        writer.add_key_value(key, value, vtype)
+    for t in reader.tensors:
+        if t.name == ROPE_FREQS and scaled:
+            continue
+        writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    if plan.scaling.name == "llama3":
+        writer.add_tensor(ROPE_FREQS, np.asarray(llama3_freq_factors(plan), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def gguf_config(path: str) -> dict:
+    """The rope of a GGUF as llama.cpp reads it (src/llama-model.cpp: freq_base default 1e4;
+    scaling.type default linear, factor 0 meaning none; original_context_length default
+    context_length; rope_freqs.weight dividing each pair's frequency), as config.json keys
+    posenc.hf reads: {"max_position_embeddings", "rope_parameters"}. The per-pair divisors are
+    longrope with short = long factors and attention factor 1 (the same frequencies at every
+    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling)."""
+    gguf = gguf_module()
+    reader = gguf.GGUFReader(path)
+    arch = reader.fields["general.architecture"].contents()
+
+    def key(name, default=None):
+        fld = reader.fields.get(f"{arch}.{name}")
+        return default if fld is None else fld.contents()
+
+    context = int(key("context_length"))
+    base = float(key("rope.freq_base", 10000.0))
+    kind = key("rope.scaling.type", "linear")
+    factor = float(key("rope.scaling.factor", key("rope.scale_linear", 0.0)))
+    orig = int(key("rope.scaling.original_context_length", context))
+    freqs = [t for t in reader.tensors if t.name == ROPE_FREQS]
+    scaled = kind in ("linear", "yarn") and factor not in (0.0, 1.0)
+    params: dict = {"rope_type": "default", "rope_theta": base}
+    if kind not in ("none", "linear", "yarn"):
+        raise ValueError(f"{path}: rope.scaling.type {kind!r} is not read here")
+    if freqs and scaled:
+        raise ValueError(f"{path}: {ROPE_FREQS} together with a {kind} scaling is not read here")
+    if freqs:
+        ff = [float(x) for x in freqs[0].data.reshape(-1)]
+        params = {"rope_type": "longrope", "rope_theta": base, "short_factor": ff,
+                  "long_factor": ff, "attention_factor": 1.0, "factor": 1.0,
+                  "original_max_position_embeddings": context}  # fmt: skip
+    elif scaled and kind == "linear":
+        params = {"rope_type": "linear", "rope_theta": base, "factor": factor}
+    elif scaled:
+        params = {"rope_type": "yarn", "rope_theta": base, "factor": factor,
+                  "original_max_position_embeddings": orig}  # fmt: skip
+        for name in ("beta_fast", "beta_slow"):
+            value = key(f"rope.scaling.yarn_{name}")
+            if value is not None:
+                params[name] = float(value)
+    return {"max_position_embeddings": context, "rope_parameters": params}
+
+
+# ---------------------------------------------------------------------------------------------
+# `posenc stretch settings LABEL [--model M] [--export DIR]`
+
+
+def settings_parser():
+    from posenc.cliargs import OneLineParser
+
+    p = OneLineParser(
+        prog="posenc stretch settings",
+        description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
+        "Ollama apply a scaling to a model (each with its source, and what an engine cannot "
+        "express), and with --export a copy of the model that loads with it by default.",
+    )
+    p.add_argument(
+        "label",
+        metavar="LABEL",
+        help="a scaling label, e.g. yarn(factor=2), linear(factor=4), "
+        "llama3(factor=2), ntk(factor=2), dynamic; name@layer_type(...) for one "
+        "layer type (yarn@full_attention(factor=4))",
+    )
+    p.add_argument(
+        "--model",
+        help="a transformers model folder or a .gguf file (default: the "
+        "embedded SmolLM2-135M-Instruct)",
+    )
+    p.add_argument(
+        "--export",
+        metavar="DIR",
+        help="write a copy of the model with the scaling "
+        "as its default into the new folder DIR (a .gguf model: DIR/NAME.LABEL.gguf)",
+    )
+    return p
+
+
+def main_settings(argv: list[str]) -> int:
+    from posenc.stretch import models
+
+    args = settings_parser().parse_args(argv)
+    try:
+        parse(split_target(args.label)[0])  # the label's syntax, before the model is read
+    except ValueError as err:
+        raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
+    if (
+        args.export is not None
+        and os.path.exists(args.export)
+        and (not os.path.isdir(args.export) or os.listdir(args.export))
+    ):
+        raise ValueError(f"--export {args.export}: exists and is not an empty folder")
+    spec = models.resolve(args.model)
+    info = model_info(spec)
+    try:
+        plan = plan_for(args.label, info)
+    except ValueError as err:
+        raise ValueError(f"LABEL {err}") from None
+    if args.export is not None:
+        check_export(plan, spec, args.export)
+    print(settings_text(args.label, info))
+    if args.export is not None:
+        path = export(plan, spec, args.export)
+        print(f"stretch settings: wrote {path} ({plan.label} by default)")
+    return 0

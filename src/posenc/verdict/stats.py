@@ -1,0 +1,74 @@
+"""Intervals for numbers that are samples: a seeded percentile bootstrap and Wilson's interval.
+
+    bootstrap(values, stat)   95% interval of stat(values) over resamples of the values
+    wilson(k, n)              95% interval of a rate of k successes in n trials
+    Interval                  (value, lo, hi, n); `separated` says two do not overlap
+
+Deterministic: the bootstrap's generator is seeded from the values themselves, so a report
+regenerates to the same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Z95 = 1.959963984540054  # the 97.5% point of the standard normal
+RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    value: float
+    lo: float
+    hi: float
+    n: int
+
+    def separated(self, other: Interval) -> bool:
+        """The two 95% intervals do not overlap."""
+        return self.hi < other.lo or other.hi < self.lo
+
+    def map(self, fn: Callable[[float], float]) -> Interval:
+        """fn applied to the value and both ends (fn increasing)."""
+        return Interval(fn(self.value), fn(self.lo), fn(self.hi), self.n)
+
+
+def _finite(values, name: str) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise ValueError(f"{name}: needs at least one value")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: values must be finite numbers (no NaN or inf)")
+    return x
+
+
+def bootstrap(values: Sequence[float], stat: Callable[[np.ndarray], np.ndarray] | None = None,
+              resamples: int = RESAMPLES) -> Interval:  # fmt: skip
+    """stat (default: the mean, taken along the last axis of [resamples, n]) and its 95%
+    percentile-bootstrap interval over the n values; one value gives lo = hi = the value."""
+    x = _finite(values, "bootstrap")
+    stat = stat or (lambda a: a.mean(axis=-1))
+    value = float(stat(x[None])[0])
+    if x.size == 1:
+        return Interval(value, value, value, 1)
+    seed = int.from_bytes(hashlib.sha1(x.tobytes()).digest()[:8], "little")
+    rng = np.random.default_rng(seed)
+    draws = stat(x[rng.integers(0, x.size, size=(resamples, x.size))])
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return Interval(value, float(min(lo, value)), float(max(hi, value)), int(x.size))
+
+
+def wilson(k: float, n: int) -> Interval:
+    """The rate k / n and its 95% Wilson score interval."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"wilson: n must be a whole number >= 1, got {n!r}")
+    if not (isinstance(k, (int, float, np.number)) and math.isfinite(k) and 0 <= k <= n):
+        raise ValueError(f"wilson: k must be a number in [0, n={n}], got {k!r}")
+    p, z2 = k / n, Z95**2
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), int(n))
