@@ -35,7 +35,7 @@ from posenc.arena.tasks import TASK_NAMES, build_task
 from posenc.cliargs import OneLineParser, check_writable
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
-# encodings of Kazemnejad et al.'s ranking (trained to the bar, capped at 3000 steps instead of
+# encodings of Kazemnejad et al.'s ranking (trained to the stop, capped at 3000 steps instead of
 # 15000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
 # al.'s perplexity findings and the zero-shot rope scalings. The report shows the findings it
 # measured.
@@ -90,8 +90,8 @@ def parser() -> argparse.ArgumentParser:
         "--steps",
         type=int,
         help="training steps (default per task); on copy, reverse, sort and addition the "
-        "cap: a model trains until it reaches the bar on held-out data at sizes <= L, else "
-        "it is reported not learned",
+        "cap: a model trains until it reaches the stop (0.97 exact match on held-out data at "
+        "every size <= L), else it is reported at the cap",
     )
     p.add_argument(
         "--fixed-steps",
