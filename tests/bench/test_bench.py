@@ -18,6 +18,7 @@ from posenc.cli import main as cli_main
 
 # section name (--sections) -> the row sections it prints
 ROW_SECTIONS = {
+    "cli": {"cli"},
     "copy": {"copy"},
     "rope": {"copy", "rope fwd", "rope fwd+bwd"},  # rope's "of limit" needs the copy time
     "table": {"sin table"},
@@ -31,7 +32,10 @@ ROW_SECTIONS = {
 def test_smoke_prints_table_targets_and_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli_main(["bench", "--smoke", "--json", str(out)]) == 0
-    text = capsys.readouterr().out
+    text, err = capsys.readouterr()
+    # progress on stderr: the estimate first, each row as it is measured, each section's time
+    assert err.startswith("bench: smoke run of cli, copy,") and "on 2 quiet cores" in err
+    assert "  rope fwd: " in err and "bench: train took " in err
     for needle in ("rope fwd", "rope fwd+bwd", "sin table", "bias attn", "train", "targets:"):
         assert needle in text
     data = json.loads(out.read_text())
@@ -42,6 +46,11 @@ def test_smoke_prints_table_targets_and_json(tmp_path, capsys):
     # every section module ran, and every target of the table was judged, in its order
     assert {r["section"] for r in data["rows"]} == set().union(*ROW_SECTIONS.values())
     assert [t["target"] for t in data["targets"]] == list(TARGETS)
+    # the command's start-up beside `import torch`, and where `posenc list` spends it
+    cli = {r["case"]: r["note"] for r in data["rows"] if r["section"] == "cli"}
+    assert list(cli) == ["import torch", "posenc --help", "posenc arena --help", "posenc list"]
+    assert cli["posenc --help"].startswith("target <= 0.1x import torch: ")
+    assert any(n.startswith("cli: `python -X importtime -m posenc list`") for n in data["notes"])
 
 
 def test_one_section_runs_alone(tmp_path, capsys):

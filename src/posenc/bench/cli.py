@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
+                 [--sections cli,copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
                  [--bias-encodings alibi,t5]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -23,12 +24,49 @@ from posenc.bench.precision import bench_precision
 from posenc.bench.report import Report, machine_info, print_report, write_json
 from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
+from posenc.bench.startup import bench_cli
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
 from posenc.checks import check_choice, check_int
 from posenc.cliargs import OneLineParser, check_out_file
 
-SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
+SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
+
+
+# seconds per section on the project's 2-core CPU, alone on it (docs/bench/sections.txt: the
+# run that measured them): the estimate printed before a run, rescaled to this run's pace
+SECONDS = {
+    "smoke": dict(cli=3, copy=1, rope=2, table=1, precision=1, bias=2, train=2, hf=2),
+    "quick": dict(cli=10, copy=2, rope=15, table=2, precision=5, bias=20, train=20, hf=15),
+    "full": dict(cli=10, copy=2, rope=30, table=3, precision=10, bias=420, train=60, hf=40),
+}
+
+
+class Progress:
+    """A time estimate before the first section and, after each, how long it took and the
+    time left at this run's pace (stderr; the rows themselves print as they are measured)."""
+
+    def __init__(self, sections: list[str], mode: str):
+        self.plan = {name: SECONDS[mode].get(name, 0) for name in sections}
+        self.start, self.done = time.time(), 0.0
+        print(f"bench: {mode} run of {', '.join(sections)}: about {fmt_s(sum(self.plan.values()))}"
+              " on 2 quiet cores (more under load); each row prints as it is measured",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    def section(self, name: str, fn, *args):
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        start = time.time()
+        out = fn(*args)
+        self.done += self.plan.pop(name, 0)
+        took, elapsed = time.time() - start, time.time() - self.start
+        pace = elapsed / self.done if self.done else 1.0
+        left = f", ~{fmt_s(pace * sum(self.plan.values()))} left" if self.plan else ""
+        print(f"bench: {name} took {fmt_s(took)}{left}", file=sys.stderr, flush=True)
+        return out
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _int(text: str) -> int:
@@ -85,14 +123,22 @@ def main(argv: list[str] | None = None) -> int:
         s.bias_encodings = tuple(check_choice("--bias-encodings", x, allowed) for x in names)
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
-    copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None
-    rope = bench_rope(rep, s, device, copy_ms) if "rope" in sections else None
+    run = Progress(sections, "smoke" if args.smoke else "quick" if args.quick else "full")
+    if "cli" in sections:
+        run.section("cli", bench_cli, rep, s.cli_repeats)
+    if "copy" in sections or "rope" in sections:
+        copy_ms = run.section("copy", bench_copy, rep, s, device)
+    else:
+        copy_ms = None
+    rope = run.section("rope", bench_rope, rep, s, device, copy_ms) if "rope" in sections else None
     if "table" in sections:
-        bench_table(rep, s, device)
-    precision = bench_precision(rep, s, device) if "precision" in sections else None
-    bias = bench_bias(rep, s, device, args.threads) if "bias" in sections else None
-    train = bench_train(rep, s, device) if "train" in sections else None
-    hf = bench_hf(rep, s, device) if "hf" in sections else None
+        run.section("table", bench_table, rep, s, device)
+    precision = (run.section("precision", bench_precision, rep, s, device)
+                 if "precision" in sections else None)  # fmt: skip
+    bias = (run.section("bias", bench_bias, rep, s, device, args.threads)
+            if "bias" in sections else None)  # fmt: skip
+    train = run.section("train", bench_train, rep, s, device) if "train" in sections else None
+    hf = run.section("hf", bench_hf, rep, s, device) if "hf" in sections else None
     check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
