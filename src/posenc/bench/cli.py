@@ -15,19 +15,6 @@ import json
 import sys
 import time
 
-import torch
-
-from posenc.bench.attention import bench_bias, bias_case_worker
-from posenc.bench.common import Sizes, sizes_for
-from posenc.bench.hf import bench_hf
-from posenc.bench.precision import bench_precision
-from posenc.bench.report import Report, machine_info, print_report, write_json
-from posenc.bench.rope import bench_copy, bench_rope
-from posenc.bench.sinusoidal import bench_table
-from posenc.bench.startup import bench_cli
-from posenc.bench.targets import check_targets
-from posenc.bench.train import bench_train
-from posenc.checks import check_choice, check_int
 from posenc.cliargs import OneLineParser, check_out_file
 
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
@@ -97,7 +84,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(argv)  # --help answers before torch is imported
+    import torch
+
+    from posenc.bench.attention import bench_bias, bias_case_worker
+    from posenc.bench.common import Sizes, sizes_for
+    from posenc.bench.hf import bench_hf
+    from posenc.bench.precision import bench_precision
+    from posenc.bench.report import Report, machine_info, print_report, write_json
+    from posenc.bench.rope import bench_copy, bench_rope
+    from posenc.bench.sinusoidal import bench_table
+    from posenc.bench.startup import bench_cli
+    from posenc.bench.targets import check_targets
+    from posenc.bench.train import bench_train
+    from posenc.checks import check_choice, check_int
+
     if args.worker:
         print(json.dumps(bias_case_worker(json.loads(args.worker))))
         return 0
