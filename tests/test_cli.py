@@ -31,11 +31,22 @@ def imported(*args: str) -> set[str]:
     return {line.strip() for line in lines}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["-V"], ["lsit"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["-V"], ["lsit"], ["list", "--help"], ["show", "--help"], ["bench", "-h"]]
+)
 def test_answers_without_importing_torch(args):
     modules = imported(*args)
     assert "posenc.cli" in modules  # the reading works
     assert not {m for m in modules if m.split(".")[0] == "torch"}
+
+
+def test_list_imports_only_what_it_prints():
+    """torch and the encodings; not the compiler stack (torch._dynamo pulls in sympy and
+    triton), plotting or transformers."""
+    modules = imported("list")
+    assert "posenc.encodings.rotary" in modules
+    heavy = {"torch._dynamo", "sympy", "triton", "matplotlib", "transformers", "posenc.arena"}
+    assert not heavy & modules
 
 
 def test_list_shows_every_registered_encoding():

@@ -150,11 +150,11 @@ def show_parser():
 
 
 def main_show(argv: list[str]) -> int:
+    args = show_parser().parse_args(argv)  # --help answers before torch is imported
     import torch
 
     import posenc
 
-    args = show_parser().parse_args(argv)
     a, b = parse_span(args.positions)
     cls = posenc.resolve(args.name)
     check_show_size(cls, a, b, args)

@@ -9,7 +9,7 @@ import inspect
 import pytest
 import torch
 from support.flips import assert_each_rule_flips
-from support.readme import REPO, readme_block
+from support.readme import REPO, generated_block
 
 from posenc import verdict as V
 from posenc.explain import claims as C
@@ -207,9 +207,9 @@ def test_one_block_has_one_encoding():
 
 
 def test_readme_table_is_the_generated_one():
-    """The README's claims table is `posenc explain --claims --arena <trained.ARENA>`, to the
+    """docs/claims.md's table is `posenc explain --claims --arena <trained.ARENA>`, to the
     character (timings are left out of the text, so it regenerates the same)."""
-    table = readme_block("claims")
+    table = generated_block("claims")
     dbs = [REPO / db for db in trained.ARENA.split(",")]
     generated = C.markdown_table(C.check_all(dim=64, max_pos=128, arena=dbs))
     assert table.strip() == generated.strip()

@@ -11,7 +11,7 @@ Never silently wrong: a rotary module whose numbers differ from its config is re
 
 import pytest
 import torch
-from support.readme import REPO, readme_block
+from support.readme import REPO, generated_block
 
 transformers = pytest.importorskip("transformers")
 
@@ -93,7 +93,7 @@ def test_full_sweep_target():
         )
         got = {f"| {r['model_type']}": r["status"] for r in rows}
         assert {k: v for k, v in documented.items() if k in got} == got
-        assert readme_block("hf-coverage") == coverage.readme_block(rows)
+        assert generated_block("hf-coverage") == coverage.readme_block(rows)
 
 
 def _tiny_llama():

@@ -116,14 +116,14 @@ def test_report_files_and_json(tmp_path):
 
 
 def test_the_readme_tables_are_the_recorded_run():
-    """README.md's stretch section is report.readme_tables of docs/stretch/stretch.sqlite."""
-    from support.readme import REPO, readme_block
+    """docs/stretch/findings.md's tables are report.readme_tables of docs/stretch/stretch.sqlite."""
+    from support.readme import REPO, generated_block
 
     from posenc.arena.store import Store
 
     with Store(str(REPO / "docs/stretch/stretch.sqlite"), create=False) as store:
         want = report.readme_tables(store.all_rows())
-    assert readme_block("stretch") == want
+    assert generated_block("stretch") == want
 
 
 def test_a_tie_in_perplexity_goes_to_the_smaller_short_context_cost():

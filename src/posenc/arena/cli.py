@@ -48,7 +48,7 @@ from posenc.cliargs import (
 )
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
-# encodings of Kazemnejad et al.'s ranking (trained to the bar, capped at 3000 steps instead of
+# encodings of Kazemnejad et al.'s ranking (trained to the stop, capped at 3000 steps instead of
 # 15000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
 # al.'s perplexity findings and the zero-shot rope scalings. The report shows the findings it
 # measured.
@@ -105,8 +105,8 @@ def parser() -> argparse.ArgumentParser:
         "--steps",
         type=integer(1),
         help="training steps (default per task); on copy, reverse, sort and addition the "
-        "cap: a model trains until it reaches the bar on held-out data at sizes <= L, else "
-        "it is reported not learned",
+        "cap: a model trains until it reaches the stop (0.97 exact match on held-out data at "
+        "every size <= L), else it is reported at the cap",
     )
     p.add_argument(
         "--fixed-steps",
@@ -279,9 +279,11 @@ def main_run(argv: list[str]) -> int:
 
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
+    print(f"arena: preparing {', '.join(cfg.tasks)} ...", file=sys.stderr, flush=True)
     tasks = load_tasks(cfg)
     os.makedirs(os.path.dirname(os.path.abspath(cfg.db)), exist_ok=True)  # input checked
     with Store(cfg.db) as store:
+        print_plan(cfg, tasks, store)
         n = runner.run(cfg, tasks, store)
         rows = store.all_rows()
     print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
@@ -289,6 +291,74 @@ def main_run(argv: list[str]) -> int:
     print(report.terminal_summary(rows))
     print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
+
+
+def step_seconds(job, task) -> float:
+    """One training step of the job's model on this machine now, in one thread as a worker
+    trains (the fastest of 3 after a warm-up step)."""
+    import time
+
+    import numpy as np
+    import torch.nn.functional as F
+
+    from posenc.arena.backbones import build_model
+    from posenc.arena.train import per_instance, train_batch
+
+    threads, times = torch.get_num_threads(), []
+    torch.set_num_threads(1)
+    try:
+        model = build_model(job.cells[0][0].train_cfg["model"])
+        opt, rng = torch.optim.AdamW(model.parameters()), np.random.default_rng(0)
+        for _ in range(4):
+            start = time.perf_counter()
+            inputs, targets, mask = train_batch(task, job.tc, rng)[:3]
+            loss = F.cross_entropy(per_instance(model, inputs, mask)[mask], targets[mask])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return min(times[1:])
+
+
+def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
+    """Before the first cell: what will be trained, and how long it takes at most here (each
+    model's step cap at one step measured now per task, over the workers; a model that reaches
+    the stop ends sooner, and evaluation adds a little)."""
+    from posenc.arena import runner
+    from posenc.arena.runner import fmt_time
+
+    cells, jobs = runner.plan(cfg, tasks, store)
+    if not jobs:
+        return
+    lines, per_step, work = [], {}, 0.0
+    for task in cfg.tasks:
+        mine = [j for j in jobs if j.tc.task == task]
+        if not mine:
+            continue
+        labels = list(dict.fromkeys(c.label for j in mine for c, _ in j.cells))
+        seeds = len({j.key[2] for j in mine})
+        cap = "a cap of " if mine[0].tc.check_every else ""
+        lines.append(f"  {task}: {len(labels)} encodings x {seeds} seed(s), "
+                     f"{cap}{mine[0].tc.steps} steps each ({', '.join(labels)})")  # fmt: skip
+        if cfg.device == "cpu" and cfg.ray is None:
+            per_step[task] = step_seconds(mine[0], tasks[task])
+            work += sum(j.tc.steps for j in mine) * per_step[task]
+    todo = sum(len(j.cells) for j in jobs)
+    print(f"arena: {todo} of {len(cells)} cells to run, {len(jobs)} models to train, "
+          f"{cfg.workers} worker(s); results go to {cfg.db} as each cell ends",
+          file=sys.stderr)  # fmt: skip
+    print("\n".join(lines), file=sys.stderr)
+    if per_step:
+        steps = ", ".join(f"{t} {1000 * s:.0f} ms" for t, s in per_step.items())
+        slots = min(cfg.workers, len(jobs))
+        print(
+            f"arena: estimate: at most ~{fmt_time(work / slots)} (one step measured now: "
+            f"{steps}; models that reach the stop end sooner)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def main_report(argv: list[str]) -> int:

@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from posenc.arena.config import BAR, backbone_of
+from posenc.arena.config import STOP, backbone_of
 from posenc.arena.findings import (  # noqa: E402
     addition,
     kazemnejad,
@@ -26,7 +26,7 @@ from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
-BAR_METRICS = ("steps", "learned", "valid@")  # training to the bar: a table and a plot of their own
+BAR_METRICS = ("steps", "learned", "valid@")  # training to the stop: a table and a plot
 MODEL_METRICS = ("train_loss@", "table_", "encoding_scale", *BAR_METRICS)
 
 
@@ -139,7 +139,7 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
 
 
 def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
-    """PNG per task trained to the bar: the validation's lowest exact match over sizes 1..L
+    """PNG per task trained to the stop: the validation's lowest exact match over sizes 1..L
     against the step, one line per model (seeds share their encoding's style)."""
     files = []
     for task, L in res.groups:
@@ -154,10 +154,10 @@ def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
                 pts = [(step, p[seed]) for step, p in per if seed in p]
                 kw = style(enc) | {"marker": None}
                 ax.plot(*zip(*pts, strict=True), lw=1, label=enc if i == 0 else None, **kw)
-        ax.axhline(BAR, color="gray", lw=0.8, ls=":")
+        ax.axhline(STOP, color="gray", lw=0.8, ls=":")
         ax.set_xlabel("training step")
         ax.set_ylabel("validation exact match (lowest over sizes 1..L)")
-        title = f"{task}: training to the bar {BAR} (trained at L={L}; one line per seed)"
+        title = f"{task}: training to the stop {STOP} (trained at L={L}; one line per seed)"
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
@@ -282,7 +282,7 @@ def write_report(rows: list[dict], out: str) -> str:
 def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
     """The README's arena tables, generated from the recorded run's rows (tests/arena keeps the
     README in step): the findings with their verdicts (unless not `verdicts`: they read one
-    training length per task), in distribution, past L, the steps to the bar, and per lm length
+    training length per task), in distribution, past L, the steps to the stop, and per lm length
     the median perplexity ([min–max] in the run's results.md)."""
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in (findings(res) if verdicts else [])

@@ -27,11 +27,23 @@ Times are medians of repeats after warm-up. "ratio" = that row's time / posenc's
 posenc is faster). "of limit" = copy time / the row's time (1.0 = at the copy bandwidth).
 """
 
-from posenc.bench.cli import SECTIONS, main, parser
-from posenc.bench.common import Sizes, sizes_for, timeit
-from posenc.bench.report import Report, Row, print_report
-from posenc.bench.targets import TARGETS, check_targets
-from posenc.bench.workers import peak_extra_bytes, proc_status_kb, reset_peak_rss
+import importlib
+
+# public name -> its module, imported on first use (PEP 562): `posenc bench --help` imports
+# no torch
+_PUBLIC = {
+    "SECTIONS": "cli", "main": "cli", "parser": "cli", "Sizes": "common", "sizes_for": "common",
+    "timeit": "common", "Report": "report", "Row": "report", "print_report": "report",
+    "TARGETS": "targets", "check_targets": "targets", "peak_extra_bytes": "workers",
+    "proc_status_kb": "workers", "reset_peak_rss": "workers",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'posenc.bench' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"posenc.bench.{_PUBLIC[name]}"), name)
+
 
 __all__ = [
     "SECTIONS",

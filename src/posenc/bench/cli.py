@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
+                 [--sections cli,copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
                  [--bias-encodings alibi,t5] [--bias-paths none]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
@@ -12,22 +12,48 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
-import torch
-
-from posenc.bench.attention import bench_bias, bias_case_worker
-from posenc.bench.common import Sizes, sizes_for
-from posenc.bench.hf import bench_hf
-from posenc.bench.precision import bench_precision
-from posenc.bench.report import Report, machine_info, print_report, write_json
-from posenc.bench.rope import bench_copy, bench_rope
-from posenc.bench.sinusoidal import bench_table
-from posenc.bench.targets import check_targets
-from posenc.bench.train import bench_train
 from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
 
-SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
+SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
+
+
+# seconds per section on the project's 2-core CPU, alone on it (docs/bench/sections.txt: the
+# run that measured them): the estimate printed before a run, rescaled to this run's pace
+SECONDS = {
+    "smoke": dict(cli=3, copy=1, rope=2, table=1, precision=1, bias=2, train=2, hf=2),
+    "quick": dict(cli=10, copy=2, rope=15, table=2, precision=5, bias=20, train=20, hf=15),
+    "full": dict(cli=10, copy=2, rope=30, table=3, precision=10, bias=420, train=60, hf=40),
+}
+
+
+class Progress:
+    """A time estimate before the first section and, after each, how long it took and the
+    time left at this run's pace (stderr; the rows themselves print as they are measured)."""
+
+    def __init__(self, sections: list[str], mode: str):
+        self.plan = {name: SECONDS[mode].get(name, 0) for name in sections}
+        self.start, self.done = time.time(), 0.0
+        print(f"bench: {mode} run of {', '.join(sections)}: about {fmt_s(sum(self.plan.values()))}"
+              " on 2 quiet cores (more under load); each row prints as it is measured",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    def section(self, name: str, fn, *args):
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        start = time.time()
+        out = fn(*args)
+        self.done += self.plan.pop(name, 0)
+        took, elapsed = time.time() - start, time.time() - self.start
+        pace = elapsed / self.done if self.done else 1.0
+        left = f", ~{fmt_s(pace * sum(self.plan.values()))} left" if self.plan else ""
+        print(f"bench: {name} took {fmt_s(took)}{left}", file=sys.stderr, flush=True)
+        return out
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _spec(text: str) -> dict:
@@ -35,6 +61,21 @@ def _spec(text: str) -> dict:
     if not isinstance(spec, dict):
         raise ValueError(f"must be a JSON object, got {text!r}")
     return spec
+
+
+def _sizes(field: str, extra: tuple[str, ...] = ()):
+    """A check of comma-separated names against Sizes.<field> (imports torch: only when the
+    flag is given, so that --help answers at once)."""
+
+    def check(items: list[str]) -> None:
+        from posenc.bench.common import Sizes
+
+        allowed = (*getattr(Sizes, field), *extra)
+        bad = [x for x in items if x not in allowed]
+        if bad:
+            raise ValueError(f"unknown {bad}; allowed: {', '.join(allowed)}")
+
+    return names(check=check)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,9 +93,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bias-T", type=integers(1),
                    help="bias section lengths, e.g. 1024,4096 (default 512,2048,8192)")  # fmt: skip
-    p.add_argument("--bias-encodings", type=names(Sizes.bias_encodings),
+    p.add_argument("--bias-encodings", type=_sizes("bias_encodings"),
                    help="bias section cases (default: all; fire_past too)")  # fmt: skip
-    p.add_argument("--bias-paths", type=names((*Sizes.bias_paths, "none")),
+    p.add_argument("--bias-paths", type=_sizes("bias_paths", ("none",)),
                    help="bias paths beside posenc and the limit (default: "
                    "before,flex,materialized; 'none': posenc and the limit only)")  # fmt: skip
     p.add_argument("--worker", type=checked(_spec, ("{", "[]"), "a JSON object"),
@@ -63,7 +104,20 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(argv)  # --help answers before torch is imported
+    import torch
+
+    from posenc.bench.attention import bench_bias, bias_case_worker
+    from posenc.bench.common import sizes_for
+    from posenc.bench.hf import bench_hf
+    from posenc.bench.precision import bench_precision
+    from posenc.bench.report import Report, machine_info, print_report, write_json
+    from posenc.bench.rope import bench_copy, bench_rope
+    from posenc.bench.sinusoidal import bench_table
+    from posenc.bench.startup import bench_cli
+    from posenc.bench.targets import check_targets
+    from posenc.bench.train import bench_train
+
     if args.worker:
         print(json.dumps(bias_case_worker(json.loads(args.worker))))
         return 0
@@ -80,14 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
-    copy_ms = bench_copy(rep, s, device) if "copy" in sections or "rope" in sections else None
-    rope = bench_rope(rep, s, device, copy_ms) if "rope" in sections else None
+    run = Progress(sections, "smoke" if args.smoke else "quick" if args.quick else "full")
+    if "cli" in sections:
+        run.section("cli", bench_cli, rep, s.cli_repeats)
+    if "copy" in sections or "rope" in sections:
+        copy_ms = run.section("copy", bench_copy, rep, s, device)
+    else:
+        copy_ms = None
+    rope = run.section("rope", bench_rope, rep, s, device, copy_ms) if "rope" in sections else None
     if "table" in sections:
-        bench_table(rep, s, device)
-    precision = bench_precision(rep, s, device) if "precision" in sections else None
-    bias = bench_bias(rep, s, device, args.threads) if "bias" in sections else None
-    train = bench_train(rep, s, device) if "train" in sections else None
-    hf = bench_hf(rep, s, device) if "hf" in sections else None
+        run.section("table", bench_table, rep, s, device)
+    precision = (run.section("precision", bench_precision, rep, s, device)
+                 if "precision" in sections else None)  # fmt: skip
+    bias = (run.section("bias", bench_bias, rep, s, device, args.threads)
+            if "bias" in sections else None)  # fmt: skip
+    train = run.section("train", bench_train, rep, s, device) if "train" in sections else None
+    hf = run.section("hf", bench_hf, rep, s, device) if "hf" in sections else None
     check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")

@@ -37,6 +37,7 @@ class Sizes:
     hf_new: int = 32
     hf_repeats: int = 5
     hf_real: bool = True  # the embedded SmolLM2-135M (False: a tiny random Llama)
+    cli_repeats: int = 5  # fresh interpreters per command timed by section cli (after a warm one)
 
 
 def sizes_for(args) -> Sizes:
@@ -45,12 +46,13 @@ def sizes_for(args) -> Sizes:
             B=1, H=2, T=64, Dh=32, repeats=2, warmup=1, table_T=64, table_dim=16, precision_T=(64,),
             bias_T=(128,), bias_H=2, bias_Dh=16, bias_encodings=("alibi",), bias_flex=False,
             train_steps=2, train_encodings=("rope",), train_score_encodings=("alibi",),
+            cli_repeats=1,
         )  # fmt: skip
     if args.quick:  # the target RoPE shape, fewer repeats, short bias sweep
         return Sizes(
             repeats=3, warmup=1, bias_T=(1024,), bias_encodings=("alibi", "t5"), bias_flex=False,
             train_steps=6, train_encodings=("rope",), train_score_encodings=("alibi",),
-            hf_real=False,
+            hf_real=False, cli_repeats=2,
         )  # fmt: skip
     return Sizes()
 

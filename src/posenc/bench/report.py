@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -28,11 +29,24 @@ class Row:
     note: str = ""
 
 
+class LiveRows(list):
+    """Report.rows: each row is also printed to stderr as it is measured (the table comes at
+    the end, on stdout)."""
+
+    def append(self, row: Row) -> None:
+        super().append(row)
+        ms = "" if row.ms is None else f" {row.ms:.2f} ms"
+        ratio = "" if row.ratio is None else f" (ratio {row.ratio:.2f})"
+        note = f"  {row.note}" if row.note else ""
+        print(f"  {row.section}: {row.case}: {row.impl}{ms}{ratio}{note}", file=sys.stderr,
+              flush=True)  # fmt: skip
+
+
 @dataclass
 class Report:
     machine: dict
     args: dict
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=LiveRows)
     targets: list[dict] = field(default_factory=list)  # {target, status (verdict), value, note}
     notes: list[str] = field(default_factory=list)
 

@@ -215,8 +215,10 @@ def explain_all(
     max_pos: int = 128,
     arena: str | Path | None = None,
     lang: str = "en",
+    progress=None,
 ) -> list[Page]:
-    """A page per registered encoding, an index with all claims, and a comparison page."""
+    """A page per registered encoding, an index with all claims, and a comparison page.
+    progress(names) wraps the loop over the encodings (a bar)."""
     check_sizes(dim, heads, max_pos)
     check_lang(lang)
     out = Path(out)
@@ -226,7 +228,7 @@ def explain_all(
         posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n)
     )
     pages = []
-    for name in names:
+    for name in progress(names) if progress else names:
         pg = render_encoding(name, out / name, dim=dim, heads=heads, max_pos=max_pos, lang=lang)
         html = encoding_html(
             pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=False, lang=lang

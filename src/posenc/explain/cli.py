@@ -146,14 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
         out = Path(check_writable(args.out or "explain_all"))  # created only to write
-        pages = ex.explain_all(
-            out,
-            dim=args.dim,
-            heads=args.heads,
-            max_pos=args.max_pos,
-            arena=args.arena,
-            lang=args.lang,
-        )
+        from tqdm import tqdm
+
+        print("explain: checking the tutorials' claims, then a page per encoding ...",
+              file=sys.stderr, flush=True)  # fmt: skip
+        bar = lambda names: tqdm(names, desc="explain", unit="page", file=sys.stderr)  # noqa: E731
+        pages = ex.explain_all(out, dim=args.dim, heads=args.heads, max_pos=args.max_pos,
+                               arena=args.arena, lang=args.lang, progress=bar)  # fmt: skip
         for pg in pages:
             print(summary(pg))
         print(

@@ -297,7 +297,7 @@ def markdown(rows: list[dict], command: str) -> str:
 
 
 def readme_block(rows: list[dict]) -> str:
-    """What README's "Use with transformers" says is covered (tests keep it equal to a sweep)."""
+    """What docs/hf/README.md says is covered (tests keep it equal to a sweep)."""
     import transformers
 
     s = summary(rows)
@@ -306,7 +306,7 @@ def readme_block(rows: list[dict]) -> str:
     return (
         f"On transformers {transformers.__version__}, `patch` gives parity on **{s['parity']} of "
         f"the {s['built']} RoPE model types that build as tiny models here**, wrong on "
-        f"{s['wrong']}, failed on {s['failed']} ([docs/hf/coverage.md](docs/hf/coverage.md)): "
+        f"{s['wrong']}, failed on {s['failed']} ([coverage.md](coverage.md)): "
         f"{parity}. Refused, each with its one-line reason in the table: {refused or 'none'}.\n"
     )
 
