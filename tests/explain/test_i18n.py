@@ -289,3 +289,22 @@ def test_claims_table_in_chinese_on_the_command_line(capsys):
     out = capsys.readouterr().out
     assert out.startswith("| 教程:行 | 教程原句 | 判定 | 测量值 |")
     assert "成立" in out and "holds" not in out
+
+
+def test_a_missing_font_package_is_one_line_before_anything_is_written(tmp_path, monkeypatch,
+                                                                       capsys):  # fmt: skip
+    import sys
+
+    from posenc.cli import main as cli_main
+    from posenc.explain.i18n import fonts
+
+    monkeypatch.setitem(sys.modules, fonts.PACKAGE, None)  # import fails: not installed
+    fonts.cjk_family.cache_clear()
+    try:
+        out = tmp_path / "x"
+        assert cli_main(["explain", "rope", "--lang", "zh", "--out", str(out)]) == 2
+    finally:
+        fonts.cjk_family.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lang zh" in err and "pip install 'posenc[lab]'" in err
+    assert not out.exists()

@@ -127,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
         print(ex.claims_mod.markdown_table(claims, args.lang))
         return report_errors(claims)
+    if args.lang != "en":  # the figures' CJK font, before anything is drawn or written
+        from posenc.explain.i18n.fonts import cjk_family
+
+        try:
+            cjk_family()
+        except ModuleNotFoundError as err:
+            raise ValueError(f"--lang {args.lang}: {err}") from None
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")
