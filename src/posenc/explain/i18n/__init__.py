@@ -7,9 +7,13 @@ translation puts the same numbers back ({0} may move). One measurement, two rend
 numbers come from the one measured text, never from the catalog.
 
     tr(text, lang)          the text in `lang` (English, unchanged, when it has no entry)
+    fmt(message, lang, **)  a page's own message with named fields ("Claims about {name}:")
+    rule_text, numbers      a verdict's rule and numbers, rendered from the Rule objects and
+                            the measured dict (the English ones are posenc.verdict's)
     MISSING                 the keys asked for in a language that has no entry (tests: empty)
     LANGS                   the languages with a catalog
     GLOSSARY                the tutorials' own terms (glossary.py), which the catalogs follow
+    fonts.cjk_family()      the figures' CJK font, from a package (no download)
 """
 
 from __future__ import annotations
