@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(COMMANDS[name][0])
         entry = getattr(module, f"main_{name}", None) or module.main
         return int(entry(rest) or 0)
+    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
+        return int(exit_.code or 0)
     except ModuleNotFoundError as err:  # the lab's dependencies: pip install posenc[lab]
         if err.name not in LAB_DEPENDENCIES or os.environ.get("POSENC_DEBUG"):
             raise

@@ -190,7 +190,7 @@ def _existing(text: str, kind: str = "file") -> str:
         raise ValueError(f"not found: {text}" if not os.path.isdir(text) else
                          f"{text} is a folder; give a file")  # fmt: skip
     if kind == "path" and not os.path.exists(text):
-        raise ValueError(f"not found: {text}")
+        raise ValueError(f"no such file or directory: {text}")
     return text
 
 
@@ -204,7 +204,7 @@ out_file = checked(lambda t: check_out_file(t, "file"), (".", "AFILE/x", "missin
 
 def _db(text: str) -> str:
     if os.path.isdir(text):
-        raise ValueError(f"{text} is a folder; give a file name")
+        raise ValueError(f"{text} is a directory; give a file name")
     return check_writable(os.path.dirname(os.path.abspath(text)), "its folder")
 
 

@@ -81,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", type=names(TASK_NAMES), help=f"comma-separated, from {','.join(TASK_NAMES)} "
+        "--tasks", type=names(check=validate_tasks),
+        help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
@@ -260,6 +261,8 @@ def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return report(argv[1:]) if argv[:1] == ["report"] else run(argv)
+    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
+        return int(exit_.code or 0)
     except (ValueError, TypeError, OSError) as err:
         if os.environ.get("POSENC_DEBUG"):
             raise

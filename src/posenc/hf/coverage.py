@@ -60,8 +60,15 @@ OTHER = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=1, head
              v_head_dim=32)  # fmt: skip
 OTHER_VARIANTS = tuple(
     {**v, **extra}
-    for extra in (OTHER, {"head_dim": 16, "partial_rotary_factor": 0.25, "num_hidden_layers": 4,
-                          "full_attention_interval": 2})  # fmt: skip
+    for extra in (
+        OTHER,
+        {
+            "head_dim": 16,
+            "partial_rotary_factor": 0.25,
+            "num_hidden_layers": 4,
+            "full_attention_interval": 2,
+        },
+    )  # fmt: skip
     for v in VARIANTS
 )
 SIZES = {"default": VARIANTS, "other": OTHER_VARIANTS}
