@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     out = Path(args.out)
     device = "cuda" if torch.cuda.is_available() and not args.dry_run else "cpu"
-    if device == "cpu" and not args.dry_run:
+    if device == "cpu" and not args.dry_run and args.budget > 0:
         print("gpu_bias: no CUDA device here; nothing measured (--dry-run checks it on CPU)")
         return 2
     if args.dry_run:
@@ -234,6 +234,11 @@ def main(argv=None) -> int:
             r = json.loads(line)
             done[r["key"]] = r
     info, notes, start = device_info(device), [], time.perf_counter()
+    saved = out / "device.json"  # the device of the run that measured (--budget 0 reads it)
+    if device == "cuda" or args.dry_run:
+        saved.write_text(json.dumps(info))
+    elif saved.exists():
+        info = json.loads(saved.read_text())
     shared = ["limit", "flash"]
     try:
         import flash_attn  # noqa: F401
