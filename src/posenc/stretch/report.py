@@ -564,7 +564,8 @@ def _style(i: int) -> dict:
 
 def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
     ax.errorbar([n for n, _ in pts], [x.value for _, x in pts],
-                yerr=[[x.value - x.lo for _, x in pts], [x.hi - x.value for _, x in pts]],
+                yerr=[[max(0.0, x.value - x.lo) for _, x in pts],
+                      [max(0.0, x.hi - x.value) for _, x in pts]],
                 marker="o", ms=3, capsize=2, label=label, **_style(i))  # fmt: skip
 
 
