@@ -1,7 +1,5 @@
 """posenc.stretch.measure and the runner's passes: the numbers equal transformers' own model."""
 
-import math
-
 import pytest
 import torch
 

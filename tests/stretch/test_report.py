@@ -131,7 +131,8 @@ def test_direct_extrapolation_reads_its_interval(far, spread, verdict_):
 
 
 @pytest.mark.parametrize(("short", "spread", "verdict_"), [
-    (10.6, 0.001, REPRODUCED), (10.4, 0.001, NOT_REPRODUCED), (10.5, 0.3, INCONCLUSIVE)])  # fmt: skip
+    (10.6, 0.001, REPRODUCED), (10.4, 0.001, NOT_REPRODUCED),
+    (10.5, 0.3, INCONCLUSIVE)])  # fmt: skip
 def test_pi_cost_reads_its_interval_and_gives_the_published_size(short, spread, verdict_):
     lines = {("linear(factor=2)", 50): 12.0, ("linear(factor=2)", 100): short}
     g = report.grids(rows(BASE, spread=0.001) + rows(lines, spread=spread))[0]
@@ -223,8 +224,10 @@ ROW = st.fixed_dictionaries({
 })  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])  # fmt: skip
+SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=SLOW)
 @given(st.lists(ROW, max_size=40))
 def test_reports_over_rows_with_holes_never_raise(tmp_path, rs):
     """Whatever rows a run can write (n/a, NULL, NaN, lengths of 1, lone scalings), every report

