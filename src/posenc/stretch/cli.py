@@ -76,12 +76,21 @@ def parser() -> argparse.ArgumentParser:
         f"topics, then {', '.join(data.STDLIB_FILES)})",
     )
     p.add_argument("--depths", help="comma-separated needle depths in [0, 1] (default 0.2,0.5,0.8)")
-    p.add_argument("--seeds", type=int, help="retrieval contexts per length (passkey: per "
-                   "depth; default 2)")
-    p.add_argument("--windows", type=int, default=4, help="perplexity windows per document "
-                   "(default 4; 1: the papers' first T tokens)")
-    p.add_argument("--probes", type=int, default=50, help="needles, each asked, per multikey / "
-                   "vartrack context (default 50)")
+    p.add_argument(
+        "--seeds", type=int, help="retrieval contexts per length (passkey: per depth; default 2)"
+    )
+    p.add_argument(
+        "--windows",
+        type=int,
+        default=4,
+        help="perplexity windows per document (default 4; 1: the papers' first T tokens)",
+    )
+    p.add_argument(
+        "--probes",
+        type=int,
+        default=50,
+        help="needles, each asked, per multikey / vartrack context (default 50)",
+    )
     p.add_argument(
         "--tolerance",
         type=float,

@@ -28,6 +28,7 @@ import html
 import json
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -99,7 +100,7 @@ class Grid:
     texts: list[str]  # text kinds ("python", "prose", "user")
     loss: dict  # (text, label, length) -> {(document, window): mean loss}
     past: dict  # (text, label, length) -> {(document, window): loss of positions C..T}
-    curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}
+    curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}, longest T
     exact: dict  # (task, label, length) -> [exact match per probe]
     logp: dict  # (task, label, length) -> [teacher-forced log-probability per probe]
     holes: dict  # (what, label, length) -> the reasons rows were not measured
@@ -168,9 +169,9 @@ def _grid(model: str, rows: list[dict]) -> Grid:
                 loss[(text, label, n)][key] = value
             elif what == "loss" and at == f"{context}-{n}":
                 past[(text, label, n)][key] = value
-            elif what == "pos" and "-" in at:
+            elif what == "pos" and re.fullmatch(r"\d+-\d+", at):
                 a, _, b = at.partition("-")
-                curve[(text, label)][(int(a), int(b))].append(value)
+                curve[(text, label, n)][(int(a), int(b))].append(value)
         elif what == "exact" and at:  # old rows' per-seed means ('exact') are left out
             exact[(task, label, n)].append(value)
         elif what == "logp":
@@ -181,7 +182,9 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         model=model, context=context, labels=sorted(labels, key=_order),
         lengths=sorted(lengths),
         texts=sorted({k[0] for k in loss}, key=lambda t: (t != "python", t)),
-        loss=dict(loss), past=dict(past), curve={k: dict(v) for k, v in curve.items()},
+        loss=dict(loss), past=dict(past),
+        curve={(t, lb): dict(curve[(t, lb, n)]) for t, lb, n in curve
+               if n == max(m for u, b, m in curve if (u, b) == (t, lb))},
         exact=dict(exact), logp=dict(logp), holes=dict(holes), tasks=tasks,
     )  # fmt: skip
 
@@ -277,7 +280,7 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
         ties = [c for c in pool if c is best or (
             (best[2] is None or c[2] is None or not c[2].separated(best[2]))
             and not c[3].separated(best[3]))]  # fmt: skip
-        ties.sort(key=lambda c: (c[4].value if c[4] else 0.0))
+        ties.sort(key=lambda c: c[4].value if c[4] else 0.0)
 
         def nums(c) -> str:
             s = f"{c[0]}: ppl {_fmt(c[3])}"
@@ -324,8 +327,10 @@ def _need(**values) -> None:
 def _range(g: Grid, n: int | None = None) -> str:
     """What was measured: the lengths (as multiples of the context) and the texts."""
     top = n or max(g.lengths)
-    return (f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
-            f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text")
+    return (
+        f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
+        f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text"
+    )
 
 
 def _worst(g: Grid, label: str, n: int | None, inside: int | None) -> Interval | None:
@@ -441,8 +446,10 @@ def dynamic_yarn(g: Grid) -> Measured:
         share = Interval(ret.value / b.value, ret.lo / b.value, min(1.0, ret.hi / b.value), ret.n)
     text = f"dynamic_yarn ppl at {far} / unscaled at {inside} (worst text): {_fmt(ratio)}"
     if share is not None:
-        text += f"; retrieval at {far}: {_fmt(ret)} (n={ret.n}; {share.value:.2f} of the " \
-                "unscaled model's within)"
+        text += (
+            f"; retrieval at {far}: {_fmt(ret)} (n={ret.n}; {share.value:.2f} of the "
+            "unscaled model's within)"
+        )
     else:
         text += f"; no retrieval measured at {far} (by a task the model does within)"
     beyond = "" if far > 2 * g.context else f"; {far / g.context:g}x: nothing past 2x was run"
@@ -495,8 +502,11 @@ def _ppl_table(g: Grid, text: str, past: bool):
         rows.append([lb] + cells)
     ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
                    for n in lens)  # fmt: skip
-    what = (f"positions {g.context}..T only (the tokens past the context)" if past
-            else "the first T tokens of each window")
+    what = (
+        f"positions {g.context}..T only (the tokens past the context)"
+        if past
+        else "the first T tokens of each window"
+    )
     title = f"{text} text: perplexity of {what} [95% bootstrap interval] (windows per length: {ns})"
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
     return title, head, rows, _holes(g, "ppl", empty)
@@ -536,9 +546,15 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
                     "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
                     _holes(g, t, empty)))  # fmt: skip
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
-    out.append((f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
-                "a tie where the intervals overlap)", ["target", "recommendation", "numbers"], rec,
-                "" if rec else "– no length past the context has perplexity on every text"))
+    out.append(
+        (
+            f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
+            "a tie where the intervals overlap)",
+            ["target", "recommendation", "numbers"],
+            rec,
+            "" if rec else "– no length past the context has perplexity on every text",
+        )
+    )
     return out
 
 
@@ -604,8 +620,11 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             if ax.get_legend_handles_labels()[0]:
                 ax.set_yscale("log")
                 ax.legend(ncols=2, fontsize=7)
-            ax.set(xlabel="length (tokens)", ylabel="perplexity",
-                   title=f"{text} text: perplexity of the first T tokens, 95% intervals")
+            ax.set(
+                xlabel="length (tokens)",
+                ylabel="perplexity",
+                title=f"{text} text: perplexity of the first T tokens, 95% intervals",
+            )
         name = f"{g.model}_ppl.png"
         P.save(fig, os.path.join(out, name))
         made.append((name, "perplexity against length with 95% intervals, one line per scaling"))
@@ -617,8 +636,12 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             if pts:
                 _errorbar(ax, pts, lb, i)
         ax.axvline(g.context, color="k", ls=":", lw=1)
-        ax.set(xlabel="length (tokens)", ylabel="exact match", ylim=(-0.02, 1.02),
-               title=f"{t}: exact match with 95% Wilson intervals")
+        ax.set(
+            xlabel="length (tokens)",
+            ylabel="exact match",
+            ylim=(-0.02, 1.02),
+            title=f"{t}: exact match with 95% Wilson intervals",
+        )
         if ax.get_legend_handles_labels()[0]:
             ax.legend(ncols=2, fontsize=7)
         name = f"{g.model}_{t}.png"
