@@ -15,7 +15,8 @@ rise of perplexity over the unscaled model at the lengths <= C, on any text — 
 `tolerance`, and so does its retrieval loss there; it *works* at T when its perplexity at T is at
 most (1 + 0.10) x the unscaled model's at C on every text and it retrieves at T at least half as
 often as the unscaled model does within C. Among those that work, the best has the highest
-retrieval, then the lowest perplexity; every scaling whose intervals overlap the best's on both
+retrieval, then the lowest perplexity; every scaling whose retrieval interval overlaps the best's
+and whose perplexity ratio to the best's (paired on the same windows) has 1 in its 95% interval
 ties with it, and the report names the tie (first the one with the smallest short-context cost)
 rather than a winner; else "none works zero-shot here". A finding is reproduced only where its
 whole interval is on the paper's side, not reproduced only where it is wholly off it, else
@@ -82,6 +83,10 @@ def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
 def _metric(name: str) -> tuple[str, str, str]:
     """'loss@8192-16384/w3' -> ('loss', '8192-16384', 'w3'); old rows have no '/...'."""
     head, _, sample = str(name).partition("/")
@@ -110,7 +115,7 @@ class Grid:
     def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
         """Perplexity (of the first n tokens, or of positions C..n) over the windows."""
         xs = (self.past if past else self.loss).get((text, label, n))
-        return stats.bootstrap(list(xs.values())).map(math.exp) if xs else None
+        return stats.bootstrap(list(xs.values())).map(_exp) if xs else None
 
     def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
         """ppl(a) / ppl(b) on the windows both measured (paired bootstrap)."""
@@ -118,7 +123,8 @@ class Grid:
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
             return None
-        return stats.bootstrap([xa[w] - xb[w] for w in common]).map(math.exp)
+        d = [xa[w] - xb[w] for w in common]
+        return stats.bootstrap(d).map(_exp) if all(map(math.isfinite, d)) else None
 
     def rate(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.exact.get((task, label, n))
@@ -172,8 +178,8 @@ def _grid(model: str, rows: list[dict]) -> Grid:
             elif what == "pos" and re.fullmatch(r"\d+-\d+", at):
                 a, _, b = at.partition("-")
                 curve[(text, label, n)][(int(a), int(b))].append(value)
-        elif what == "exact" and at:  # old rows' per-seed means ('exact') are left out
-            exact[(task, label, n)].append(value)
+        elif what == "exact" and at and 0 <= value <= 1:  # old rows' per-seed means
+            exact[(task, label, n)].append(value)  # ('exact', no depth) are left out
         elif what == "logp":
             logp[(task, label, n)].append(value)
     known = ("passkey", "multikey", "vartrack")
@@ -243,15 +249,22 @@ def _fmt(x: Interval | None, digits: int = 2, pct: bool = False) -> str:
     return f"{f(x.value)} [{f(x.lo)}, {f(x.hi)}]"
 
 
+def same_ppl(g: Grid, a: str, b: str, n: int) -> bool:
+    """1 is inside ppl(a) / ppl(b) at n on every text (paired on the windows both measured)."""
+    rs = [g.ratio(t, (a, n), (b, n)) for t in g.texts]
+    return all(r is None or r.lo <= 1 <= r.hi for r in rs)
+
+
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
     """(length, recommendation, the numbers behind it) for each length past the context.
 
     Candidates: eligible (short-context cost <= tolerance on every text, retrieval lost within
     the context <= tolerance) and working at T (perplexity <= (1 + WORKS) x the unscaled
     model's at C on every text; retrieval at least half the unscaled model's within). The best
-    is the one with the highest retrieval, then the lowest perplexity on the first text; every
-    candidate whose interval overlaps the best's on both ties with it, and a tie is named as
-    such, with the short-context costs that separate its members."""
+    is the one with the highest retrieval, then the lowest perplexity on the first text; a
+    candidate whose retrieval interval overlaps the best's and whose paired perplexity ratio to
+    the best's holds 1 (on every text) ties with it, and a tie is named as such, with the
+    short-context costs that separate its members."""
     strong = strong_tasks(g)
     base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
     base_ret = [r.value for r in base_ret if r is not None]
@@ -279,7 +292,7 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
         best = max(pool, key=key)
         ties = [c for c in pool if c is best or (
             (best[2] is None or c[2] is None or not c[2].separated(best[2]))
-            and not c[3].separated(best[3]))]  # fmt: skip
+            and same_ppl(g, c[0], best[0], n))]  # fmt: skip
         ties.sort(key=lambda c: c[4].value if c[4] else 0.0)
 
         def nums(c) -> str:
@@ -580,6 +593,9 @@ def _style(i: int) -> dict:
 
 
 def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
+    pts = [(n, x) for n, x in pts if all(map(math.isfinite, (x.value, x.lo, x.hi)))]
+    if not pts:
+        return
     ax.errorbar([n for n, _ in pts], [x.value for _, x in pts],
                 yerr=[[max(0.0, x.value - x.lo) for _, x in pts],
                       [max(0.0, x.hi - x.value) for _, x in pts]],
@@ -595,6 +611,7 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             ax = fig.add_subplot(len(g.texts), 1, j + 1)
             for i, lb in enumerate(g.labels):
                 bins = sorted(g.curve.get((text, lb), {}).items())
+                bins = [(ab, v) for ab, v in bins if math.isfinite(sum(v))]
                 if bins:
                     xs = [(a + b) / 2 for (a, b), _ in bins]
                     ax.plot(xs, [sum(v) / len(v) for _, v in bins], marker=".", label=lb,
@@ -707,6 +724,8 @@ def json_rows(rows: list[dict]) -> list[dict]:
     out = []
 
     def row(model, label, task, text, n, metric, x, reason=None):
+        if x is not None and not all(map(math.isfinite, (x.value, x.lo, x.hi))):
+            x, reason = None, "not a finite number (an overflowing loss)"
         out.append({"model": model, "scaling": label, "factor": factors.get(f"{model}:{label}"),
                     "task": task, "text": text, "length": n, "metric": metric,
                     "value": x.value if x else None, "lo": x.lo if x else None,
