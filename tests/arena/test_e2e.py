@@ -67,6 +67,14 @@ def test_tiny_run_writes_rows_and_report(tiny_run):
     assert model.config["encoding"] == "alibi"
 
 
+def test_a_run_prints_its_plan_and_estimate_before_the_first_cell(tmp_path, capsys):
+    assert main([*TINY, "--db", str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    plan = err.index("arena: 2 of 2 cells to run, 2 models to train, 1 worker(s)")
+    assert "  copy: 2 encodings x 1 seed(s), " in err and "steps each (learned, alibi)" in err
+    assert plan < err.index("arena: estimate: at most ~") < err.index("[1/2] copy/")
+
+
 def test_the_run_ends_with_its_verdicts_in_the_terminal(tiny_run, capsys, monkeypatch):
     """`posenc arena` prints, at the end, the findings it measured with their verdicts (the
     numbers and rule beside them), the in-distribution table, then where the report is."""

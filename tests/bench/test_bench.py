@@ -3,6 +3,7 @@ judges made-up measurements."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from posenc import bench
 from posenc import verdict as V
 from posenc.bench.attention import bias_case_worker
-from posenc.bench.common import Sizes
+from posenc.bench.common import Sizes, sizes_for
 from posenc.bench.targets import FINDINGS, OVER_LIMIT, TARGETS, measurements, target_rows
 from posenc.cli import main as cli_main
 
@@ -204,14 +205,16 @@ def test_targets_not_measured_say_why():
 
 
 def test_quick_runs_at_the_target_shape(capsys):
-    """--quick's own sizes where they differ in kind from --smoke's: RoPE at the targets' shape
-    [4, 16, 2048, 128], judged. (Its other sections run smaller cases of the code --smoke runs
-    end to end above; no time is asserted: the estimate and each section's time print.)"""
-    assert cli_main(["bench", "--quick", "--sections", "copy,rope"]) == 0
+    """--quick: RoPE at the targets' shape with fewer repeats, and the command runs with its
+    sizes end to end (its cheapest section here: --smoke above runs every section's code; no
+    time is asserted, the estimate and each section's time print)."""
+    s = sizes_for(argparse.Namespace(quick=True, smoke=False))
+    assert (s.B, s.H, s.T, s.Dh) == (Sizes.B, Sizes.H, Sizes.T, Sizes.Dh)
+    assert s.repeats < Sizes.repeats and s.bias_T == (1024,) and not s.hf_real
+    assert cli_main(["bench", "--quick", "--sections", "table"]) == 0
     out, err = capsys.readouterr()
-    assert "targets:" in out and "posenc in-place" in out
-    assert "B=4 H=16 T=2048 Dh=128 f32" in out
-    assert "bench: rope took " in err
+    assert "targets:" in out and "sin table" in out
+    assert err.startswith("bench: quick run of table") and "bench: table took " in err
 
 
 def test_hf_targets_flip_at_1_02():

@@ -92,6 +92,9 @@ def test_explain_runs_for_every_registered_encoding(tmp_path, capsys):
     out = tmp_path / "all"
     argv = ["--dim", "8", "--heads", "2", "--max-pos", "16"]
     assert cli_main(["explain", "--all", *argv, "--out", str(out)]) == 0
+    err = capsys.readouterr().err  # a line at once, then a bar over the pages
+    assert err.startswith("explain: checking the tutorials' claims, then a page per encoding")
+    assert f"{len(posenc.ENCODINGS)}/{len(posenc.ENCODINGS)} [" in err
     index = (out / "index.html").read_text()
     for name in posenc.ENCODINGS:
         page = out / name / "index.html"

@@ -280,8 +280,8 @@ def write_report(rows: list[dict], out: str) -> str:
 
 
 def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
-    """The README's arena tables, generated from the recorded run's rows (tests/arena keeps the
-    README in step): the findings with their verdicts (unless not `verdicts`: they read one
+    """docs/arena/findings.md's tables, generated from the recorded run's rows (tests/arena keeps
+    the page in step): the findings with their verdicts (unless not `verdicts`: they read one
     training length per task), in distribution, past L, the steps to the stop, and per lm length
     the median perplexity ([min–max] in the run's results.md)."""
     res = Results(rows)

@@ -20,12 +20,15 @@ from posenc.cliargs import OneLineParser, checked, integer, integers, names, out
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
 
 
-# seconds per section on the project's 2-core CPU, alone on it (docs/bench/sections.txt: the
-# run that measured them): the estimate printed before a run, rescaled to this run's pace
+# seconds per section on the project's 2-core CPU when quiet: the estimate printed before a
+# run, and rescaled to its pace after each section. full: the recorded runs (docs/bench/bias.txt
+# for bias + train, hf.txt, precision.txt, cpu.txt for the rest). quick: cli..precision from a
+# run at load average ~20 (2026-11-27) divided by its RoPE slowdown against cpu.txt (2.5x);
+# bias, train and hf, which that run did not reach, and smoke: from their sizes against full's
 SECONDS = {
-    "smoke": dict(cli=3, copy=1, rope=2, table=1, precision=1, bias=2, train=2, hf=2),
-    "quick": dict(cli=10, copy=2, rope=15, table=2, precision=5, bias=20, train=20, hf=15),
-    "full": dict(cli=10, copy=2, rope=30, table=3, precision=10, bias=420, train=60, hf=40),
+    "smoke": dict(cli=8, copy=1, rope=2, table=1, precision=2, bias=20, train=5, hf=15),
+    "quick": dict(cli=30, copy=1, rope=85, table=7, precision=12, bias=30, train=15, hf=10),
+    "full": dict(cli=60, copy=1, rope=60, table=5, precision=2, bias=1500, train=80, hf=94),
 }
 
 
@@ -81,7 +84,7 @@ def _sizes(field: str, extra: tuple[str, ...] = ()):
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="posenc bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (< 2 min)")
+    p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (about 3-4 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
     p.add_argument("--json", metavar="FILE", type=out_file, help="also write every number to FILE")
     p.add_argument("--threads", type=integer(1), default=2, help="torch threads (default 2)")
