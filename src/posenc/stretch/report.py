@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from posenc import plots as P
-from posenc.arena.report import _html_table, _md_table
 from posenc.stretch.scalings import SCALINGS
 from posenc.verdict import (
     NOT_MEASURED,
@@ -39,6 +38,8 @@ from posenc.verdict import (
     Source,
     finding,
 )
+from posenc.verdict.tables import html_rows as _html_table
+from posenc.verdict.tables import markdown as _md_table
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
 
