@@ -350,6 +350,8 @@ def main_run(argv: list[str]) -> int:
 
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
+    if cfg.workers == 1 and not cfg.ray and not os.path.exists(cfg.db):
+        runner.preload(cfg)  # a fresh run: a model that does not load writes nothing
     os.makedirs(cfg.out, exist_ok=True)
     with Store(cfg.db) as store:
         n = runner.run(cfg, store)

@@ -144,6 +144,13 @@ def loaded(job: Job):
     return _LOADED[key]
 
 
+def preload(cfg: StretchConfig) -> None:
+    """Load the model in this process now (workers=1: its jobs run here and take it)."""
+    loaded(Job(task="load", scaling=None, params=None, encoding="", seed=0, lengths=(),
+               depths=(), model=cfg.model, device=cfg.device, context=cfg.context,
+               head_dim=cfg.head_dim, threads=1, cfg={}))  # fmt: skip
+
+
 def repatch(model, params: dict | None):
     """posenc.hf.patch over the model's own rotary modules (kept the first time, put back before
     each patch): the same model takes one scaling after another."""
