@@ -80,10 +80,14 @@ def init_worker(tasks: dict, threads: int = 1, parent: int | None = None) -> Non
 
 def die_with(parent: int) -> None:
     """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux), and a thread
-    that checks every second that the parent is still ours (every platform)."""
+    that checks every second that the parent is still ours (every platform). Armed once the
+    worker has imported torch (a worker orphaned while starting ends when it gets here); on
+    Linux the worker is then named posenc-worker (ps, top, /proc/PID/comm)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            libc.prctl(15, b"posenc-worker")  # PR_SET_NAME
 
     def watch() -> None:
         while os.getppid() == parent:
