@@ -68,6 +68,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def split_items(text: str, flag: str) -> list[str]:
+    """'a, b,,a' -> ['a', 'b']: a comma-separated flag's values, each once; ValueError naming
+    the flag when there is none."""
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    if not out:
+        raise ValueError(f"{flag}: give at least one value")
+    return list(dict.fromkeys(out))
+
+
 def parse_value(text: str):
     """A label keyword's value: int, float, true / false, else the word itself."""
     low = text.strip().lower()

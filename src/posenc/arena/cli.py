@@ -29,7 +29,14 @@ from posenc.arena.config import (
 )
 from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.cliargs import OneLineParser, check_device, check_writable, dispatch, positive
+from posenc.cliargs import (
+    OneLineParser,
+    check_device,
+    check_writable,
+    dispatch,
+    positive,
+    split_items,
+)
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (trained to the bar, capped at 3000 steps instead of
@@ -129,13 +136,6 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
-def split_names(text: str, flag: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise ValueError(f"{flag}: give at least one name")
-    return list(dict.fromkeys(names))
-
-
 def parse_lens(text: str) -> list[int]:
     try:
         lens = [int(s) for s in text.split(",") if s.strip()]
@@ -151,13 +151,13 @@ def config_from_args(args) -> ArenaConfig:
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     kw = {}
     if args.tasks:
-        kw["tasks"] = split_names(args.tasks, "--tasks")
+        kw["tasks"] = split_items(args.tasks, "--tasks")
         validate_tasks(kw["tasks"])
     if args.encodings:
-        kw["encodings"] = split_names(args.encodings, "--encodings")
+        kw["encodings"] = split_items(args.encodings, "--encodings")
         validate_encodings(kw["encodings"])
     if args.backbone:
-        kw["backbones"] = tuple(split_names(args.backbone, "--backbone"))
+        kw["backbones"] = tuple(split_items(args.backbone, "--backbone"))
         bad = [b for b in kw["backbones"] if b not in BACKBONES]
         if bad:
             raise ValueError(f"--backbone: unknown {bad}; allowed: {', '.join(BACKBONES)}")

@@ -28,6 +28,7 @@ from posenc.cliargs import (
     check_writable,
     dispatch,
     positive,
+    split_items,
 )
 from posenc.stretch import data
 from posenc.stretch.scalings import FACTOR, QUICK, SCALINGS, parse_all
@@ -122,18 +123,11 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
-def items(text: str, flag: str) -> list[str]:
-    out = [s.strip() for s in text.split(",") if s.strip()]
-    if not out:
-        raise ValueError(f"{flag}: give at least one value")
-    return list(dict.fromkeys(out))
-
-
 def parse_lengths(text: str, context: int | None, flag: str = "--lengths") -> list[int]:
     """'2048,1.5x' -> token counts (multiples of the context rounded); ValueError naming
     `flag` below 1. context None checks the syntax only."""
     out = []
-    for item in items(text, flag):
+    for item in split_items(text, flag):
         try:
             n = float(item[:-1]) * (context or 1 << 20) if item.endswith("x") else int(item)
         except ValueError:
@@ -147,7 +141,7 @@ def parse_lengths(text: str, context: int | None, flag: str = "--lengths") -> li
 
 def parse_depths(text: str) -> list[float]:
     out = []
-    for item in items(text, "--depths"):
+    for item in split_items(text, "--depths"):
         try:
             d = float(item)
         except ValueError:
@@ -173,7 +167,7 @@ def check_outputs(out: str, db: str, json_path: str | None) -> None:
 def check_flags(args, d: dict) -> dict:
     """Every flag that needs no model, checked (ValueError naming it); their values."""
     v = dict(scalings=parse_all(args.scalings if args.scalings is not None else d["scalings"]))
-    v["tasks"] = items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
+    v["tasks"] = split_items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
     bad = [t for t in v["tasks"] if t not in data.TASKS]
     if bad:
         raise ValueError(f"--tasks: unknown {bad}; allowed: {', '.join(data.TASKS)}")
