@@ -246,15 +246,20 @@ def missing(store, job: Job) -> tuple[int, ...]:
     return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
 
 
+FORWARD_EFFICIENCY = 0.4  # a forward pass's FLOP/s over a square matmul's, on a CPU
+RETRIEVAL_PASSES = 2.0  # a retrieval prompt: its prefill and the answer's decoding, in passes
+
+
 def cpu_rate() -> float:
-    """This machine's float32 matmul rate in FLOP/s, measured now (~0.1 s): the unit of the
-    time estimates (a forward pass of these models runs near it on a CPU)."""
+    """The FLOP/s a forward pass gets on this machine now: a float32 matmul's rate measured
+    (~0.1 s, under whatever else runs) times FORWARD_EFFICIENCY (SmolLM2-135M's 16k-token pass,
+    1.4e13 FLOPs, took 117 s in docs/stretch's run: ~1.2e11 FLOP/s, ~0.4 of the matmul's)."""
     a = torch.randn(768, 768)
     a @ a
     t, reps = time.perf_counter(), 4
     for _ in range(reps):
         a @ a
-    return reps * 2 * 768**3 / max(time.perf_counter() - t, 1e-6)
+    return FORWARD_EFFICIENCY * reps * 2 * 768**3 / max(time.perf_counter() - t, 1e-6)
 
 
 def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
@@ -269,7 +274,7 @@ def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
             lens = [n for n in j.lengths if n > j.context] if dynamic else []
             total += sum(models.flops(cfg.config, n) for n in lens or [max(j.lengths)])
         else:
-            total += len(j.depths) * models.flops(cfg.config, j.lengths[0])
+            total += RETRIEVAL_PASSES * len(j.depths) * models.flops(cfg.config, j.lengths[0])
     return total / rate
 
 
