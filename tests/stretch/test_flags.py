@@ -15,7 +15,8 @@ pytest.importorskip("transformers")
 # {placeholders} are paths made by the `place` fixture
 RUN = {
     "--model": [["/nonexistent/model"], ["{no_weights}"], ["{no_tokenizer}"], ["{gpt2}"],
-                ["{gpt2}", "--scalings", "yarn"], ["{truncated_gguf}"], ["{notes}"]],
+                ["{gpt2}", "--scalings", "yarn"], ["{truncated_gguf}"], ["{notes}"],
+                ["{corrupt}"]],
     "--scalings": [["yarn(factor=abc)"], ["yarn(factor=true)"], ["dynamic_yarn(factor=4)"],
                    ["yarn@full_attention(factor=2)"], ["linear(beta_fast=2)"], ["yarn(factor"]],
     "--lengths": [["0"], ["abc"], ["2147483647", "--tasks", "passkey"],
@@ -70,6 +71,13 @@ def place(tmp_path, tiny_lm_folder):
             if drop not in f:
                 os.link(os.path.join(tiny_lm_folder, f), root / name / f)
         paths[name] = str(root / name)
+    os.makedirs(root / "corrupt")  # weights that do not load: refused before anything is made
+    for f in os.listdir(tiny_lm_folder):
+        if f.endswith(".safetensors"):
+            (root / "corrupt" / f).write_bytes(b"\0" * 64)
+        else:
+            os.link(os.path.join(tiny_lm_folder, f), root / "corrupt" / f)
+    paths["corrupt"] = str(root / "corrupt")
     paths["gpt2"] = tiny_folder(root / "gpt2", lambda v: GPT2Config(
         vocab_size=v, n_embd=32, n_layer=1, n_head=2, n_positions=128))  # fmt: skip
     with open(root / "truncated.gguf", "wb") as f:  # a GGUF header that stops short
