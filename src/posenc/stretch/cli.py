@@ -64,7 +64,9 @@ def parser() -> argparse.ArgumentParser:
         "--scalings",
         help=f"comma-separated labels from {', '.join(SCALINGS)}, with "
         "keywords as name(factor=4,beta_fast=16) (default: all, factor = the longest "
-        "length / the context)",
+        "length / the context); on a model with RoPE per layer type a label scales the "
+        "layers transformers scales for a flat rope_scaling (Gemma 3: full_attention), "
+        "name@TYPE(...) the layers of one type",
     )
     p.add_argument(
         "--lengths",
