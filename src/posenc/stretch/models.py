@@ -145,21 +145,11 @@ def pass_bytes(config, length: int) -> float:
     return 4.0 * (act + kv + scores + 1024 * m["vocab"])
 
 
-def available_bytes() -> float:
-    """Memory this process may still take: MemAvailable of /proc/meminfo (else physical)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
 def check_memory(config, lengths, flag: str = "--lengths") -> None:
     """ValueError naming `flag` for a length whose forward pass cannot fit in memory."""
-    have = available_bytes()
+    from posenc.bench.workers import available_memory
+
+    have = available_memory()
     for n in sorted(lengths, reverse=True)[:1]:
         need = pass_bytes(config, n)
         if need > have:
