@@ -26,7 +26,8 @@ def smollm2_like():
 def test_quick_fits_its_budget(monkeypatch, rate, lengths, tasks):
     monkeypatch.setattr(runner, "cpu_rate", lambda: rate)
     config = smollm2_like()
-    got, got_tasks, scalings, note = cli.quick_grid(config, 8192, True, parse_all("none,yarn,dynamic"))
+    labels = parse_all("none,yarn,dynamic")
+    got, got_tasks, scalings, note = cli.quick_grid(config, 8192, True, labels)
     assert got_tasks == tasks and "GFLOP/s" in note and "min" in note
     n = max(cli.parse_lengths(got, 8192))
     k = 1 + runner.RETRIEVAL_PASSES * ("passkey" in tasks)

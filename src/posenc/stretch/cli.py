@@ -240,7 +240,7 @@ def config_from_args(args):
             f"{', '.join(unset)} would be 1 (no scaling): give lengths past it "
             f"(1.5x = {round(1.5 * context)}) or a factor: yarn(factor=2)"
         )
-    models.check_memory(config, lengths)
+    models.check_memory(config, lengths, args.device)
     factor = round(max(1.0, max(lengths) / context), 4)
     flat = models_flat(config, types)
     scalings = [s.resolved(factor).for_model(types, flat) for s in scalings]

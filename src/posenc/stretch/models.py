@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc.hf import from_config
+from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
 
 EMBEDDED = "smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -103,8 +104,6 @@ def rope_types(config, name: str) -> list[str] | None:
     """The layer types with their own RoPE (Gemma 3: ['sliding_attention',
     'full_attention']), None for one rope for every layer; ValueError naming --model if a
     layer's positions are not RoPE as posenc.hf reads them."""
-    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
-
     try:
         types = layer_types_of(rope_parameters_of(config_dict(config)))
         for t in types or [None]:
@@ -145,17 +144,22 @@ def pass_bytes(config, length: int) -> float:
     return 4.0 * (act + kv + scores + 1024 * m["vocab"])
 
 
-def check_memory(config, lengths, flag: str = "--lengths") -> None:
-    """ValueError naming `flag` for a length whose forward pass cannot fit in memory."""
-    from posenc.bench.workers import available_memory
+def memory(device: str = "cpu") -> float:
+    """The memory a pass on `device` can have at the most: the machine's RAM, a GPU's own."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
-    have = available_memory()
-    for n in sorted(lengths, reverse=True)[:1]:
-        need = pass_bytes(config, n)
-        if need > have:
-            raise ValueError(f"{flag}: a forward pass of {n} tokens needs ~{need / 2**30:.1f} GiB "
-                             f"past the weights; this machine has {have / 2**30:.1f} GiB "
-                             "available: give shorter lengths")  # fmt: skip
+
+def check_memory(config, lengths, device: str = "cpu", flag: str = "--lengths") -> None:
+    """ValueError naming `flag` for a length whose forward pass cannot fit in the memory of
+    `device` even with nothing else running."""
+    have, n = memory(device), max(lengths)
+    need = pass_bytes(config, n)
+    if need > have:
+        raise ValueError(f"{flag}: a forward pass of {n} tokens needs ~{need / 2**30:.1f} GiB "
+                         f"past the weights; {device} has {have / 2**30:.1f} GiB in all: give "
+                         "shorter lengths")  # fmt: skip
 
 
 def transformers_module():

@@ -28,10 +28,14 @@ from each call's length (dynamic NTK's `factor`, emozilla's alpha, defaults to 1
 
 from __future__ import annotations
 
+import copy
+import warnings
 from dataclasses import dataclass
 from difflib import get_close_matches
 
 from posenc.cliargs import split_call
+from posenc.functional.rope_scaling import check_values
+from posenc.hf.config import layer_types_of
 
 SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "dynamic_yarn", "llama3", "longrope",
             "proportional")  # fmt: skip
@@ -134,11 +138,6 @@ def flat_targets(config) -> list[str] | None:
     """The layer types transformers scales when a flat rope_scaling is given to this model's
     config class (Gemma 3: ['full_attention']); None where the result is no longer per layer
     type (transformers then has no flat meaning for the model)."""
-    import copy
-    import warnings
-
-    from posenc.hf.config import layer_types_of
-
     d = copy.deepcopy(config.to_dict())
     own = d.get("rope_parameters") or {}
     probe = {"rope_type": "linear", "factor": 2.0}
@@ -208,8 +207,6 @@ def parse(label: str) -> Scaling:
 
 
 def _check_ranges(where: str, name: str, kwargs: dict) -> None:
-    from posenc.functional.rope_scaling import check_values
-
     if not kwargs:
         return
     try:
