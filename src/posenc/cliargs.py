@@ -231,3 +231,99 @@ def _address(text: str) -> str:
 
 
 ray_address = checked(_address, ("nohost", "h:abc", "h:0", "h:70000"), "auto or HOST:PORT")
+
+
+def split_items(text: str, flag: str) -> list[str]:
+    """'a, b,,a' -> ['a', 'b']: a comma-separated flag's values, each once; ValueError naming
+    the flag when there is none."""
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    if not out:
+        raise ValueError(f"{flag}: give at least one value")
+    return list(dict.fromkeys(out))
+
+
+def parse_value(text: str):
+    """A label keyword's value: int, float, true / false, else the word itself."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def split_call(label: str, where: str, example: str) -> tuple[str, dict]:
+    """'name(key=value,...)' -> ('name', {key: parse_value(value)}): the label grammar of
+    `posenc arena --encodings` and `posenc stretch --scalings`. ValueError starting with
+    `where` for a keyword that is not key=value or a key given twice."""
+    head, kwargs = label.strip(), {}
+    if head.endswith(")") and "(" in head:
+        head, _, inside = head[:-1].partition("(")
+        for item in filter(None, (p.strip() for p in inside.split(","))):
+            key, eq, value = (s.strip() for s in item.partition("="))
+            if not eq or not key.isidentifier() or not value:
+                raise ValueError(f"{where}: keyword {item!r}: write key=value, e.g. {example}")
+            if key in kwargs:
+                raise ValueError(f"{where}: keyword {key!r} is given twice")
+            kwargs[key] = parse_value(value)
+    if "(" in head or ")" in head:
+        raise ValueError(f"{where}: unbalanced parentheses; write name(key=value), e.g. {example}")
+    return head.strip(), kwargs
+
+
+def positive(value, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{flag} must be a positive integer, got {value}")
+
+
+def check_device(device: str, local: bool = True) -> None:
+    """ValueError naming --device unless it is cpu or cuda[:N] (local: and CUDA is here)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")
+    if local and dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
+
+
+def check_distinct(**paths) -> None:
+    """ValueError unless the output paths given ({flag: path or None}) are distinct files: a
+    --json equal to --db would overwrite the database."""
+    seen: dict[str, str] = {}
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise ValueError(f"{flag} {path} is the same file as {seen[real]}; give another")
+        seen[real] = f"{flag} {path}"
+
+
+def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
+    """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
+    2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return report(argv[1:]) if argv[:1] == ["report"] else run(argv)
+    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
+        return int(exit_.code or 0)
+    except (ValueError, TypeError, OSError) as err:
+        if os.environ.get("POSENC_DEBUG"):
+            raise
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:  # failed jobs: the others are saved
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (finished {unit} are saved; rerun to resume)", file=sys.stderr)
+        return 130

@@ -34,9 +34,11 @@ from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
 from posenc.cliargs import (
     OneLineParser,
+    check_device,
     check_writable,
     db_file,
     device,
+    dispatch,
     in_file,
     in_path,
     integer,
@@ -44,6 +46,7 @@ from posenc.cliargs import (
     names,
     number,
     out_dir,
+    positive,
     ray_address,
 )
 
@@ -158,11 +161,6 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
-def positive(value, flag: str) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{flag} must be a positive integer, got {value}")
-
-
 def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
@@ -224,17 +222,6 @@ def ray_options(args, kw: dict) -> dict:
     return out
 
 
-def check_device(device: str, local: bool = True) -> None:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
-    if local and dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")
-
-
 def load_tasks(cfg: ArenaConfig) -> dict:
     from posenc.arena.corpus import load_corpus
 
@@ -253,27 +240,6 @@ def load_tasks(cfg: ArenaConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return dispatch("posenc arena", "cells", main_run, main_report, argv)
-
-
-def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
-    """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
-    2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return report(argv[1:]) if argv[:1] == ["report"] else run(argv)
-    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
-        return int(exit_.code or 0)
-    except (ValueError, TypeError, OSError) as err:
-        if os.environ.get("POSENC_DEBUG"):
-            raise
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:  # failed jobs: the others are saved
-        print(f"{prog}: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted (finished {unit} are saved; rerun to resume)", file=sys.stderr)
-        return 130
 
 
 def main_run(argv: list[str]) -> int:

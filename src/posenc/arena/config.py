@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.tasks import TASK_NAMES
 from posenc.checks import closest_names
+from posenc.cliargs import split_call
 from posenc.encodings import build_for, resolve
 
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
@@ -236,19 +237,6 @@ def on_backbones(labels, backbones) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def parse_value(text: str):
-    """A label keyword's value: int, float, true / false, else the word itself."""
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text.strip()
-
-
 def drope_recipe(tc: TaskConfig) -> dict:
     """DroPE's recalibration for a task (hashed into its cells: a change changes their hash)."""
     steps = max(1, round(DROPE_FRACTION * tc.steps))
@@ -259,14 +247,7 @@ def drope_recipe(tc: TaskConfig) -> dict:
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
     ('randomized', {'encoding': 'rope'}); 'learned(max_len=64)' -> ('learned', {'max_len': 64})."""
-    kwargs = {}
-    if base.endswith(")") and "(" in base:
-        base, _, inside = base[:-1].partition("(")
-        for item in filter(None, (p.strip() for p in inside.split(","))):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip().isidentifier():
-                raise ValueError(f"label keyword {item!r}: write key=value, e.g. max_len=64")
-            kwargs[key.strip()] = parse_value(value)
+    base, kwargs = split_call(base, "label", "max_len=64")
     if base.startswith("randomized:"):  # the keywords are NAME's: randomized:rope(base=500)
         inner = {"encoding": base.partition(":")[2]}
         return "randomized", inner | ({"encoding_kwargs": kwargs} if kwargs else {})

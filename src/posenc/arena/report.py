@@ -24,6 +24,7 @@ from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
 from posenc.arena.findings_lm import lm_findings  # noqa: E402
 from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
 from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
+from posenc.verdict.tables import html_rows  # noqa: E402
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
 BAR_METRICS = ("steps", "learned", "valid@")  # training to the stop: a table and a plot
@@ -194,18 +195,6 @@ def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> st
 # ----------------------------------------------------------------------------- writing
 
 
-def _md_table(header, rows) -> str:
-    return markdown(header, rows)
-
-
-def _html_table(header, rows) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows
-    )
-    return f"<table><tr>{th}</tr>{body}</table>"
-
-
 def _run_summary(res: Results) -> str:
     rows = res.rows
     wall = {}
@@ -252,21 +241,21 @@ def write_report(rows: list[dict], out: str) -> str:
     note = unmeasured_note(found)
     header = ["published finding", "paper", "this run", "verdict", "rule"]
     md = ["# posenc arena results", "", _run_summary(res) if rows else "No rows yet.", ""]
-    md += ["## Published findings", "", _md_table(header, finding_rows), "", note, ""]
+    md += ["## Published findings", "", markdown(header, finding_rows), "", note, ""]
     for title, h, r in tabs:
-        md += [f"## {title}", "", _md_table(h, r), ""]
+        md += [f"## {title}", "", markdown(h, r), ""]
     md += ["## Plots", ""] + [f"![{c}]({n})" for n, c in pngs] + [""]
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write("\n".join(md))
     body = [
         f"<h1>posenc arena</h1><p>{html.escape(_run_summary(res) if rows else 'No rows yet.')}</p>"
     ]
-    body += ["<h2>Published findings</h2>", _html_table(header, finding_rows),
+    body += ["<h2>Published findings</h2>", html_rows(header, finding_rows),
              f"<p>{html.escape(note)}</p>"]  # fmt: skip
     body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>{html.escape(c)}'
              "</figcaption></figure>" for n, c in pngs]  # fmt: skip
     for title, h, r in tabs:
-        body += [f"<h2>{html.escape(title)}</h2>", _html_table(h, r)]
+        body += [f"<h2>{html.escape(title)}</h2>", html_rows(h, r)]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
              "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
@@ -287,9 +276,9 @@ def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in (findings(res) if verdicts else [])
              if f.verdict != NOT_MEASURED]  # fmt: skip
-    out = [_md_table(["published finding", "this run", "verdict"], found), ""] if found else []
+    out = [markdown(["published finding", "this run", "verdict"], found), ""] if found else []
     for title, h, r in summary_tables(res):
-        out += [f"{title}:", "", _md_table(h, r), ""]
+        out += [f"{title}:", "", markdown(h, r), ""]
     for task, L in res.groups:
         if task == "lm":
             lens = res.eval_lens(task, L)
@@ -297,7 +286,7 @@ def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
                     for e in res.encodings(task, L)]  # fmt: skip
             header = ["encoding"] + [f"{E / L:g}L" if E != L else "L" for E in lens]
             out += [f"lm, L={L} bytes: perplexity (median over seeds):", "",
-                    _md_table(header, body), ""]  # fmt: skip
+                    markdown(header, body), ""]  # fmt: skip
     return "\n".join(out).strip() + "\n"
 
 

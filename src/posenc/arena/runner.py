@@ -80,21 +80,22 @@ def plan(cfg: ArenaConfig, tasks: dict, store: Store) -> tuple[list[Cell], list[
 
 
 class Progress:
-    """A bar over cells (stderr, TTY only) and one line per finished cell with the time left."""
+    """A bar over `total` units (stderr, TTY only), one line per unit done with the time left,
+    and any other line (a failure) printed at once above the bar."""
 
-    def __init__(self, jobs: list[Job]):
-        self.total = sum(len(j.cells) for j in jobs)
-        self.done, self.start = 0, time.time()
-        self.bar = tqdm(total=self.total, desc="arena cells", file=sys.stderr, leave=False,
+    def __init__(self, total: int, desc: str):
+        self.total, self.done, self.start = total, 0, time.time()
+        self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False,
                         disable=not sys.stderr.isatty(), dynamic_ncols=True)  # fmt: skip
 
-    def cell_done(self, name: str, summary: str, wall: float) -> None:
+    def step(self, text: str, wall: float) -> None:
         self.done += 1
         self.bar.update(1)
-        rate = (time.time() - self.start) / self.done
-        left = fmt_time(rate * (self.total - self.done))
-        self.bar.write(f"[{self.done}/{self.total}] {name}: {summary} ({wall:.1f} s, ~{left} left)",
-                       file=sys.stderr)  # fmt: skip
+        left = fmt_time((time.time() - self.start) / self.done * (self.total - self.done))
+        self.write(f"[{self.done}/{self.total}] {text} ({wall:.1f} s, ~{left} left)")
+
+    def write(self, line: str) -> None:
+        self.bar.write(line, file=sys.stderr)
 
     def close(self) -> None:
         self.bar.close()
@@ -118,7 +119,7 @@ def summarize(rows, train_len: int) -> str:
 def executor(cfg: ArenaConfig, tasks: dict):
     """Where the groups run: this machine's worker processes, or a Ray cluster (--ray)."""
     if cfg.ray is None:
-        return local_executor(cfg.workers, tasks)
+        return local_executor(cfg.workers, tasks)  # one thread per cell
     return RayExecutor(cfg.ray, tasks, cpus_per_cell=cfg.cpus_per_cell,
                        gpus_per_cell=cfg.gpus_per_cell, slots=cfg.ray_slots)  # fmt: skip
 
@@ -130,23 +131,12 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
         print(f"arena: all {len(cells)} cells already in {store.path}", file=sys.stderr)
         return 0
     versions = {"posenc_version": __version__, "torch_version": torch.__version__}
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    progress, written = Progress(jobs), 0
 
-    def claim(job: Job) -> str:
-        fresh = lambda: [c for c, sizes in job.cells if missing_sizes(store, c, sizes)]  # noqa: E731
-        if not fresh():
-            return "done"
-        if not store.claim(job.key, owner, LEASE_SECONDS, stale):
-            return "held"
-        if not fresh():  # another run wrote it between the check and the lease
-            store.release(job.key, owner)
-            return "done"
-        return "take"
+    def fresh(job: Job) -> bool:
+        return any(missing_sizes(store, c, sizes) for c, sizes in job.cells)
 
-    def on_result(job: Job, results) -> None:
-        nonlocal written
-        wanted = {c.label: sizes for c, sizes in job.cells}
+    def write(job: Job, results, progress: Progress) -> int:
+        wanted, written = {c.label: sizes for c, sizes in job.cells}, 0
         for res in results:
             todo = set(missing_sizes(store, res.cell, wanted[res.cell.label]))
             rows = [r for r in res.rows if r.eval_len in todo]  # another run may have written
@@ -154,18 +144,49 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
                 store.write_cell(rows, config=res.cell.cfg, config_hash=res.cell.hash,
                                  wall_time=res.wall, **versions)  # fmt: skip
                 written += len(rows)
-            progress.cell_done(res.cell.name, summarize(res.rows, res.cell.train_len), res.wall)
+            progress.step(f"{res.cell.name}: {summarize(res.rows, res.cell.train_len)}", res.wall)
+        return written
+
+    progress = Progress(sum(len(j.cells) for j in jobs), "arena cells")
+    return drive(jobs, executor(cfg, tasks), store, progress, fresh=fresh, write=write,
+                 name=lambda job: job.cells[0][0].name, prog="arena", unit="group(s)")  # fmt: skip
+
+
+def drive(jobs, pool, store: Store, progress: Progress, *, fresh, write, name, prog: str,
+          unit: str, lease: float = LEASE_SECONDS, fn=None) -> int:  # fmt: skip
+    """The run loop of `posenc arena` and `posenc stretch`: each job leased in `store` (a job
+    another run holds waits, one it finished is dropped), run on `pool`, its rows written by
+    `write(job, result, progress)` -> rows written, its lease released. A job that fails is
+    printed and recorded when it fails, the others go on, and RuntimeError at the end names
+    how many failed (a rerun retries them); workers.StopRun ends the run at once.
+    fresh(job): whether it still has rows to write; name(job): how a failure names it."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    written = 0
+
+    def claim(job) -> str:
+        if not fresh(job):
+            return "done"
+        if not store.claim(job.key, owner, lease, stale):
+            return "held"
+        if not fresh(job):  # another run wrote it between the check and the lease
+            store.release(job.key, owner)
+            return "done"
+        return "take"
+
+    def on_result(job, result) -> None:
+        nonlocal written
+        written += write(job, result, progress)
         store.release(job.key, owner)
 
-    try:
-        failed = run_jobs(jobs, executor(cfg, tasks), claim, on_result)
-    finally:
-        progress.close()
-    for job, err in failed:
+    def on_failure(job, err: BaseException) -> None:
         store.record_failure(job.key, f"{type(err).__name__}: {err}", owner)
         store.release(job.key, owner)
-        print(f"arena: {job.cells[0][0].name} failed: {type(err).__name__}: {err}",
-              file=sys.stderr)  # fmt: skip
+        progress.write(f"{prog}: {name(job)} failed: {type(err).__name__}: {err}")
+
+    try:
+        failed = run_jobs(jobs, pool, claim, on_result, on_failure, **({"fn": fn} if fn else {}))
+    finally:
+        progress.close()
     if failed:
-        raise RuntimeError(f"{len(failed)} group(s) failed (see above); rerun to retry them")
+        raise RuntimeError(f"{len(failed)} {unit} failed (see above); rerun to retry them")
     return written

@@ -7,11 +7,22 @@ return rows; only the parent writes the database, so there is one writer. A work
 that had not come back (each resumes from its training checkpoint), so nothing is lost or
 written twice. Every cell runs on one thread, so its numbers do not depend on the number of
 workers (a second thread buys ~4% per cell; a second process ~1.8x).
+
+A worker process ends with the run that started it, however the run ends (SIGKILL included):
+on Linux the kernel sends it SIGKILL when its parent dies (PR_SET_PDEATHSIG), elsewhere a
+thread watching its parent's pid ends it. The run's leases are then stale (runner.stale) and
+a rerun takes its jobs over at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
+import os
+import signal
+import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -50,14 +61,42 @@ class CellResult:
     train_seconds: float
 
 
+class StopRun(ValueError):
+    """An error no job can avoid (the model does not load): the run stops at once, in one line."""
+
+
 _TASKS: dict = {}  # a worker's tasks (the lm corpus is sent once per worker, not per job)
 
 
-def init_worker(tasks: dict, threads: int = 1) -> None:
+def init_worker(tasks: dict, threads: int = 1, parent: int | None = None) -> None:
+    """A worker's state; with `parent` (a worker process), it dies with that process."""
+    if parent is not None:
+        die_with(parent)
     _TASKS.clear()
     _TASKS.update(tasks)
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def die_with(parent: int) -> None:
+    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux), and a thread
+    that checks every second that the parent is still ours (every platform). Armed once the
+    worker has imported torch (a worker orphaned while starting ends when it gets here); on
+    Linux the worker is then named posenc-worker (ps, top, /proc/PID/comm)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            libc.prctl(15, b"posenc-worker")  # PR_SET_NAME
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="posenc-parent-watch").start()
 
 
 def run_job(job: Job) -> list[CellResult]:
@@ -87,13 +126,13 @@ def run_job(job: Job) -> list[CellResult]:
 
 
 class InlineExecutor:
-    """Runs each job at submit (workers=1), on one thread, as a worker would."""
+    """Runs each job at submit (workers=1), on `threads` threads, as a worker would."""
 
     slots = 1
 
-    def __init__(self, tasks: dict):
+    def __init__(self, tasks: dict, threads: int = 1):
         self.threads = torch.get_num_threads()
-        init_worker(tasks)
+        init_worker(tasks, threads)
 
     def submit(self, fn, job) -> Future:
         fut: Future = Future()
@@ -111,19 +150,20 @@ class InlineExecutor:
 
 
 class ProcessExecutor:
-    """N spawned worker processes of one thread each. A worker that dies breaks the whole pool
-    (`whole`): every job in flight is lost and the pool is started again."""
+    """N spawned worker processes of `threads` threads each, ending with this process. A worker
+    that dies breaks the whole pool (`whole`): every job in flight is lost and the pool is
+    started again."""
 
     whole = True
 
-    def __init__(self, workers: int, tasks: dict):
-        self.slots, self.tasks = workers, tasks
+    def __init__(self, workers: int, tasks: dict, threads: int = 1):
+        self.slots, self.tasks, self.threads = workers, tasks, threads
         self.pool = self._start()
 
     def _start(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with OpenMP threads
         return ProcessPoolExecutor(self.slots, mp_context=ctx, initializer=init_worker,
-                                   initargs=(self.tasks,))  # fmt: skip
+                                   initargs=(self.tasks, self.threads, os.getpid()))  # fmt: skip
 
     def submit(self, fn, job) -> Future:
         return self.pool.submit(fn, job)
@@ -139,17 +179,21 @@ class ProcessExecutor:
         self.pool.shutdown(cancel_futures=True)
 
 
-def local_executor(workers: int, tasks: dict):
-    return InlineExecutor(tasks) if workers == 1 else ProcessExecutor(workers, tasks)
+def local_executor(workers: int, tasks: dict, threads: int = 1):
+    if workers == 1:
+        return InlineExecutor(tasks, threads)
+    return ProcessExecutor(workers, tasks, threads)
 
 
-def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3, fn=run_job):
+def run_jobs(jobs, pool, claim, on_result, on_failure=None, max_restarts: int = 3, fn=run_job):
     """Run fn(job) for jobs with `pool.slots` in flight on `pool` (an executor above, or a
     cluster's; `posenc stretch` passes its own fn).
     claim(job) -> "take" (this run does it), "held" (another run holds it: retried later) or
-    "done" (its rows are in the database: dropped); on_result(job, results) writes. A job whose
-    worker was lost (pool.lost(err)) is run again, at most `max_restarts` times in all. Returns
-    the jobs that raised, as (job, error)."""
+    "done" (its rows are in the database: dropped); on_result(job, results) writes;
+    on_failure(job, error) is told of a job that raised as soon as it did (the grid goes on),
+    except a StopRun, which ends the run at once (raised here). A job whose worker was lost
+    (pool.lost(err)) is run again, at most `max_restarts` times in all. Returns the jobs that
+    raised, as (job, error)."""
     pending, failed, restarts = list(jobs), [], 0
     in_flight: dict[Future, Job] = {}
     try:
@@ -173,8 +217,12 @@ def run_jobs(jobs, pool, claim, on_result, max_restarts: int = 3, fn=run_job):
                 err = fut.exception()
                 if err is not None and pool.lost(err):
                     lost.append(job)
+                elif isinstance(err, StopRun):
+                    raise err
                 elif err is not None:
                     failed.append((job, err))  # one job failing does not stop the grid
+                    if on_failure is not None:
+                        on_failure(job, err)
                 else:
                     on_result(job, fut.result())
             if lost:

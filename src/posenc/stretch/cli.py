@@ -21,9 +21,18 @@ import math
 import os
 import sys
 
-from posenc.cliargs import OneLineParser, check_out_file, check_writable
+from posenc.cliargs import (
+    OneLineParser,
+    check_device,
+    check_distinct,
+    check_out_file,
+    check_writable,
+    dispatch,
+    positive,
+    split_items,
+)
 from posenc.stretch import data
-from posenc.stretch.scalings import QUICK, SCALINGS, parse_all
+from posenc.stretch.scalings import FACTOR, QUICK, SCALINGS, parse_all
 
 DEFAULT_LENGTHS = "0.25x,0.5x,1x,1.5x,2x"
 DEFAULTS = dict(scalings=",".join(SCALINGS), lengths=DEFAULT_LENGTHS, tasks=",".join(data.TASKS),
@@ -41,7 +50,12 @@ def parser() -> argparse.ArgumentParser:
         "`posenc stretch report` redraws the report from the database.",
     )
     q = ", ".join(f"{k} {v}" for k, v in QUICK_RUN.items())
-    p.add_argument("--quick", action="store_true", help=f"a small grid: {q}")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small grid sized to the model and "
+        f"this machine, its plan and estimated time printed first: {q}",
+    )
     p.add_argument(
         "--model",
         help="a transformers model folder or a .gguf file (default: the "
@@ -51,7 +65,9 @@ def parser() -> argparse.ArgumentParser:
         "--scalings",
         help=f"comma-separated labels from {', '.join(SCALINGS)}, with "
         "keywords as name(factor=4,beta_fast=16) (default: all, factor = the longest "
-        "length / the context)",
+        "length / the context); on a model with RoPE per layer type a label scales the "
+        "layers transformers scales for a flat rope_scaling (Gemma 3: full_attention), "
+        "name@TYPE(...) the layers of one type",
     )
     p.add_argument(
         "--lengths",
@@ -129,32 +145,25 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
-def items(text: str, flag: str) -> list[str]:
-    out = [s.strip() for s in text.split(",") if s.strip()]
-    if not out:
-        raise ValueError(f"{flag}: give at least one value")
-    return list(dict.fromkeys(out))
-
-
-def parse_lengths(text: str, context: int | None) -> list[int]:
-    """'2048,1.5x' -> token counts (multiples of the context rounded); ValueError below 1.
-    context None checks the syntax only."""
+def parse_lengths(text: str, context: int | None, flag: str = "--lengths") -> list[int]:
+    """'2048,1.5x' -> token counts (multiples of the context rounded); ValueError naming
+    `flag` below 1. context None checks the syntax only."""
     out = []
-    for item in items(text, "--lengths"):
+    for item in split_items(text, flag):
         try:
             n = float(item[:-1]) * (context or 1 << 20) if item.endswith("x") else int(item)
         except ValueError:
-            raise ValueError(f"--lengths: {item!r} is not a whole number of tokens or a "
+            raise ValueError(f"{flag}: {item!r} is not a whole number of tokens or a "
                              "multiple like 1.5x") from None  # fmt: skip
         if not math.isfinite(n) or round(n) < 1:
-            raise ValueError(f"--lengths: lengths must be >= 1 token, got {item!r}")
+            raise ValueError(f"{flag}: lengths must be >= 1 token, got {item!r}")
         out.append(round(n))
     return sorted(set(out))
 
 
 def parse_depths(text: str) -> list[float]:
     out = []
-    for item in items(text, "--depths"):
+    for item in split_items(text, "--depths"):
         try:
             d = float(item)
         except ValueError:
@@ -165,70 +174,149 @@ def parse_depths(text: str) -> list[float]:
     return sorted(set(out))
 
 
+def check_outputs(out: str, db: str, json_path: str | None) -> None:
+    """--out, --db and --json writable, distinct, and --db new or one of ours: nothing made."""
+    from posenc.arena.store import check_db
+
+    check_writable(out, "--out")
+    check_out_file(db, "--db")
+    if json_path:
+        check_out_file(json_path, "--json")
+    check_distinct(**{"--db": db, "--json": json_path, "--out": out})
+    check_db(db)
+
+
+def check_flags(args, d: dict) -> dict:
+    """Every flag that needs no model, checked (ValueError naming it); their values."""
+    v = dict(scalings=parse_all(args.scalings if args.scalings is not None else d["scalings"]))
+    v["tasks"] = split_items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
+    bad = [t for t in v["tasks"] if t not in data.TASKS]
+    if bad:
+        raise ValueError(f"--tasks: unknown {bad}; allowed: {', '.join(data.TASKS)}")
+    v["depths"] = parse_depths(args.depths if args.depths is not None else d["depths"])
+    for flag in ("--docs", "--seeds", "--workers", "--cpus-per-cell", "--windows", "--probes"):
+        positive(getattr(args, flag[2:].replace("-", "_")), flag)
+    gpus = args.gpus_per_cell
+    if gpus is not None and not (math.isfinite(gpus) and gpus >= 0):
+        raise ValueError(f"--gpus-per-cell must be a finite number >= 0, got {gpus}")
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
+    v["lengths"] = args.lengths if args.lengths is not None else d["lengths"]
+    parse_lengths(v["lengths"], None)  # the syntax now, before the model is read
+    if args.retrieval_lengths is not None:
+        parse_lengths(args.retrieval_lengths, None, "--retrieval-lengths")
+    v["docs"] = data.read_texts(args.text) if args.text else None
+    check_device(args.device, local=args.ray is None)
+    if (args.cpus_per_cell or gpus is not None) and args.ray is None:
+        raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
+    if args.ray is not None:
+        if not args.ray.strip():
+            raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address")
+        from posenc.arena.cluster import import_ray
+
+        import_ray()
+    check_outputs(args.out, args.db, args.json)
+    return v
+
+
 def config_from_args(args):
-    """Check every flag (ValueError, one line), find the model, build the run's config."""
-    from posenc.arena.cli import check_device, positive
+    """Check every flag (ValueError, one line), then the model without its weights (files,
+    config, RoPE per layer type, memory at the longest length), build the run's config."""
     from posenc.stretch import models
     from posenc.stretch.runner import StretchConfig
 
     d = QUICK_RUN if args.quick else DEFAULTS
-    scalings = parse_all(args.scalings if args.scalings is not None else d["scalings"])
-    tasks = items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
-    bad = [t for t in tasks if t not in data.TASKS]
-    if bad:
-        raise ValueError(f"--tasks: unknown {bad}; allowed: {', '.join(data.TASKS)}")
-    depths = parse_depths(args.depths if args.depths is not None else d["depths"])
-    for flag, value in (
-        ("--docs", args.docs),
-        ("--seeds", args.seeds),
-        ("--workers", args.workers),
-        ("--cpus-per-cell", args.cpus_per_cell),
-        ("--windows", args.windows),
-        ("--probes", args.probes),
-    ):
-        positive(value, flag)
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
-    lengths_text = args.lengths if args.lengths is not None else d["lengths"]
-    parse_lengths(lengths_text, None)  # the syntax now, before the model is read
-    if args.retrieval_lengths is not None:
-        parse_lengths(args.retrieval_lengths, None)
-    docs = data.read_texts(args.text) if args.text else None
-    check_device(args.device, local=args.ray is None)
-    if (args.cpus_per_cell or args.gpus_per_cell is not None) and args.ray is None:
-        raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
-    if args.ray is not None:
-        from posenc.arena.cluster import import_ray
-
-        import_ray()
-    check_writable(args.out, "--out")
-    check_out_file(args.db, "--db")
-    if args.json:
-        check_out_file(args.json, "--json")
+    v = check_flags(args, d)
     spec = models.resolve(args.model)
+    if spec.gguf:
+        models.check_gguf(spec)
     config = read_config(spec)
+    types = models.rope_types(config, spec.name)
     context, head_dim = models.context_length(config), models.head_dim(config)
-    lengths = parse_lengths(lengths_text, context)
-    retrieval_lengths = lengths
+    scalings = v["scalings"]
+    if args.quick and args.lengths is None:
+        v["lengths"], tasks, scalings, note = quick_grid(config, context, args.scalings is None,
+                                                         scalings)  # fmt: skip
+        if args.tasks is None:
+            v["tasks"] = tasks.split(",")
+        print(f"stretch --quick: {note}", file=sys.stderr)
+    lengths = parse_lengths(v["lengths"], context)
+    retrieval_lengths = [max(lengths)] if args.quick else lengths
     if args.retrieval_lengths is not None:
-        retrieval_lengths = parse_lengths(args.retrieval_lengths, context)
+        retrieval_lengths = parse_lengths(args.retrieval_lengths, context, "--retrieval-lengths")
         if not set(retrieval_lengths) <= set(lengths):
             raise ValueError(f"--retrieval-lengths must be among --lengths ({lengths}), got "
                              f"{retrieval_lengths}")  # fmt: skip
+    unset = [s.label for s in scalings if s.name in FACTOR and "factor" not in dict(s.kwargs)]
+    if max(lengths) <= context and unset:
+        raise ValueError(
+            f"--lengths: every length ({', '.join(map(str, lengths))}) is within the "
+            f"model's context ({context}), where the default factor of "
+            f"{', '.join(unset)} would be 1 (no scaling): give lengths past it "
+            f"(1.5x = {round(1.5 * context)}) or a factor: yarn(factor=2)"
+        )
+    models.check_memory(config, lengths, args.device)
     factor = round(max(1.0, max(lengths) / context), 4)
-    scalings = list(dict.fromkeys(s.resolved(factor) for s in scalings))
+    flat = models_flat(config, types)
+    scalings = [s.resolved(factor).for_model(types, flat) for s in scalings]
+    scalings = list(dict.fromkeys(scalings))
     check_scalings(config, scalings, context, head_dim, factor)
+    docs = v["docs"]
     if docs is None:
         docs = data.embedded_documents()[: args.docs or d["docs"]]
     return StretchConfig(
-        model=spec, scalings=tuple(scalings), lengths=tuple(lengths), tasks=tuple(tasks),
+        model=spec, scalings=tuple(scalings), lengths=tuple(lengths), tasks=tuple(v["tasks"]),
         retrieval_lengths=tuple(retrieval_lengths),
-        depths=tuple(depths), seeds=args.seeds or d["seeds"], documents=tuple(docs),
+        depths=tuple(v["depths"]), seeds=args.seeds or d["seeds"], documents=tuple(docs),
         context=context, head_dim=head_dim, factor=factor, db=args.db, out=args.out,
         device=args.device, workers=args.workers or 1, ray=args.ray,
         cpus_per_cell=args.cpus_per_cell or 1, gpus_per_cell=args.gpus_per_cell or 0.0,
         tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
+        config=config,
     )  # fmt: skip
+
+
+def models_flat(config, types):
+    from posenc.stretch.scalings import flat_targets
+
+    return None if types is None else flat_targets(config)
+
+
+QUICK_SECONDS = 420.0  # --quick's estimated budget (the target: <= 8 min with the loading)
+
+
+def quick_grid(config, context: int, default_scalings: bool, scalings):
+    """--quick sized to the model and this machine: past the context (1x, 1.25x) with the pass
+    key, else perplexity alone, where the estimate fits QUICK_SECONDS; else what factor-2
+    static scalings cost inside the context at the longest pair of lengths L/2, L that fits.
+    Returns (lengths, tasks, scalings, a line saying which and the estimated time)."""
+    from posenc.stretch import models
+    from posenc.stretch.runner import RETRIEVAL_PASSES, cpu_rate
+
+    rate = cpu_rate()
+
+    def seconds(n: int, tasks: str, k: int = len(scalings)) -> float:
+        passes = 1 + RETRIEVAL_PASSES * ("passkey" in tasks)  # retrieval at the longest only
+        return k * passes * models.flops(config, n) / rate
+
+    longest = round(1.25 * context)
+    for tasks in ("ppl,passkey", "ppl"):
+        took = seconds(longest, tasks)
+        if took <= QUICK_SECONDS:
+            return "1x,1.25x", tasks, scalings, (
+                f"{tasks} at 1x and 1.25x the context ({context}), ~{took / 60:.1f} min "
+                f"estimated here ({rate / 1e9:.0f} GFLOP/s)")  # fmt: skip
+    n = context
+    while n > 256 and seconds(n, "ppl,passkey") > QUICK_SECONDS:
+        n //= 2
+    if default_scalings:
+        scalings = parse_all("none,yarn(factor=2),linear(factor=2)")
+    return f"{n // 2},{n}", "ppl,passkey", scalings, (
+        f"1.25x the context ({longest} tokens) is past what this machine measures in "
+        f"{QUICK_SECONDS / 60:.0f} min ({rate / 1e9:.0f} GFLOP/s now); measuring what factor-2 "
+        f"static scalings cost inside it at {n // 2} and {n} tokens "
+        f"(~{seconds(n, 'ppl,passkey') / 60:.1f} min); give --lengths past {context} for the "
+        "extension itself")  # fmt: skip
 
 
 def read_config(spec):
@@ -239,29 +327,33 @@ def read_config(spec):
     kw = {"gguf_file": spec.gguf} if spec.gguf else {}
     try:
         return transformers.AutoConfig.from_pretrained(spec.path, **kw)
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"--model {spec.name}: its config cannot be read ({err})") from None
+    except Exception as err:  # noqa: BLE001 - struct.error of a damaged file, ...: one line
+        raise ValueError(f"--model {spec.name}: its config cannot be read "
+                         f"({type(err).__name__}: {err})") from None  # fmt: skip
 
 
 def check_scalings(config, scalings, context, head_dim, factor) -> None:
     """Each scaling's rope_parameters read by posenc.hf (ValueError naming the label)."""
     from posenc.hf import from_config
+    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
     from posenc.hf.patch import _with_scaling
 
-    cfg = config.to_dict()
+    cfg = config_dict(config)
+    cfg = {**cfg, "rope_parameters": rope_parameters_of(cfg)}
+    nested = layer_types_of(cfg["rope_parameters"])
     for s in scalings:
         params = s.params(context=context, head_dim=head_dim, factor=factor)
         if params is None:
             continue
         try:
-            from_config(_with_scaling(cfg, params, None))
+            new = _with_scaling(cfg, params, nested)
+            for t in nested and list(params) or [None]:
+                from_config(new, t)
         except (ValueError, TypeError) as err:
             raise ValueError(f"--scalings {s.label}: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from posenc.arena.cli import dispatch
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["settings"]:  # posenc.stretch.engines
         from posenc.stretch.engines import main_settings
@@ -290,6 +382,8 @@ def main_run(argv: list[str]) -> int:
 
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
+    if cfg.workers == 1 and not cfg.ray and not os.path.exists(cfg.db):
+        runner.preload(cfg)  # a fresh run: a model that does not load writes nothing
     os.makedirs(cfg.out, exist_ok=True)
     with Store(cfg.db) as store:
         n = runner.run(cfg, store)
@@ -306,6 +400,9 @@ def main_report(argv: list[str]) -> int:
     check_writable(args.out, "--out")
     if args.json:
         check_out_file(args.json, "--json")
+    check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
     from posenc.stretch.report import require_stretch
 
     with Store(args.db, create=False) as store:

@@ -39,11 +39,17 @@ def rope_of(model):
 
 
 def fingerprint(model, length: int, head_dim: int) -> str:
-    """A digest of the rotary frequencies and attention factor a call of `length` tokens uses:
-    equal digests, equal logits."""
-    inv_freq, factor = rope_of(model).frequencies(torch.arange(length)[None], head_dim)
-    data = inv_freq.detach().cpu().double().numpy().tobytes() + repr(float(factor)).encode()
-    return hashlib.sha1(data).hexdigest()[:16]
+    """A digest of the rotary frequencies and attention factors a call of `length` tokens uses,
+    in every rotary module and layer type (Gemma 3's local and global ropes): equal digests,
+    equal logits."""
+    digest, pos = hashlib.sha1(), torch.arange(length)[None]
+    for module in model.modules():
+        if isinstance(module, PosencRotaryEmbedding):
+            for layer_type, rope in module.encodings.items():
+                inv_freq, factor = rope.encoding.frequencies(pos, rope.head_dim or head_dim)
+                digest.update(repr((layer_type, float(factor))).encode())
+                digest.update(inv_freq.detach().cpu().double().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 @torch.inference_mode()

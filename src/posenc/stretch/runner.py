@@ -18,20 +18,17 @@ import hashlib
 import json
 import math
 import os
-import socket
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import torch
-from tqdm import tqdm
 
 from posenc import __version__
 from posenc.arena.cluster import RayExecutor
-from posenc.arena.runner import fmt_time, stale
+from posenc.arena.runner import Progress, drive, fmt_time
 from posenc.arena.store import Row
-from posenc.arena.workers import InlineExecutor, ProcessExecutor, run_jobs
+from posenc.arena.workers import StopRun, local_executor
 from posenc.hf import patch
 from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
@@ -64,6 +61,7 @@ class StretchConfig:
     tolerance: float = 0.05
     windows: int = 4  # perplexity windows per document (1: the papers' first T tokens)
     probes: int = 50  # needles, each asked, per multikey / vartrack context
+    config: object = field(default=None, compare=False, repr=False)  # the model's, for estimates
 
 
 @dataclass(frozen=True)
@@ -161,10 +159,20 @@ def loaded(job: Job):
     if key not in _LOADED:
         _LOADED.clear()
         _MEMO.clear()
-        model, tokenizer = models.load(job.model, job.device)
+        try:
+            model, tokenizer = models.load(job.model, job.device)
+        except ValueError as err:  # every job would fail the same way: the run stops
+            raise StopRun(str(err)) from None
         measure.use_prefix_attention(model)  # retrieval prompts share their prefixes
         _LOADED[key] = model, tokenizer
     return _LOADED[key]
+
+
+def preload(cfg: StretchConfig) -> None:
+    """Load the model in this process now (workers=1: its jobs run here and take it)."""
+    loaded(Job(task="load", scaling=None, params=None, encoding="", seed=0, lengths=(),
+               depths=(), model=cfg.model, device=cfg.device, context=cfg.context,
+               head_dim=cfg.head_dim, threads=1, cfg={}))  # fmt: skip
 
 
 def repatch(model, params: dict | None):
@@ -265,9 +273,7 @@ def executor(cfg: StretchConfig):
     if cfg.ray:
         return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
                            gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
-    if cfg.workers == 1:
-        return InlineExecutor({})  # as a worker: one job at a time, its threads set per job
-    return ProcessExecutor(cfg.workers, {})
+    return local_executor(cfg.workers, {}, max(1, (os.cpu_count() or 1) // cfg.workers))
 
 
 def missing(store, job: Job) -> tuple[int, ...]:
@@ -284,6 +290,60 @@ def missing(store, job: Job) -> tuple[int, ...]:
     return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
 
 
+FORWARD_EFFICIENCY = 0.4  # a forward pass's FLOP/s over a square matmul's, on a CPU
+RETRIEVAL_PASSES = 2.0  # a retrieval prompt: its prefill and the answer's decoding, in passes
+
+
+def cpu_rate() -> float:
+    """The FLOP/s a forward pass gets on this machine now: a float32 matmul's rate measured
+    (~0.1 s, under whatever else runs) times FORWARD_EFFICIENCY (SmolLM2-135M's 16k-token pass,
+    1.4e13 FLOPs, took 117 s in docs/stretch's run: ~1.2e11 FLOP/s, ~0.4 of the matmul's)."""
+    a = torch.randn(768, 768)
+    a @ a
+    t, reps = time.perf_counter(), 4
+    for _ in range(reps):
+        a @ a
+    return FORWARD_EFFICIENCY * reps * 2 * 768**3 / max(time.perf_counter() - t, 1e-6)
+
+
+def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
+    """Seconds the jobs should take at `rate` FLOP/s: a perplexity job a pass at its longest
+    length (dynamic scalings one per length past the context), a retrieval job a pass per depth."""
+    if cfg.config is None:
+        return float("nan")
+    total = 0.0
+    for j in jobs:
+        if j.task.startswith("ppl/"):
+            dynamic = j.scaling.name in ("dynamic", "dynamic_yarn")
+            lens = [n for n in j.lengths if n > j.context] if dynamic else []
+            total += sum(models.flops(cfg.config, n) for n in lens or [max(j.lengths)])
+        else:
+            total += RETRIEVAL_PASSES * len(j.depths) * models.flops(cfg.config, j.lengths[0])
+    return total / rate
+
+
+def plan_lines(cfg: StretchConfig, jobs: list[Job]) -> list[str]:
+    """What the run will do, for stderr before the first job: the grid, what each scaling
+    scales on a model with RoPE per layer type, and the estimated time."""
+    n_ppl = sum(j.task.startswith("ppl/") for j in jobs)
+    prompts = sum(len(j.depths) for j in jobs if not j.task.startswith("ppl/"))
+    longest = max(n for j in jobs for n in j.lengths)
+    rate = cpu_rate() if cfg.device == "cpu" else float("nan")
+    secs = estimate(cfg, jobs, rate) / max(1, min(cfg.workers, len(jobs)))
+    when = f"~{fmt_time(secs)} estimated on this CPU (+ loading)"
+    if secs != secs:  # not measured on this device
+        when = f"on {cfg.device}"
+    lines = [f"stretch: {cfg.model.name}, context {cfg.context}: {len(jobs)} jobs left "
+             f"({n_ppl} perplexity, {len(jobs) - n_ppl} retrieval with {prompts} prompts; each "
+             f"a forward pass of up to {longest} tokens), {when}"]  # fmt: skip
+    for s in cfg.scalings:
+        if s.targets is not None:
+            how = "as named" if s.layer_type else "as transformers applies a flat rope_scaling"
+            lines.append(f"stretch: {s.label} scales the {', '.join(s.targets)} layers ({how}); "
+                         "the other layer types keep their own rope")  # fmt: skip
+    return lines
+
+
 def run(cfg: StretchConfig, store) -> int:
     """Run every job whose rows are missing; returns the number of rows written."""
     jobs = []
@@ -294,60 +354,33 @@ def run(cfg: StretchConfig, store) -> int:
     if not jobs:
         print(f"stretch: every row is already in {store.path}", file=sys.stderr)
         return 0
-    n_ppl = sum(j.task.startswith("ppl/") for j in jobs)
-    prompts = sum(len(j.depths) for j in jobs if not j.task.startswith("ppl/"))
-    longest = max(n for j in jobs for n in j.lengths)
-    print(f"stretch: {cfg.model.name}, context {cfg.context}: {len(jobs)} jobs left "
-          f"({n_ppl} perplexity, {len(jobs) - n_ppl} retrieval with {prompts} prompts; each "
-          f"a forward pass of up to {longest} tokens); --quick runs a small grid",
-          file=sys.stderr)  # fmt: skip
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    for line in plan_lines(cfg, jobs):
+        print(line, file=sys.stderr)
     versions = {"posenc_version": __version__, "torch_version": torch.__version__}
-    bar = tqdm(total=len(jobs), desc="stretch jobs", file=sys.stderr, leave=False,
-               disable=not sys.stderr.isatty(), dynamic_ncols=True)  # fmt: skip
-    start, state = time.time(), {"done": 0, "written": 0, "t": {}}
+    started: dict = {}
 
-    def claim(job: Job) -> str:
+    def fresh(job: Job) -> bool:
         if not missing(store, job):
-            return "done"
-        if not store.claim(job.key, owner, LEASE_SECONDS, stale):
-            return "held"
-        if not missing(store, job):  # another run wrote it between the check and the lease
-            store.release(job.key, owner)
-            return "done"
-        state["t"].setdefault(job.key, time.time())
-        return "take"
+            return False
+        started.setdefault(job.key, time.time())
+        return True
 
-    def on_result(job: Job, result) -> None:
+    def write(job: Job, result, progress: Progress) -> int:
         todo = set(missing(store, job))  # another run may have written some meanwhile
         rows = [Row(job.task, job.encoding, job.seed, job.context, n, m, v,
                     "ok" if v is not None else "n/a", why)
                 for n, m, v, why in result if n in todo]  # fmt: skip
-        wall = time.time() - state["t"].pop(job.key, time.time())
+        wall = time.time() - started.pop(job.key, time.time())
         if rows:
             store.write_cell(rows, config=job.cfg, config_hash=job.hash, wall_time=wall,
                              **versions)  # fmt: skip
-            state["written"] += len(rows)
-        store.release(job.key, owner)
-        state["done"] += 1
-        bar.update(1)
-        left = fmt_time((time.time() - start) / state["done"] * (len(jobs) - state["done"]))
-        bar.write(f"[{state['done']}/{len(jobs)}] {job.task} {job.scaling.label} "
-                  f"seed {job.seed} T={','.join(map(str, job.lengths))}: {summary(result)} "
-                  f"({wall:.0f} s, ~{left} left)", file=sys.stderr)  # fmt: skip
+        progress.step(f"{job.task} {job.scaling.label} seed {job.seed} "
+                      f"T={','.join(map(str, job.lengths))}: {summary(result)}", wall)  # fmt: skip
+        return len(rows)
 
-    try:
-        failed = run_jobs(jobs, executor(cfg), claim, on_result, fn=run_job)
-    finally:
-        bar.close()
-    for job, err in failed:
-        store.record_failure(job.key, f"{type(err).__name__}: {err}", owner)
-        store.release(job.key, owner)
-        print(f"stretch: {job.task} {job.encoding} failed: {type(err).__name__}: {err}",
-              file=sys.stderr)  # fmt: skip
-    if failed:
-        raise RuntimeError(f"{len(failed)} job(s) failed (see above); rerun to retry them")
-    return state["written"]
+    return drive(jobs, executor(cfg), store, Progress(len(jobs), "stretch jobs"), fresh=fresh,
+                 write=write, name=lambda job: f"{job.task} {job.encoding}", prog="stretch",
+                 unit="job(s)", lease=LEASE_SECONDS, fn=run_job)  # fmt: skip
 
 
 def summary(result) -> str:

@@ -1,10 +1,18 @@
 """The RoPE scalings `posenc stretch` compares, as rope_parameters for posenc.hf.patch.
 
 A scaling is named by a label: a name from SCALINGS, optionally with keywords, e.g. `yarn`,
-`yarn(factor=4)`, `llama3(factor=2,high_freq_factor=8)`. Keywords are rope_parameters keys of
-that rope_type. Unless given, `factor` of a static scaling (FACTOR) is the longest target
-length over the model's context (at least 1) and is written into its label; dynamic scalings
-take theirs from each call's length (dynamic NTK's `factor`, emozilla's alpha, defaults to 1).
+`yarn(factor=4)`, `llama3(factor=2,high_freq_factor=8)`. Keywords are the rope_parameters keys
+that variant reads (READS), numbers (truncate: true / false); each is checked against the
+variant's range before anything runs.
+
+Models with RoPE per layer type (Gemma 3: sliding_attention / full_attention): a label without
+a layer type means what transformers means by a flat rope_scaling for that model (Gemma 3: the
+full_attention layers; `flat_targets` asks the model's config class), `name@type(...)` scales
+the layers of one type; the other types keep their own rope.
+
+Unless given, `factor` of a static scaling (FACTOR) is the longest target length over the
+model's context (at least 1) and is written into its label; dynamic scalings take theirs
+from each call's length (dynamic NTK's `factor`, emozilla's alpha, defaults to 1).
 
     none          the model as trained (its own rope_parameters)
     linear        position interpolation (Chen et al. 2023): every frequency / factor
@@ -20,30 +28,49 @@ take theirs from each call's length (dynamic NTK's `factor`, emozilla's alpha, d
 
 from __future__ import annotations
 
+import copy
+import warnings
 from dataclasses import dataclass
 from difflib import get_close_matches
 
-from posenc.arena.config import parse_value
+from posenc.cliargs import split_call
+from posenc.functional.rope_scaling import check_values
+from posenc.hf.config import layer_types_of
 
 SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "dynamic_yarn", "llama3", "longrope",
             "proportional")  # fmt: skip
 QUICK = ("none", "yarn", "dynamic")
 FACTOR = ("linear", "ntk", "yarn", "llama3", "longrope")  # static: factor = longest / context
 ROPE_TYPE = {"none": None, **{s: s for s in SCALINGS[1:]}}
+_LEN = "original_max_position_embeddings"
+_YARN = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")
+READS = {  # the keywords each variant's function reads (posenc.functional.rope_scaling)
+    "none": (), "linear": ("factor",), "ntk": ("factor",), "dynamic": ("factor", _LEN),
+    "yarn": ("factor", _LEN, *_YARN), "dynamic_yarn": (_LEN, *_YARN),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", _LEN),
+    "longrope": ("factor", _LEN, "attention_factor"),
+    "proportional": ("factor", "partial_rotary_factor"),
+}  # fmt: skip
+BOOLS = ("truncate",)
 
 
 @dataclass(frozen=True)
 class Scaling:
-    """One scaling: its name and the keywords its label gave (sorted (key, value) pairs)."""
+    """One scaling: its name, the keywords its label gave (sorted (key, value) pairs), the
+    layer type it names (`yarn@full_attention`) and, for a model with RoPE per layer type, the
+    types it scales (`targets`, set by `for_model`; not part of the label)."""
 
     name: str
     kwargs: tuple = ()
+    layer_type: str | None = None
+    targets: tuple | None = None
 
     @property
     def label(self) -> str:
+        head = self.name + (f"@{self.layer_type}" if self.layer_type else "")
         if not self.kwargs:
-            return self.name
-        return f"{self.name}({','.join(f'{k}={v!r}' for k, v in self.kwargs)})"
+            return head
+        return f"{head}({','.join(f'{k}={_show(v)}' for k, v in self.kwargs)})"
 
     def resolved(self, factor: float) -> Scaling:
         """This scaling with its default factor written in its label (`yarn` ->
@@ -51,19 +78,40 @@ class Scaling:
         if self.name not in FACTOR or "factor" in dict(self.kwargs):
             return self
         f = round(float(factor), 4)
-        return Scaling(
-            self.name,
-            tuple(sorted({**dict(self.kwargs), "factor": int(f) if f == int(f) else f}.items())),
-        )
+        kw = {**dict(self.kwargs), "factor": int(f) if f == int(f) else f}
+        return Scaling(self.name, tuple(sorted(kw.items())), self.layer_type, self.targets)
+
+    def for_model(self, types: list[str] | None, flat: list[str] | None) -> Scaling:
+        """This scaling aimed at a model's layer types: `types` those with RoPE (None: one
+        rope for every layer), `flat` those transformers scales for a flat rope_scaling (None:
+        transformers has no flat meaning for this model). ValueError naming the label."""
+        if self.name == "none":
+            return self
+        if types is None:
+            if self.layer_type is not None:
+                raise ValueError(f"--scalings {self.label}: this model has one rope for every "
+                                 "layer; drop @" + self.layer_type)  # fmt: skip
+            return self
+        if self.layer_type is not None:
+            if self.layer_type not in types:
+                raise ValueError(f"--scalings {self.label}: this model's layer types with RoPE "
+                                 f"are {', '.join(types)}; got @{self.layer_type}")  # fmt: skip
+            return Scaling(self.name, self.kwargs, self.layer_type, (self.layer_type,))
+        if not flat:
+            raise ValueError(f"--scalings {self.label}: this model has RoPE per layer type and "
+                             "transformers gives a flat scaling no meaning for it; name a type: "
+                             + ", ".join(f"{self.name}@{t}" for t in types))  # fmt: skip
+        return Scaling(self.name, self.kwargs, None, tuple(flat))
 
     def params(self, *, context: int, head_dim: int, factor: float) -> dict | None:
-        """rope_parameters for posenc.hf.patch (None: the model's own). `factor` is the
-        default factor: the longest target length over `context`, at least 1."""
+        """rope_parameters for posenc.hf.patch (None: the model's own; per layer type
+        {type: dict} for the `targets`). `factor` is the default factor: the longest target
+        length over `context`, at least 1."""
         if self.name == "none":
             return None
         given = dict(self.kwargs)
         f = float(given.pop("factor", factor))
-        p: dict = {"rope_type": ROPE_TYPE[self.name], "original_max_position_embeddings": context}
+        p: dict = {"rope_type": ROPE_TYPE[self.name], _LEN: context}
         if self.name in FACTOR:
             p["factor"] = f
         if self.name == "dynamic":  # emozilla's alpha: 1 unless given
@@ -78,7 +126,33 @@ class Scaling:
             p = {"rope_type": "proportional", "partial_rotary_factor": 0.75}
             if "factor" in dict(self.kwargs):
                 p["factor"] = f
-        return p | given
+        p |= given
+        return p if self.targets is None else {t: dict(p) for t in self.targets}
+
+
+def _show(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else repr(v)
+
+
+def flat_targets(config) -> list[str] | None:
+    """The layer types transformers scales when a flat rope_scaling is given to this model's
+    config class (Gemma 3: ['full_attention']); None where the result is no longer per layer
+    type (transformers then has no flat meaning for the model)."""
+    d = copy.deepcopy(config.to_dict())
+    own = d.get("rope_parameters") or {}
+    probe = {"rope_type": "linear", "factor": 2.0}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            new = type(config).from_dict({**copy.deepcopy(d), "rope_scaling": probe}).to_dict()
+    except Exception:  # noqa: BLE001 - any refusal: no flat meaning
+        return None
+    params = new.get("rope_parameters") or {}
+    if layer_types_of(params) is None:
+        return None
+    changed = [t for t, p in params.items() if p and p.get("rope_type") == "linear"
+               and (own.get(t) or {}).get("rope_type") != "linear"]  # fmt: skip
+    return changed or None
 
 
 def split_labels(text: str, flag: str = "--scalings") -> list[str]:
@@ -104,27 +178,41 @@ def split_labels(text: str, flag: str = "--scalings") -> list[str]:
 
 
 def parse(label: str) -> Scaling:
-    """A label -> Scaling; ValueError naming the label, the allowed names or the keyword."""
-    name, kwargs = label.strip(), {}
-    if name.endswith(")") and "(" in name:
-        name, _, inside = name[:-1].partition("(")
-        for item in filter(None, (p.strip() for p in inside.split(","))):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip().isidentifier():
-                raise ValueError(f"--scalings {label!r}: write key=value, e.g. yarn(factor=4)")
-            kwargs[key.strip()] = parse_value(value.strip())
-    name = name.strip()
+    """A label -> Scaling; ValueError naming --scalings and the label, and the allowed names,
+    layer types or keywords."""
+    where = f"--scalings {label.strip()!r}"
+    head, kwargs = split_call(label, where, "yarn(factor=4)")
+    name, at, layer_type = (s.strip() for s in head.partition("@"))
     if name not in SCALINGS:
         close = get_close_matches(name, SCALINGS, n=3, cutoff=0.5)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ValueError(
             f"--scalings: unknown scaling {name!r}{hint}; allowed: {', '.join(SCALINGS)}"
         )
-    if name == "none" and kwargs:
-        raise ValueError(f"--scalings {label!r}: none takes no keywords")
+    if at and not layer_type.isidentifier():
+        raise ValueError(f"{where}: write name@layer_type, e.g. yarn@full_attention(factor=4)")
+    if name == "none" and (kwargs or at):
+        raise ValueError(f"{where}: none takes no keywords and no layer type")
     if "rope_type" in kwargs:
-        raise ValueError(f"--scalings {label!r}: the name sets rope_type; drop rope_type=")
-    return Scaling(name, tuple(sorted(kwargs.items())))
+        raise ValueError(f"{where}: the name sets rope_type; drop rope_type=")
+    for key, value in kwargs.items():
+        if key not in READS[name]:
+            raise ValueError(f"{where}: {name} does not read {key!r} (it would change nothing); "
+                             f"its keywords: {', '.join(READS[name]) or 'none'}")  # fmt: skip
+        if (key in BOOLS) != isinstance(value, bool) or isinstance(value, str):
+            kind = "true or false" if key in BOOLS else "a number"
+            raise ValueError(f"{where}: {key} must be {kind}, got {value!r}")
+    _check_ranges(where, name, kwargs)
+    return Scaling(name, tuple(sorted(kwargs.items())), layer_type or None)
+
+
+def _check_ranges(where: str, name: str, kwargs: dict) -> None:
+    if not kwargs:
+        return
+    try:
+        check_values(kwargs, name)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{where}: {str(err).partition(': ')[2] or err}") from None
 
 
 def parse_all(text: str) -> list[Scaling]:
