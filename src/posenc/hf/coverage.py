@@ -1,6 +1,6 @@
 """Coverage of posenc.hf.patch over every causal-LM model type of the installed transformers.
 
-    python -m posenc.hf.coverage [--write docs/hf/coverage.md] [TYPE ...]
+    python -m posenc.hf.coverage [--write docs/hf/coverage.md] [--sizes other] [TYPE ...]
 
 Each model type of transformers' causal-LM auto mapping whose modeling code has a rotary
 embedding is built as a tiny random model from its config class (2 layers, hidden 64, 4 heads,
