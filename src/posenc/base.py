@@ -78,7 +78,9 @@ pass a model's shape generically.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
 
 import torch
 from torch import nn
@@ -132,6 +134,22 @@ def model_kwargs(cls, kwargs: dict) -> dict:
     if names is None:
         return dict(kwargs)
     return {k: v for k, v in kwargs.items() if k in names or k not in MODEL_KWARGS}
+
+
+# > 0 while posenc.attention runs (per thread): its positions are validated, the hooks' own
+# check_positions take them as given (one host sync per call, not one per hook).
+_GIVEN = threading.local()
+
+
+@contextlib.contextmanager
+def positions_given():
+    """Within: PositionalEncoding.check_positions takes positions as given (posenc.attention,
+    once it has validated them)."""
+    _GIVEN.depth = getattr(_GIVEN, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _GIVEN.depth -= 1
 
 
 class PositionalEncoding(nn.Module):
@@ -269,8 +287,11 @@ class PositionalEncoding(nn.Module):
 
     def check_positions(self, positions: torch.Tensor, name: str = "positions", **kwargs):
         """posenc.checks.check_positions with this encoding's hard limit: positions >= max_len
-        raise a ValueError naming max_len and the position. The one place max_len is enforced:
-        every hook that takes positions and posenc.attention (so TransformerLM) call it."""
+        raise a ValueError naming max_len and the position. Every hook that takes positions
+        calls it; inside posenc.attention, which validated the call's positions once by the
+        encoding's rules (attention.inputs.prepare_positions), it takes them as given."""
+        if getattr(_GIVEN, "depth", 0):
+            return positions
         return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
 
     def reset_buffers(self) -> None:

@@ -85,10 +85,14 @@ def outside_graph(fn):
     errors), as torch.compiler.disable(fn), applied only once compiling: importing
     torch._dynamo (sympy, triton) is left to torch.compile, not done at `import posenc`."""
 
+    disabled = []  # torch.compiler.disable(fn), made at the first compiled call
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if torch.compiler.is_compiling():
-            return torch.compiler.disable(fn)(*args, **kwargs)
+            if not disabled:
+                disabled.append(torch.compiler.disable(fn))
+            return disabled[0](*args, **kwargs)
         return fn(*args, **kwargs)
 
     return run
@@ -113,10 +117,14 @@ def _check_position_values(
     low = positions.min().item()
     if low < 0 and not signed:
         raise ValueError(f"{name} must be >= 0, got a minimum of {low}")
-    raise ValueError(
-        f"{name} go up to {positions.max().item()}, past this encoding's max_len={max_len}: "
-        f"allowed positions are 0..{max_len - 1}"
-    )
+    check_reach(name, positions.max().item(), max_len)
+
+
+def check_reach(name: str, top, max_len: int | None) -> None:
+    """ValueError naming max_len where the largest position `top` is past it."""
+    if max_len is not None and top >= max_len:
+        raise ValueError(f"{name} go up to {top}, past this encoding's max_len={max_len}: "
+                         f"allowed positions are 0..{max_len - 1}")  # fmt: skip
 
 
 def check_positions(

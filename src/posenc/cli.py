@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(COMMANDS[name][0])
         entry = getattr(module, f"main_{name}", None) or module.main
         return int(entry(rest) or 0)
+    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
+        return int(exit_.code or 0)
     except ModuleNotFoundError as err:  # the lab's dependencies: pip install posenc[lab]
         if err.name not in LAB_DEPENDENCIES or os.environ.get("POSENC_DEBUG"):
             raise
@@ -94,12 +96,12 @@ def parsers() -> dict:
 
 
 def list_parser():
+    import posenc
     from posenc.cliargs import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
-    parser.add_argument(
-        "--family", help="only this family (absolute, rotary, bias, relative, content, none)"
-    )
+    families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
+    parser.add_argument("--family", choices=families, help="only this family")
     return parser
 
 
@@ -137,14 +139,15 @@ def parse_span(text: str) -> tuple[int, int]:
 
 
 def show_parser():
-    from posenc.cliargs import OneLineParser
+    from posenc.cliargs import OneLineParser, checked, integer
 
     parser = OneLineParser(prog="posenc show", description=COMMANDS["show"][1])
     parser.add_argument("name", help="encoding name (see `posenc list`)")
-    parser.add_argument("--dim", type=int, default=8, help="model width / head dim (default 8)")
-    parser.add_argument("--positions", default="0:8", help="A:B, end exclusive (default 0:8)")
-    parser.add_argument("--heads", type=int, default=1, help="attention heads (default 1)")
-    parser.add_argument("--head", type=int, default=0, help="which head's bias to print")
+    parser.add_argument("--dim", type=integer(1), default=8, help="model width / head dim (8)")
+    parser.add_argument("--positions", default="0:8", help="A:B, end exclusive (default 0:8)",
+                        type=checked(parse_span, ("3:1", "a:b", "-1:4"), "A:B"))  # fmt: skip
+    parser.add_argument("--heads", type=integer(1), default=1, help="attention heads (default 1)")
+    parser.add_argument("--head", type=integer(0), default=0, help="which head's bias to print")
     return parser
 
 

@@ -66,3 +66,168 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# ------------------------------------------------------------------------------ flag values
+# Every value flag of every command takes its type= from here (tests/test_cli.py checks that):
+# each checks type, range and meaning when the command line is parsed, before anything is
+# written, and names a few values it refuses (`.bad`, which the test feeds to every flag;
+# "AFILE" stands for a file that exists, where a folder is needed).
+
+
+def _value(bad: tuple[str, ...], what: str):
+    """Decorator: fn(text) -> value, raising ValueError / TypeError for a bad one, becomes an
+    argparse type whose error argparse prints after the flag's name."""
+
+    def wrap(fn):
+        def parse(text: str):
+            try:
+                return fn(text)
+            except (ValueError, TypeError) as err:
+                raise argparse.ArgumentTypeError(str(err) or f"not {what}: {text!r}") from None
+
+        parse.bad, parse.__name__ = bad, what
+        return parse
+
+    return wrap
+
+
+def integer(low: int | None = None, high: int | None = None):
+    """An int in low..high (either end open when None)."""
+    rng = f">= {low}" if high is None else f"in {low}..{high}"
+    bad = ("abc", "1.5", "true", "1e3")
+    bad += (str(low - 1),) if low is not None else ()
+    bad += (str(high + 1),) if high is not None else ()
+
+    @_value(bad, f"an integer {rng}")
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be an integer {rng}, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ValueError(f"must be an integer {rng}, got {value}")
+        return value
+
+    return parse
+
+
+def even_integer(low: int):
+    parse_int = integer(low)
+
+    @_value((*parse_int.bad, str(low + 1)), f"an even integer >= {low}")
+    def parse(text: str) -> int:
+        value = parse_int(text)
+        if value % 2:
+            raise ValueError(f"must be an even integer >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def number(low: float = 0.0):
+    """A finite float >= low."""
+
+    @_value(("abc", "nan", "inf", str(low - 1)), f"a finite number >= {low:g}")
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"must be a finite number >= {low:g}, got {text!r}") from None
+        if not value >= low or value == float("inf"):
+            raise ValueError(f"must be a finite number >= {low:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def integers(low: int = 1):
+    """Comma-separated integers >= low -> sorted, unique list."""
+
+    @_value(("abc", "1,x", str(low - 1), f"4,{low - 1}"), f"comma-separated integers >= {low}")
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            raise ValueError(f"must be comma-separated integers, got {text!r}") from None
+        if not values or min(values) < low:
+            raise ValueError(f"must be comma-separated integers >= {low}, got {text!r}")
+        return sorted(set(values))
+
+    return parse
+
+
+def names(allowed=None, check=None):
+    """Comma-separated names -> list (duplicates dropped): each from `allowed`, or passed to
+    check(list) (a registry's validation, raising ValueError)."""
+
+    @_value(("nope_x1", "a,nope_x1"), "comma-separated names")
+    def parse(text: str) -> list[str]:
+        items = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+        bad = [s for s in items if allowed is not None and s not in allowed]
+        if bad:
+            raise ValueError(f"unknown {bad}; allowed: {', '.join(allowed)}")
+        if check is not None:
+            check(items)
+        return items
+
+    return parse
+
+
+def checked(fn, bad: tuple[str, ...], what: str):
+    """The text as given, once fn(text) (raising ValueError) has accepted it."""
+
+    @_value(bad, what)
+    def parse(text: str) -> str:
+        fn(text)
+        return text
+
+    return parse
+
+
+def _existing(text: str, kind: str = "file") -> str:
+    if kind == "file" and not os.path.isfile(text):
+        raise ValueError(f"not found: {text}" if not os.path.isdir(text) else
+                         f"{text} is a folder; give a file")  # fmt: skip
+    if kind == "path" and not os.path.exists(text):
+        raise ValueError(f"no such file or directory: {text}")
+    return text
+
+
+in_file = checked(_existing, ("missing_x1.sqlite", "."), "an existing file")
+in_path = checked(lambda t: _existing(t, "path"), ("missing_x1",), "an existing file or folder")
+in_files = checked(lambda t: [_existing(s.strip()) for s in t.split(",") if s.strip()],
+                   ("missing_x1.sqlite", "AFILE,missing_x1.sqlite"), "existing files")  # fmt: skip
+out_dir = checked(lambda t: check_writable(t, "folder"), ("AFILE", "AFILE/sub"), "a folder")
+out_file = checked(lambda t: check_out_file(t, "file"), (".", "AFILE/x", "missing_x1/x"), "a file")
+
+
+def _db(text: str) -> str:
+    if os.path.isdir(text):
+        raise ValueError(f"{text} is a directory; give a file name")
+    return check_writable(os.path.dirname(os.path.abspath(text)), "its folder")
+
+
+db_file = checked(_db, (".", "AFILE/x.sqlite"), "a database file")
+
+
+def _device(text: str) -> str:
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not (index.isdigit() and kind == "cuda")):
+        raise ValueError(f"must be cpu or cuda[:N], got {text!r}")
+    return text
+
+
+device = checked(_device, ("gpu", "cuda:x", "cuda:-1", "cpu:0"), "a device")
+
+
+def _address(text: str) -> str:
+    host, sep, port = text.strip().removeprefix("ray://").rpartition(":")
+    if text.strip() in ("auto", "local"):
+        return text
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be auto or HOST:PORT (port 1..65535), got {text!r}")
+    return text
+
+
+ray_address = checked(_address, ("nohost", "h:abc", "h:0", "h:70000"), "auto or HOST:PORT")

@@ -44,9 +44,9 @@ def test_without_ray_the_flag_prints_the_install_hint(tmp_path):
     [
         (["--cpus-per-cell", "2"], "need --ray"),
         (["--gpus-per-cell", "1"], "need --ray"),
-        (["--ray", "--gpus-per-cell", "-1"], "--gpus-per-cell must be a finite number >= 0"),
-        (["--ray", "--gpus-per-cell", "inf"], "--gpus-per-cell must be a finite number >= 0"),
-        (["--ray", "--cpus-per-cell", "0"], "--cpus-per-cell must be a positive integer"),
+        (["--ray", "--gpus-per-cell", "-1"], "argument --gpus-per-cell: must be a finite number >= 0"),
+        (["--ray", "--gpus-per-cell", "inf"], "argument --gpus-per-cell: must be a finite number >= 0"),
+        (["--ray", "--cpus-per-cell", "0"], "argument --cpus-per-cell: must be an integer >= 1"),
         (["--ray", "--gpus-per-cell", "1"], "needs --device cuda"),
         (["--ray", " "], "--ray"),  # an empty value: refused by the parser, one line
     ],

@@ -85,6 +85,7 @@ def small_blocks(monkeypatch):
     """Blocks and gradient tiles of a few rows, so small inputs cross many of them."""
     monkeypatch.setattr(fast_bias, "QUERY_BLOCK", 3)
     monkeypatch.setattr(fast_bias, "GRAD_TILE", (2, 3))
+    monkeypatch.setattr(fast_bias, "FIRE_GRAD_TILE", (2, 3))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -140,8 +141,6 @@ def calls(monkeypatch):
 
 def fallback_case(why: str):
     """(encoding, attention kwargs) that the distance path must refuse, and why."""
-    if why == "beyond FIRE's threshold":  # queries at or past L: not a function of i - j
-        return posenc.build("fire", dim=H * DH, heads=H, train_len=4), {}
     enc = make("t5")
     if why == "positions with gaps":
         pos = torch.tensor([0, 1, 3, 4, 5, 7, 8, 9])
@@ -151,9 +150,7 @@ def fallback_case(why: str):
     return enc, {}
 
 
-@pytest.mark.parametrize(
-    "why", ["disabled", "beyond FIRE's threshold", "positions with gaps", "a mask", "no compiler"]
-)
+@pytest.mark.parametrize("why", ["disabled", "positions with gaps", "a mask", "no compiler"])
 def test_fallback_taken_and_right(why, calls, monkeypatch):
     enc, kw = fallback_case(why)
     if why == "disabled":
@@ -254,3 +251,112 @@ def test_an_explicit_backend_that_cannot_run_refuses_with_its_reason(name):
             with pytest.raises(ValueError) as err:
                 posenc.attention(q, k, v, enc, backend=backend)
             assert str(err.value) == why
+
+
+# ---------------------------------------------------------------------------- FIRE
+
+
+def fire_cases(Tq: int = 8):
+    """(causal, Tq, Tk, attention kwargs): FIRE's regimes and position layouts."""
+    docs = torch.tensor([0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4])[:Tq]  # packed: restarts
+    doc_id = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2])[:Tq]
+    same_doc = (doc_id[:, None] == doc_id[None, :])[None, None]  # [1, 1, T, T]
+    start = torch.tensor([[2], [9]])
+    return [
+        (True, Tq, Tq, {}),
+        (False, Tq, Tq, {}),
+        (True, 1, 20, {}),  # decoding with a KV cache: one query, the last position
+        (True, 3, 20, dict(q_pos=torch.arange(40, 43), k_pos=torch.arange(23, 43))),
+        (True, Tq, Tq, dict(q_pos=docs, k_pos=docs)),  # packed, causal by position values
+        (True, Tq, Tq, dict(q_pos=docs, k_pos=docs, mask=same_doc)),  # packed documents
+        (False, Tq, Tq, dict(q_pos=docs, k_pos=docs, mask=same_doc)),
+        (True, 7, 9, dict(q_pos=start + torch.arange(2, 9), k_pos=start - 1 + torch.arange(9))),
+        (True, Tq, Tq, dict(q_pos=torch.arange(Tq), k_pos=torch.arange(3, 3 + Tq))),  # early
+        (True, Tq, Tq, dict(mask=torch.rand(B, H, Tq, Tq, generator=SEED()) > 0.4)),
+    ]
+
+
+@pytest.fixture
+def fire_calls(monkeypatch):
+    """How many times FIRE's fast path ran."""
+    count = []
+    apply = fast_bias._FireBias.apply
+    monkeypatch.setattr(fast_bias._FireBias, "apply", lambda *a: count.append(1) or apply(*a))
+    return count
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("regime", ["below", "past"])  # FIRE's threshold L = 64 or 4
+def test_fire_fast_path_equals_eager(regime, dtype, small_blocks, fire_calls):
+    """Values and gradients (q, k, v, c, L, the MLP) in both regimes, causal or not, packed
+    documents, KV-cache decoding, per-row offsets, masks: the eager reference's."""
+    if cpu_bias.kernel() is None:
+        pytest.skip(f"no C compiler: {cpu_bias.BROKEN}")
+    enc = make("fire")
+    if regime == "past":
+        enc.init_L = 4.0  # every query past 4 normalizes by its own position
+    for causal, Tq, Tk, kw in fire_cases():
+        torch.manual_seed(Tq * Tk)
+        q = torch.randn(B, Tq, H, DH, dtype=dtype).transpose(1, 2)  # strided, as in a model
+        k, v = (torch.randn(B, Tk, HKV, DH, dtype=dtype).transpose(1, 2) for _ in range(2))
+        kw = dict(causal=causal, **kw)
+        want = outputs_and_grads(enc, q, k, v, "eager", **kw)
+        before = len(fire_calls)
+        got = outputs_and_grads(enc, q, k, v, "auto", **kw)
+        gaps = "q_pos" in kw and fast_bias._arange_start(kw["q_pos"]) is None
+        if regime == "past" or gaps or "mask" in kw:  # below it, the rest is the distance path's
+            assert len(fire_calls) > before, (causal, Tq, Tk, list(kw))
+        assert got[0].dtype == dtype
+        assert_same(got, want, dtype, f"fire {regime} {causal} {Tq} {Tk} {list(kw)}")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    Tq=st.integers(1, 12), Tk=st.integers(1, 12), q0=st.integers(0, 30), k0=st.integers(0, 30),
+    causal=st.booleans(), block=st.integers(1, 13), L=st.sampled_from([2.0, 10.0, 64.0]),
+)  # fmt: skip
+def test_fire_any_positions_and_blocks(Tq, Tk, q0, k0, causal, block, L):
+    """Queries before, among or after the keys, any threshold, any block: eager's numbers."""
+    enc = make("fire")
+    enc.init_L = L
+    torch.manual_seed(Tq + 13 * Tk)
+    q, k, v = torch.randn(1, H, Tq, DH), torch.randn(1, H, Tk, DH), torch.randn(1, H, Tk, DH)
+    kw = dict(causal=causal, q_pos=torch.arange(q0, q0 + Tq), k_pos=torch.arange(k0, k0 + Tk))
+    want = outputs_and_grads(enc, q, k, v, "eager", **kw)
+    saved = fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE
+    fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = block, (block, block + 1)
+    try:
+        got = outputs_and_grads(enc, q, k, v, "distance", **kw)
+    finally:
+        fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = saved
+    assert_same(got, want, torch.float32)
+
+
+def test_fire_past_its_threshold_holds_no_full_score_matrix(fire_calls, monkeypatch):
+    """Forward and backward past the threshold hold block- and tile-sized tensors only."""
+    monkeypatch.setattr(fast_bias, "FIRE_BLOCK_ELEMENTS", 2**20)  # the sizes are knobs
+    monkeypatch.setattr(fast_bias, "FIRE_GRAD_TILE", (128, 1024))
+    T = 2048
+    enc = make("fire")
+    enc.init_L = 16.0
+    q, k, v = (torch.randn(1, H, T, DH, requires_grad=True) for _ in range(3))
+    with LargestAllocation() as mode:
+        posenc.attention(q, k, v, enc).sum().backward()
+    assert fire_calls and mode.largest < H * T * T // 8
+    assert torch.isfinite(q.grad).all() and all(p.grad is not None for p in enc.parameters())
+
+
+def test_fire_falls_back_where_the_fast_path_cannot_run(fire_calls, monkeypatch):
+    """Float positions, or no C compiler: the chunked path, with the same numbers."""
+    enc = make("fire")
+    enc.init_L = 4.0
+    q, k, v = torch.randn(B, H, 8, DH), torch.randn(B, HKV, 8, DH), torch.randn(B, HKV, 8, DH)
+    pos = torch.arange(8.0) + 0.5
+    want = outputs_and_grads(enc, q, k, v, "eager", q_pos=pos, k_pos=pos)
+    assert_same(outputs_and_grads(enc, q, k, v, "auto", q_pos=pos, k_pos=pos), want, q.dtype)
+    monkeypatch.setattr(cpu_bias, "kernel", lambda: None)
+    want = outputs_and_grads(enc, q, k, v, "eager")
+    assert_same(outputs_and_grads(enc, q, k, v, "auto"), want, q.dtype)
+    assert not fire_calls
+    with pytest.raises(ValueError, match="no C kernel for FIRE's bias"):
+        posenc.attention(q, k, v, enc, backend="distance")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc.encodings.bias import ENCODINGS, FIRE, KERPLE, ALiBi, Sandwich, T5Bias
-from posenc.functional import alibi_slopes, sandwich_curve
+from posenc.functional import alibi_slopes, relu_mlp_pieces, sandwich_curve
 
 H, DH = 4, 8
 
@@ -287,6 +287,36 @@ def test_fire_equals_the_papers_vectorized_mlp():
     norm = torch.log(torch.abs(c * torch.maximum(p, L)) + 1)[:, None] + fire.eps
     expected = fire.mlp(rel.div(norm).unsqueeze(-1)).permute(2, 0, 1)
     torch.testing.assert_close(out[0], expected, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    U=st.integers(1, 40), H=st.integers(1, 4), seed=st.integers(0, 2**16),
+    zero=st.floats(0, 1),
+)  # fmt: skip
+def test_relu_mlp_pieces_are_the_mlp(U, H, seed, zero):
+    """A[h, k] * x + B[h, k], k = #{z < x}, is Linear(1, U) - ReLU - Linear(U, H) at any x."""
+    g = torch.Generator().manual_seed(seed)
+    w1, b1 = torch.randn(U, generator=g), torch.randn(U, generator=g)
+    w1[torch.rand(U, generator=g) < zero] = 0  # units that never turn on or off
+    w2, b2 = torch.randn(H, U, generator=g), torch.randn(H, generator=g)
+    z, A, B = relu_mlp_pieces(w1, b1, w2, b2)
+    assert (z[1:] >= z[:-1]).all() and A.shape == B.shape == (H, z.numel() + 1)
+    x = torch.cat([torch.randn(200, generator=g) * 4, z, z + 1e-3, z - 1e-3])  # at the ends too
+    k = torch.searchsorted(z, x)  # #{z < x}
+    want = torch.relu(x[:, None].double() * w1.double() + b1.double()) @ w2.double().t() + b2
+    torch.testing.assert_close((A[:, k] * x + B[:, k]).t().double(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_fire_mlp_form_is_its_bias():
+    """MLP(psi[|i - j|] / den[i]) with mlp_form's tables equals bias(), past the threshold."""
+    fire = FIRE(heads=H, train_len=4)
+    pos = torch.arange(12)
+    q = torch.randn(1, H, 12, 8)
+    psi, den, (z, A, B) = fire.mlp_form(pos, 11)
+    x = psi[(pos[:, None] - pos).abs()] / den[:, None]  # [T, T]
+    k = torch.searchsorted(z, x)
+    torch.testing.assert_close((A[:, k] * x + B[:, k])[None], fire.bias(q, q, pos, pos))
 
 
 def test_fire_threshold_starts_at_the_training_length():

@@ -147,3 +147,16 @@ def test_dynamic_grown_state_does_not_block_patch():
         model(torch.randint(3, 100, (1, 8)), position_ids=torch.arange(200, 208)[None])
     assert model.model.rotary_emb.max_seq_len_cached > 64
     patch(model)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5_text", "qwen3"])
+def test_other_sizes_never_crash_after_a_patch(model_type, known):
+    """Another set of tiny sizes (coverage.OTHER_VARIANTS; `python -m posenc.hf.coverage
+    --sizes other` sweeps every type): Qwen3.5 with a head of 16 and a quarter rotary, whose
+    module's default mrope_section cannot fit its 2 rotary pairs, is refused with that reason
+    where it used to patch and then crash in its attention; Qwen3 stays at parity."""
+    row = coverage.check(model_type, known[model_type], coverage.OTHER_VARIANTS)
+    if model_type == "qwen3_5_text":
+        assert row["status"] == "refused" and "default mrope_section" in row["reason"], row
+    else:
+        assert row["status"] == "parity", row

@@ -29,12 +29,14 @@ def rows(db):
 
 
 def test_a_run_writes_rows_report_json_and_prints_its_verdicts(tmp_path, tiny_lm_folder, capsys):
-    code, db, out = run(tmp_path, tiny_lm_folder, "--json", str(tmp_path / "rows.json"))
+    code, db, out = run(
+        tmp_path, tiny_lm_folder, "--json", str(tmp_path / "rows.json"), "--windows", "1"
+    )  # the first T tokens: a length can be added later
     assert code == 0
     got = rows(db)
-    ppl = {(e, n) for t, e, _, n, m, v, st in got if t == "ppl/pydoc_topics" and m == "ppl"}
+    ppl = {(e, n) for t, e, _, n, m, v, st in got if t == "ppl/pydoc_topics" and m == "loss/w0"}
     assert len(ppl) == 9  # 3 scalings x 3 lengths
-    assert {(e, n) for t, e, _, n, m, *_ in got if t == "passkey" and m == "exact"} == {
+    assert {(e, n) for t, e, _, n, m, *_ in got if t == "passkey" and m == "exact@0.5/p0"} == {
         (f"{os.path.basename(tiny_lm_folder)}:{s}", 256)
         for s in ("none", "yarn(factor=2)", "dynamic")
     }
@@ -42,24 +44,27 @@ def test_a_run_writes_rows_report_json_and_prints_its_verdicts(tmp_path, tiny_lm
         assert (out / f).stat().st_size > 0
     assert any(p.suffix == ".png" for p in out.iterdir())
     records = json.loads((tmp_path / "rows.json").read_text())
-    assert {"scaling", "factor", "task", "length", "metric", "value"} <= set(records[0])
-    assert len(records) == len(got)
+    assert {"scaling", "factor", "task", "text", "length", "metric", "value", "lo", "hi",
+            "n"} <= set(records[0])  # fmt: skip
+    assert {(r["scaling"], r["length"]) for r in records if r["metric"] == "ppl"} == {
+        (s, n) for s in ("none", "yarn(factor=2)", "dynamic") for n in (64, 128, 256)
+    }
     text = capsys.readouterr().out
     assert "Published findings" in text and "Recommendation per target length" in text
     assert "report at" in text.splitlines()[-1]
     # resumes: nothing left to do, the same rows
-    assert run(tmp_path, tiny_lm_folder)[0] == 0
+    assert run(tmp_path, tiny_lm_folder, "--windows", "1")[0] == 0
     assert sorted(rows(db)) == sorted(got)
     # a longer length added later: only its rows are measured
     assert main(["stretch", "--model", tiny_lm_folder, *SMALL[:2], "--lengths", "64,128,256,320",
                  "--retrieval-lengths", "256", *SMALL[6:], "--db", str(db), "--out",
-                 str(out)]) == 0  # fmt: skip
+                 str(out), "--windows", "1"]) == 0  # fmt: skip
     assert len(rows(db)) > len(got)
 
 
 def test_dynamic_at_or_below_the_context_equals_the_unscaled_model(tmp_path, tiny_lm_folder):
     _, db, _ = run(tmp_path, tiny_lm_folder, "--tasks", "ppl")
-    ppl = {(e.partition(":")[2], n): v for t, e, _, n, m, v, _ in rows(db) if m == "ppl"}
+    ppl = {(e.partition(":")[2], n): v for t, e, _, n, m, v, _ in rows(db) if m == "loss/w0"}
     assert ppl[("dynamic", 64)] == ppl[("none", 64)] and ppl[("dynamic", 128)] == ppl[("none", 128)]
     assert ppl[("dynamic", 256)] != ppl[("none", 256)]
 
@@ -95,6 +100,8 @@ def test_two_runs_on_one_database_share_the_work(tmp_path, tiny_lm_folder):
     (["--depths", "1.5"], "--depths"),
     (["--text", "/nonexistent.txt"], "--text"),
     (["--seeds", "0"], "--seeds"),
+    (["--windows", "0"], "--windows"),
+    (["--probes", "-1"], "--probes"),
     (["--tolerance", "nan"], "--tolerance"),
     (["--device", "tpu"], "--device"),
     (["--gpus-per-cell", "1"], "--gpus-per-cell"),
@@ -122,3 +129,18 @@ def test_a_folder_that_is_not_a_model(tmp_path, capsys):
 def test_report_of_a_missing_database(tmp_path, capsys):
     assert main(["stretch", "report", "--db", str(tmp_path / "none.sqlite")]) == 2
     assert "--db" in capsys.readouterr().err
+
+
+def test_report_of_another_tools_database(tmp_path, capsys):
+    from posenc.arena.store import Row, Store
+
+    db = tmp_path / "arena.sqlite"
+    with Store(str(db)) as store:
+        store.write_cell([Row("copy", "rope", 0, 64, 64, "acc", 1.0, "ok", None)],
+                         config={"protocol": "arena-3"}, config_hash="h", wall_time=1.0,
+                         posenc_version="0", torch_version="0")  # fmt: skip
+    out = tmp_path / "o"
+    assert main(["stretch", "report", "--db", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "none from posenc stretch" in err
+    assert not out.exists()

@@ -26,10 +26,10 @@ CONTEXT = 128
 POS = torch.arange(0, 4 * CONTEXT + 7)[None]  # [1, T]: inside and past the context
 
 
-def llama_info(theta=10000.0, context=CONTEXT, head_dim=16):
+def llama_info(theta=10000.0, context=CONTEXT, head_dim=16, arch=None):
     return ModelInfo.from_config(
         {"model_type": "llama", "max_position_embeddings": context, "hidden_size": 4 * head_dim,
-         "num_attention_heads": 4, "rope_theta": theta}, "tiny")  # fmt: skip
+         "num_attention_heads": 4, "rope_theta": theta}, "tiny", arch)  # fmt: skip
 
 
 def measured(plan, pos=POS):
@@ -253,7 +253,8 @@ def test_exported_folder_loads_with_the_scaling_posenc_measured(tmp_path, tiny_l
 
 def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder):
     """A config.json with rope_scaling + rope_theta (transformers 4.x) is rewritten in that
-    form, and transformers 5 loads it with the same logits as the patched model."""
+    form, and transformers 5 loads it with the same logits as the patched model; a tokenizer
+    model_max_length below the new length is raised to it."""
     from posenc.stretch import models
 
     legacy = tmp_path / "legacy"
@@ -261,6 +262,8 @@ def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder
     cfg = json.loads((legacy / "config.json").read_text())
     theta = cfg.pop("rope_parameters")["rope_theta"]
     (legacy / "config.json").write_text(json.dumps({**cfg, "rope_theta": theta}))
+    tok = json.loads((legacy / "tokenizer_config.json").read_text())
+    (legacy / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 128}))
     spec = models.resolve(str(legacy))
     plan = plan_for("yarn(factor=2)", engines.model_info(spec))
     out = engines.export(plan, spec, str(tmp_path / "out"))
@@ -268,17 +271,21 @@ def test_export_keeps_a_4x_style_config_in_its_own_form(tmp_path, tiny_lm_folder
     assert "rope_parameters" not in new and new["rope_theta"] == theta
     assert new["rope_scaling"] == {"rope_type": "yarn", "factor": 2.0,
                                    "original_max_position_embeddings": CONTEXT}  # fmt: skip
+    tok = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert tok["model_max_length"] == 2 * CONTEXT  # vLLM caps at it: raised with the length
     ids = torch.randint(0, 500, (1, 2 * CONTEXT), generator=torch.Generator().manual_seed(1))
     got = model_logits(out, ids)
     assert (got - model_logits(str(legacy), ids, scaling=plan.params)).abs().max() <= 1e-4
 
 
-def tiny_gguf(path, *, extra=None, rope_freqs=False):
+def tiny_gguf(path, *, extra=None, rope_freqs=False, alignment=None):
     """A small llama GGUF: F32, F16 and Q8_0 tensors, context 128, rope dim 16, base 1e4."""
     from gguf.quants import quantize
 
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(str(path), arch="llama")
+    if alignment:
+        w.add_custom_alignment(alignment)
     w.add_context_length(CONTEXT)
     w.add_embedding_length(64)
     w.add_block_count(1)
@@ -324,7 +331,7 @@ def test_exported_gguf_holds_llamacpp_keys_that_read_back_as_the_measured_rope(t
 
     src = tiny_gguf(tmp_path / "m.gguf")
     spec = ModelSpec("m", str(tmp_path), "m.gguf")
-    plan = plan_for(label, llama_info())
+    plan = plan_for(label, llama_info(arch="llama"))
     out = engines.export(plan, spec, str(tmp_path / "out"))
     kv, before = gguf_kv(out), gguf_kv(src)
     name = plan.scaling.name
@@ -358,11 +365,11 @@ def test_exported_gguf_holds_llamacpp_keys_that_read_back_as_the_measured_rope(t
 
 def test_export_replaces_the_source_gguf_scaling_and_its_freq_tensor(tmp_path):
     """A source GGUF with its own yarn x8 keys and rope_freqs tensor: a linear export leaves
-    neither (the scaling is replaced, not stacked)."""
+    neither (the scaling is replaced, not stacked); its data alignment (64) is kept."""
     from posenc.stretch.models import ModelSpec
 
     vt = gguf.GGUFValueType
-    tiny_gguf(tmp_path / "m.gguf", rope_freqs=True, extra={
+    tiny_gguf(tmp_path / "m.gguf", rope_freqs=True, alignment=64, extra={
         "llama.rope.scaling.type": ("yarn", vt.STRING),
         "llama.rope.scaling.factor": (8.0, vt.FLOAT32),
         "llama.rope.scaling.yarn_beta_fast": (64.0, vt.FLOAT32)})  # fmt: skip
@@ -372,6 +379,9 @@ def test_export_replaces_the_source_gguf_scaling_and_its_freq_tensor(tmp_path):
     assert kv["llama.rope.scaling.type"] == "linear" and kv["llama.rope.scaling.factor"] == 2.0
     assert "llama.rope.scaling.yarn_beta_fast" not in kv
     assert engines.ROPE_FREQS not in tensors(out)
+    assert gguf.GGUFReader(out).alignment == 64 and kv["general.alignment"] == 64
+    old = tensors(str(tmp_path / "m.gguf"))
+    assert tensors(out) == {k: v for k, v in old.items() if k != engines.ROPE_FREQS}
     with pytest.raises(ValueError, match="rope_freqs.weight together with a yarn"):
         engines.gguf_config(str(tmp_path / "m.gguf"))
 
@@ -461,3 +471,49 @@ def test_a_gguf_export_of_what_llamacpp_cannot_read_is_refused(tmp_path, capsys)
         with pytest.raises(ValueError, match="^--export: .* cannot be written into a GGUF"):
             engines.check_export(plan_for(label, llama_info()), spec, str(tmp_path / "out"))
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_settings_and_export_of_a_gguf_with_its_own_scaling(tmp_path, capsys):
+    """A GGUF whose keys carry yarn x8 (which transformers' GGUF loader ignores): the output says
+    so, --export replaces it; a dynamic export of it is refused with nothing written."""
+    vt = gguf.GGUFValueType
+    src = tiny_gguf(tmp_path / "m.gguf", extra={
+        "llama.rope.scaling.type": ("yarn", vt.STRING),
+        "llama.rope.scaling.factor": (8.0, vt.FLOAT32)})  # fmt: skip
+    argv = ["stretch", "settings", "linear(factor=2)", "--model", src]
+    assert main([*argv, "--export", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "this GGUF carries its own scaling" in out and '"factor":8.0' in out
+    (path,) = (tmp_path / "out").iterdir()
+    assert path.name == "m.linear_factor=2.gguf"
+    kv = gguf_kv(str(path))
+    assert (kv["llama.rope.scaling.type"], kv["llama.rope.scaling.factor"]) == ("linear", 2.0)
+    assert main(["stretch", "settings", "dynamic(factor=2)", "--model", src,
+                 "--export", str(tmp_path / "out2")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posenc stretch settings: error: --export") and "\n" not in err
+    assert not (tmp_path / "out2").exists()
+
+
+def test_gguf_export_rules_per_architecture(tmp_path):
+    """llama.cpp's gemma3 scales its global layers only, as transformers does for a flat
+    label: a Gemma 3 GGUF export of the full_attention layers is allowed, of the sliding ones
+    or for another per-layer architecture refused; llama3 needs an architecture that loads
+    rope_freqs.weight."""
+    from posenc.stretch.models import ModelSpec
+
+    cfg = {"model_type": "gemma3_text", "max_position_embeddings": 256, "hidden_size": 64,
+           "num_attention_heads": 4, "head_dim": 16, "rope_parameters": {
+               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+               "full_attention": {"rope_type": "default", "rope_theta": 1e6}}}  # fmt: skip
+    spec, out = ModelSpec("g", str(tmp_path), "g.gguf"), str(tmp_path / "out")
+    gemma3 = ModelInfo.from_config(cfg, "g", "gemma3")
+    engines.check_export(plan_for("yarn(factor=2)", gemma3), spec, out)
+    for label, info in (("yarn@sliding_attention(factor=2)", gemma3),
+                        ("yarn(factor=2)", ModelInfo.from_config(cfg, "c", "cohere2")),
+                        ("llama3(factor=2)", gemma3)):  # fmt: skip
+        with pytest.raises(ValueError, match="^--export: "):
+            engines.check_export(plan_for(label, info), spec, out)
+    text = engines.settings_text("yarn(factor=2)", gemma3)
+    assert "llama.cpp's gemma3 scales its global layers only" in text
+    assert not os.path.exists(out)

@@ -1,7 +1,5 @@
 """posenc.stretch.measure and the runner's passes: the numbers equal transformers' own model."""
 
-import math
-
 import pytest
 import torch
 
@@ -39,19 +37,21 @@ def test_prefix_losses_equal_transformers_rebuilt_model(tiny, label):
     from posenc.stretch.scalings import parse
 
     folder, _, tok = tiny
-    ids = torch.tensor(tok(embedded_documents()[0].text[:8000])["input_ids"][:256])
+    text = embedded_documents()[0].text[:8000]
     s = parse(label)
     params = s.params(context=128, head_dim=16, factor=2.0)
     job = runner.Job("ppl/doc", s, params, f"tiny:{label}", 0, (64, 128, 192, 256), (),
                      runner.models.resolve(folder), "cpu", 128, 16, 1,
-                     cfg={"text": "t"}, text=None)  # fmt: skip
+                     cfg={"text": label, "stride": 256, "windows": 2}, text=text)  # fmt: skip
     model, _ = runner.patched(job)
-    runner._MEMO[("ids", job.task, "t")] = ids
     rows = {(n, m): v for n, m, v, _ in runner.ppl_rows(job, model, tok)}
-    for n in job.lengths:
-        ref = rebuilt_loss(folder, params, ids[:n])
-        assert rows[(n, "loss")] == pytest.approx(ref, abs=2e-5), (label, n)
-        assert rows[(n, "ppl")] == pytest.approx(math.exp(ref), rel=3e-5)
+    assert set(rows) == {(n, m) for n in job.lengths for m in runner.metrics(job, n)}
+    ids = torch.tensor(tok(text)["input_ids"])  # the tokenizer's defaults (no BOS here)
+    for k in range(2):
+        for n in job.lengths:
+            ref = rebuilt_loss(folder, params, ids[256 * k : 256 * k + n])
+            assert rows[(n, f"loss/w{k}")] == pytest.approx(ref, abs=2e-5), (label, n, k)
+    runner._MEMO.clear()
 
 
 def test_lengths_share_a_pass_exactly_when_frequencies_agree(tiny):
@@ -66,24 +66,53 @@ def test_lengths_share_a_pass_exactly_when_frequencies_agree(tiny):
     assert len({measure.fingerprint(model, n, 16) for n in (32, 128, 256)}) == 1
 
 
-def test_prefix_rows_bands():
-    nll = torch.arange(1.0, 10.0, dtype=torch.float64)  # 10 tokens
-    rows = measure.prefix_rows(nll, 10, 4)
-    assert rows["loss"] == pytest.approx(5.0) and rows["ppl"] == pytest.approx(math.exp(5))
+def test_window_rows_bands():
+    nll = torch.arange(1.0, 10.0, dtype=torch.float64)  # 10 tokens: nll[t] is token t + 1's
+    rows = measure.window_rows(nll, 10, 4)
+    assert rows["loss"] == pytest.approx(5.0)
     assert rows["loss@0-4"] == pytest.approx(2.0) and rows["loss@4-10"] == pytest.approx(6.5)
-    assert set(measure.prefix_rows(nll, 3, 4)) == {"loss", "ppl", "loss@0-3"}
+    assert set(measure.window_rows(nll, 3, 4)) == {"loss", "loss@0-3"}
+    bins = measure.window_rows(nll, 10, 4, width=4)  # positions 0-4, 4-8, 8-10
+    assert (bins["pos@0-4"], bins["pos@4-8"], bins["pos@8-10"]) == (2.0, 5.5, 8.5)
+    assert bins["loss@4-10"] == pytest.approx((4 * 5.5 + 2 * 8.5) / 6)
 
 
-def test_answer_decodes_with_the_cache_as_a_full_forward_would(tiny):
-    _, model, _ = tiny
+@pytest.mark.parametrize(("length", "context", "match"), [
+    (11, 4, "longer than the pass"), (0, 4, "length"), (1, 4, "length"), (5, 0, "context"),
+    (4.0, 4, "length"), (True, 4, "length")])  # fmt: skip
+def test_window_rows_outside_the_pass_are_refused(length, context, match):
+    with pytest.raises(ValueError, match=match):
+        measure.window_rows(torch.ones(9, dtype=torch.float64), length, context)
+    with pytest.raises(ValueError, match="T >= 2"):
+        measure.token_nll(None, torch.tensor([5]))
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_a_probe_decodes_and_scores_as_full_forwards_would(tiny_lm_folder, share):
+    """ask() after a prefilled context: its greedy tokens and its teacher-forced log-probability
+    equal those of full forward passes over context + question (+ answer); the cache is left
+    as it was, so the next probe gets the same answer as alone."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_folder, dtype=torch.float32).eval()
     runner.repatch(model, {"rope_type": "yarn", "factor": 2.0})
-    ids = torch.randint(0, 500, (150,)).tolist()
-    got = measure.answer(model, ids, 5, 0)
-    seq = list(ids)
-    with torch.no_grad():
-        for _ in range(5):
-            seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
-    assert got == seq[len(ids) :]
+    assert measure.use_prefix_attention(model) if share else True
+    g = torch.Generator().manual_seed(1)
+    ctx = torch.randint(0, 500, (150,), generator=g).tolist()
+    probes = [(torch.randint(0, 500, (9,), generator=g).tolist(),
+               torch.randint(0, 500, (3,), generator=g).tolist()) for _ in range(3)]  # fmt: skip
+    cache = measure.prefill(model, ctx, measure.PromptCache(), "k")
+    for q, a in probes:
+        got, logp = measure.ask(model, cache, q, a, 5)
+        assert cache.get_seq_length() == len(ctx)
+        seq = ctx + q
+        with torch.no_grad():
+            full = model(torch.tensor([seq + a])).logits[0, len(seq) - 1 : -1].log_softmax(-1)
+            for _ in range(5):
+                seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
+        assert got == seq[len(ctx) + len(q) :]
+        assert logp == pytest.approx(float(full.gather(1, torch.tensor(a)[:, None]).sum()),
+                                     abs=1e-4)  # fmt: skip
 
 
 @pytest.mark.parametrize(("kv", "q", "groups"), [(40, 39, 3), (40, 8, 1), (300, 120, 3), (9, 2, 2)])
@@ -122,12 +151,20 @@ def test_prompts_that_share_a_prefix_answer_as_alone(tiny_lm_folder, params):
         needle = torch.randint(0, 500, (4,), generator=g).tolist()
         prompts.append((filler[:cut] + needle + filler[cut:])[:200])
     prompts.append(prompts[0][:170])  # another length: dynamic frequencies differ
-    alone = [measure.answer(model, p, 6, 0) for p in prompts]
+    q, a = [3, 4, 5], [6]
+
+    def answers(reuse):
+        key = lambda p: measure.fingerprint(model, len(p), 16)  # noqa: E731
+        return [measure.ask(model, measure.prefill(model, p, reuse or measure.PromptCache(),
+                                                   key(p)), q, a, 6) for p in prompts]  # fmt: skip
+
+    alone = answers(None)
     assert measure.use_prefix_attention(model)
     reuse = measure.PromptCache()
-    key = lambda p: measure.fingerprint(model, len(p), 16)  # noqa: E731
-    shared = [measure.answer(model, p, 6, 0, reuse=reuse, key=key(p)) for p in prompts]
-    assert shared == alone
+    shared = answers(reuse)
+    assert [t for t, _ in shared] == [t for t, _ in alone]
+    for (_, x), (_, y) in zip(shared, alone, strict=True):
+        assert x == pytest.approx(y, abs=1e-4)
     # each prompt took the filler before its needle: the deepest prompt is kept for the
     # next seed's; the last prompt shares all but its last token with the first unless the
     # frequencies at its length differ (dynamic past the context)

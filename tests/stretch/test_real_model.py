@@ -29,14 +29,14 @@ def test_stretch_numbers_equal_transformers_rebuilt_model(smollm2):
     spec, model, tokenizer = smollm2
     from transformers import LlamaForCausalLM
 
-    ids = torch.tensor(data._encode(tokenizer, data.embedded_documents()[0].text[:6000])[:512])
+    text = data.embedded_documents()[0].text[:6000]
+    ids = torch.tensor(data.encode(tokenizer, text)[:512])  # the tokenizer's defaults
     for label in ("none", "yarn(factor=4)", "linear(factor=2)"):
         s = parse(label)
         params = s.params(context=8192, head_dim=64, factor=4.0)
         job = runner.Job("ppl/d", s, params, label, 0, (256, 512), (), spec, "cpu", 8192, 64, 2,
-                         cfg={"text": "t"})  # fmt: skip
+                         cfg={"text": "t", "stride": 512, "windows": 1}, text=text)  # fmt: skip
         runner._LOADED[(spec, "cpu")] = (model, tokenizer)
-        runner._MEMO[("ids", "ppl/d", "t")] = ids
         patched, _ = runner.patched(job)
         got = {(n, m): v for n, m, v, _ in runner.ppl_rows(job, patched, tokenizer)}
         config = model.config.to_dict()
@@ -47,7 +47,7 @@ def test_stretch_numbers_equal_transformers_rebuilt_model(smollm2):
         for n in (256, 512):
             with torch.no_grad():
                 loss = float(ref(ids[None, :n], labels=ids[None, :n]).loss)
-            assert got[(n, "loss")] == pytest.approx(loss, abs=1e-4), (label, n)
+            assert got[(n, "loss/w0")] == pytest.approx(loss, abs=1e-4), (label, n)
     runner._MEMO.clear()
 
 
@@ -56,7 +56,10 @@ def test_it_retrieves_a_pass_key_at_512_tokens(smollm2):
     runner.repatch(model, None)
     hits = []
     for depth in (0.2, 0.8):
-        p = data.prompt("passkey", tokenizer, 512, depth, 0)
-        out = measure.answer(model, p.ids, p.max_new_tokens, tokenizer.eos_token_id)
+        c = data.context("passkey", tokenizer, 512, [depth], 0)
+        cache = measure.prefill(model, c.ids, measure.PromptCache(), depth)
+        (p,) = c.probes
+        out, logp = measure.ask(model, cache, p.question, p.answer_ids, c.max_new_tokens)
         hits.append(measure.exact_match(tokenizer.decode(out), p.answer))
+        assert -5 < logp < 0
     assert hits == [1.0, 1.0]

@@ -32,7 +32,20 @@ from posenc.arena.config import (
 )
 from posenc.arena.store import check_db
 from posenc.arena.tasks import TASK_NAMES, build_task
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import (
+    OneLineParser,
+    check_writable,
+    db_file,
+    device,
+    in_file,
+    in_path,
+    integer,
+    integers,
+    names,
+    number,
+    out_dir,
+    ray_address,
+)
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (trained to the stop, capped at 3000 steps instead of
@@ -68,11 +81,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", help=f"comma-separated, from {','.join(TASK_NAMES)} "
+        "--tasks", type=names(check=validate_tasks),
+        help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
         "--encodings",
+        type=names(check=validate_encodings),
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
@@ -81,14 +96,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backbone",
+        type=names(BACKBONES),
         help="comma-separated, from posenc,hf-llama (default posenc): hf-llama trains "
         "transformers' LlamaForCausalLM with posenc's positions (rope and nope labels; "
         "pip install 'posenc[hf]')",
     )
-    p.add_argument("--seeds", type=int, help=f"seeds per cell (default {d.seeds})")
+    p.add_argument("--seeds", type=integer(1), help=f"seeds per cell (default {d.seeds})")
     p.add_argument(
         "--steps",
-        type=int,
+        type=integer(1),
         help="training steps (default per task); on copy, reverse, sort and addition the "
         "cap: a model trains until it reaches the stop (0.97 exact match on held-out data at "
         "every size <= L), else it is reported at the cap",
@@ -100,53 +116,46 @@ def parser() -> argparse.ArgumentParser:
         "the recipe before issue 29)",
     )
     p.add_argument(
-        "--train-len", type=int,
+        "--train-len", type=integer(1),
         help="training length L in the task's unit: symbols, digits, tokens (default per task)",
     )  # fmt: skip
-    p.add_argument("--eval-lens", help="comma-separated eval lengths (default 1..2L; lm L..8L)")
     p.add_argument(
-        "--workers", type=int,
+        "--eval-lens",
+        type=integers(1),
+        help="comma-separated eval lengths (default 1..2L; lm L..8L)",
+    )
+    p.add_argument(
+        "--workers", type=integer(1),
         help="cells run in N processes of one thread each (default: the number of cores); "
         "with --ray, the cells in flight on the cluster (default: as many as fit)",
     )  # fmt: skip
     p.add_argument(
-        "--ray", nargs="?", const="local", metavar="ADDRESS",
+        "--ray", nargs="?", const="local", metavar="ADDRESS", type=ray_address,
         help="run the cells as Ray tasks: on a local Ray started for this run (no ADDRESS), "
         "the cluster started on this machine (auto), or a head node HOST:PORT "
         "(pip install 'posenc[ray]'; see docs/arena/cluster.md)",
     )  # fmt: skip
-    p.add_argument("--cpus-per-cell", type=int, help="with --ray: CPUs (threads) per cell (1)")
-    p.add_argument("--gpus-per-cell", type=float, help="with --ray: GPUs per cell (0)")
-    p.add_argument("--corpus", help="text file or directory for lm (default: Python's stdlib)")
-    p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
-    p.add_argument("--out", default=d.out, help=f"report and checkpoints (default {d.out})")
-    p.add_argument("--device", default=d.device, help="cpu (default), cuda, cuda:1, ...")
+    p.add_argument(
+        "--cpus-per-cell", type=integer(1), help="with --ray: CPUs (threads) per cell (1)"
+    )
+    p.add_argument("--gpus-per-cell", type=number(0), help="with --ray: GPUs per cell (0)")
+    p.add_argument(
+        "--corpus", type=in_path, help="text file or directory for lm (default: Python's stdlib)"
+    )
+    p.add_argument("--db", default=d.db, type=db_file, help=f"SQLite results (default {d.db})")
+    p.add_argument("--out", default=d.out, type=out_dir, help=f"report, checkpoints ({d.out})")
+    p.add_argument(
+        "--device", default=d.device, type=device, help="cpu (default), cuda, cuda:1, ..."
+    )
     return p
 
 
 def report_parser() -> argparse.ArgumentParser:
     d = ArenaConfig()
     p = OneLineParser(prog="posenc arena report", description="redraw the report")
-    p.add_argument("--db", default=d.db, help=f"SQLite results file (default {d.db})")
-    p.add_argument("--out", default=d.out, help=f"output directory (default {d.out})")
+    p.add_argument("--db", default=d.db, type=in_file, help=f"SQLite results (default {d.db})")
+    p.add_argument("--out", default=d.out, type=out_dir, help=f"output folder (default {d.out})")
     return p
-
-
-def split_names(text: str, flag: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise ValueError(f"{flag}: give at least one name")
-    return list(dict.fromkeys(names))
-
-
-def parse_lens(text: str) -> list[int]:
-    try:
-        lens = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ValueError(f"--eval-lens must be comma-separated integers, got {text!r}") from None
-    if not lens or any(n <= 0 for n in lens):
-        raise ValueError(f"--eval-lens must be positive integers, got {text!r}")
-    return sorted(set(lens))
 
 
 def positive(value, flag: str) -> None:
@@ -158,17 +167,13 @@ def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     kw = {}
-    if args.tasks:
-        kw["tasks"] = split_names(args.tasks, "--tasks")
+    if args.tasks:  # each flag's type, range and names: checked as it was parsed (cliargs)
+        kw["tasks"] = args.tasks
         validate_tasks(kw["tasks"])
     if args.encodings:
-        kw["encodings"] = split_names(args.encodings, "--encodings")
-        validate_encodings(kw["encodings"])
+        kw["encodings"] = args.encodings
     if args.backbone:
-        kw["backbones"] = tuple(split_names(args.backbone, "--backbone"))
-        bad = [b for b in kw["backbones"] if b not in BACKBONES]
-        if bad:
-            raise ValueError(f"--backbone: unknown {bad}; allowed: {', '.join(BACKBONES)}")
+        kw["backbones"] = tuple(args.backbone)
     for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len"),
                       ("--workers", "workers"), ("--cpus-per-cell", "cpus_per_cell")):  # fmt: skip
         value = getattr(args, key)
@@ -177,7 +182,7 @@ def config_from_args(args) -> ArenaConfig:
             kw[key] = value
     kw.update(ray_options(args, kw))
     if args.eval_lens:
-        kw["eval_lens"] = parse_lens(args.eval_lens)
+        kw["eval_lens"] = args.eval_lens
     kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
     kw["fixed_steps"] = args.fixed_steps
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
@@ -256,6 +261,8 @@ def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return report(argv[1:]) if argv[:1] == ["report"] else run(argv)
+    except SystemExit as exit_:  # argparse: --help (0), a flag refused as it was parsed (2)
+        return int(exit_.code or 0)
     except (ValueError, TypeError, OSError) as err:
         if os.environ.get("POSENC_DEBUG"):
             raise

@@ -16,7 +16,9 @@ Backends (all return the same numbers up to float tolerance; `eager` is the refe
              on CPU, consecutive integer positions, no mask: the bias is a strided view of
              an O(Tq + Tk) vector read by torch's CPU flash kernel, at about the speed of
              attention without a bias, O(T) extra memory, with gradients
-             (posenc.attention.fast_bias). Refuses (ValueError) any other call, and any
+             (posenc.attention.fast_bias). FIRE also past its threshold, at any integer
+             positions, with a mask: its bias per block of rows, O(H·rows·Tk) extra memory.
+             Refuses (ValueError) any other call, and any
              encoding that does not declare `distance` (rope, nope, dape, stickbreaking, ...).
 
 Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),
@@ -66,7 +68,7 @@ from posenc.attention.call import Backend, BackendRefused, Call
 from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.attention.fast_bias import Distance
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
-from posenc.base import PositionalEncoding, one_directional
+from posenc.base import PositionalEncoding, one_directional, positions_given
 from posenc.checks import check_int
 
 __all__ = [
@@ -131,19 +133,20 @@ def attention(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    call = prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size)
-    if call is None:  # nothing to attend: an empty result, or zeros as SDPA gives
-        return q.new_zeros(q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
-    if backend == "auto":
-        backend = next(
-            name for name in AUTO_ORDER
-            if REGISTRY[name].picks(call) and REGISTRY[name].can_run(call) is None
-        )  # fmt: skip
-    else:
-        why = REGISTRY[backend].can_run(call)
-        if why is not None:
-            raise BackendRefused(why)
-    return REGISTRY[backend].run(call)
+    with positions_given():  # prepare validates them once; the hooks take them as given
+        call = prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size)
+        if call is None:  # nothing to attend: an empty result, or zeros as SDPA gives
+            return q.new_zeros(q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
+        if backend == "auto":
+            backend = next(
+                name for name in AUTO_ORDER
+                if REGISTRY[name].picks(call) and REGISTRY[name].can_run(call) is None
+            )  # fmt: skip
+        else:
+            why = REGISTRY[backend].can_run(call)
+            if why is not None:
+                raise BackendRefused(why)
+        return REGISTRY[backend].run(call)
 
 
 def prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size) -> Call | None:
@@ -164,18 +167,18 @@ def prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size) -> Call |
         raise ValueError(one_directional(encoding))
     if block_size is not None:
         check_int("block_size", block_size, low=1)
-    P = encoding.position_dims if encoding is not None else 1
     default_pos = q_pos is None and k_pos is None
     if q_pos is None and Tq > Tk:
         raise ValueError(
             f"q_pos must be given when Tq > Tk (default queries are the last Tq of "
             f"arange(Tk)); got Tq={Tq}, Tk={Tk}"
         )
-    q_pos = prepare_positions(q_pos, "q_pos", Tq, B, P, Tk - Tq, q.device)
-    k_pos = prepare_positions(k_pos, "k_pos", Tk, B, P, 0, q.device)
-    if encoding is not None and encoding.max_len is not None:  # its hard limit (NoPE's too)
-        q_pos = encoding.check_positions(q_pos, "q_pos", position_dims=P)
-        k_pos = encoding.check_positions(k_pos, "k_pos", position_dims=P)
+    same = q_pos is k_pos and q_pos is not None and Tq == Tk  # one tensor: checked once
+    k_pos = prepare_positions(k_pos, "k_pos", Tk, B, 0, q.device, encoding)
+    if not same:
+        q_pos = prepare_positions(q_pos, "q_pos", Tq, B, Tk - Tq, q.device, encoding)
+    else:
+        q_pos = k_pos
     mask = prepare_mask(mask, B, H, Tq, Tk)
     if Tq == 0 or Tk == 0:
         return None

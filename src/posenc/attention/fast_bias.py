@@ -17,6 +17,10 @@ dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everyt
 five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
 and the anti-diagonal sums).
 
+FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
+gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
+by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_mask.
+
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
 an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
 ones), no distance form for these positions, a mask, positions that are not consecutive
@@ -109,6 +113,9 @@ class Distance:
         args = (call.q, call.k, call.q_pos, call.k_pos, call.causal, call.mask, call.default_pos)
         groups, why = plan(call.encoding, *args)
         call.memo["distance"] = groups
+        if groups is None and hasattr(call.encoding, "mlp_form"):  # FIRE: its MLP per block
+            groups, why = fire_plan(call.encoding, *args[:-1])
+            call.memo["fire"] = groups
         return (
             None
             if groups is not None
@@ -119,8 +126,11 @@ class Distance:
         return True  # wherever it runs
 
     def run(self, call) -> torch.Tensor:
-        if call.memo.get("distance") is None and (why := self.can_run(call)) is not None:
+        if "distance" not in call.memo and (why := self.can_run(call)) is not None:
             raise ValueError(why)
+        if call.memo.get("fire") is not None:
+            return fire_backend(call.q, call.k, call.v, call.encoding, call.memo["fire"],
+                                call.causal, call.scale)  # fmt: skip
         return distance_backend(call.q, call.k, call.v, call.memo["distance"], call.causal,
                                 call.scale)  # fmt: skip
 
@@ -243,3 +253,172 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
                 dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
                 dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
     return dq, dk, dv, acc.to(vec.dtype)
+
+
+# ---------------------------------------------------------------------------- FIRE
+# FIRE's bias MLP_h(psi(|i - j|) / den(i)) depends on the query position itself past its
+# threshold (den = psi(max(i, L))), so it has no distance vector there. Its fast path fills the
+# bias of one block of rows at a time with the C kernel (cpu_bias.fire_bias: the MLP per pair,
+# _value's float32 operations) and hands it to the CPU flash kernel as that block's attn_mask;
+# the backward recomputes it per tile, and cpu_bias.fire_grad reduces the tile's bias gradient
+# to psi, den and the MLP's weights (autograd takes them on to c, L and the Linear layers).
+# Any integer positions (packed documents, decoding), causal or not, with or without a mask.
+FIRE_BLOCK_ELEMENTS = 2**24  # a forward block's bias [H, rows, keys]: at most this many (64 MiB)
+FIRE_GRAD_TILE = (256, 2048)  # (rows, keys) of a backward tile (few tiles: each is several calls)
+
+
+def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
+    """([(batch rows or None: all, qp [Tq], kp [Tk], mask [1 or H, Tq, Tk] or None)], "") where
+    FIRE's fast path runs this call, else (None, why)."""
+    if not hasattr(enc, "mlp_form") or enc.score_hooks or enc.position_dims != 1:
+        return None, f"{type(enc).__name__} has no MLP form"
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return None, f"{ENV_VAR}=0"
+    if q.device.type != "cpu":
+        return None, "it runs on CPU only (torch's CPU flash kernel)"
+    if torch.compiler.is_compiling():
+        return None, "not under torch.compile"
+    if q_pos.is_floating_point() or k_pos.is_floating_point():
+        return None, "positions are not integers"
+    if cpu_bias.kernel() is None:
+        return None, f"no C kernel for FIRE's bias ({cpu_bias.BROKEN})"
+    m = None if mask is None else mask.expand(*mask.shape[:2], q.shape[2], k.shape[2])
+
+    def row(t, b):  # batch row b of [T] / [B or 1, ...] (a 1 broadcasts)
+        return t if t.dim() == 1 else t[b if t.shape[0] > 1 else 0]
+
+    if all(t is None or t.dim() == 1 or t.shape[0] == 1 for t in (q_pos, k_pos, m)):
+        return [(None, row(q_pos, 0), row(k_pos, 0), None if m is None else m[0])], ""
+    groups = [
+        (slice(b, b + 1), row(q_pos, b), row(k_pos, b), None if m is None else row(m, b))
+        for b in range(q.shape[0])
+    ]
+    return groups, ""
+
+
+def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tensor:
+    """[B, H, Tq, Dh] in q's dtype for the groups fire_plan made."""
+    H = q.shape[1]
+    qf = q.float()
+    kf, vf = repeat_kv(k, H).float(), repeat_kv(v, H).float()
+    outs = []
+    for rows, qp, kp, mask in groups:
+        span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
+        psi, den, (z, A, B) = enc.mlp_form(qp, span)
+        qkv = (qf, kf, vf) if rows is None else (qf[rows], kf[rows], vf[rows])
+        outs.append(_FireBias.apply(
+            *qkv, psi.float(), den.float(), z, A, B, qp.contiguous(), kp.contiguous(), mask,
+            causal, scale, q.dtype,
+        ))  # fmt: skip
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
+
+
+def _fire_blocks(qp, kp, causal: bool, H: int) -> list[tuple[int, int, int]]:
+    """(i0, i1, n): query rows i0:i1 read keys 0:n (when causal and the keys' positions do not
+    decrease: those at or before the block's last query)."""
+    Tq, Tk = qp.shape[0], kp.shape[0]
+    rows = QUERY_BLOCK or max(16, min(512, FIRE_BLOCK_ELEMENTS // max(1, H * Tk)))
+    sorted_keys = causal and bool((kp[1:] >= kp[:-1]).all())
+    out = []
+    for i0 in range(0, Tq, rows):
+        i1 = min(i0 + rows, Tq)
+        n = int(torch.searchsorted(kp, qp[i0:i1].max(), right=True)) if sorted_keys else Tk
+        out.append((i0, i1, n))
+    return out
+
+
+def _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf) -> torch.Tensor:
+    """FIRE's bias of rows r0:r1 and keys t0:t1, [H, r1 - r0, t1 - t0] float32 in buf's
+    memory: masked (MASKED) where causal or `mask` forbid, rounded to `dtype` as bias()
+    rounds."""
+    psi, den, pieces = tables
+    H = pieces[1].shape[0]
+    tile = buf[: H * (r1 - r0) * (t1 - t0)].view(H, r1 - r0, t1 - t0)
+    cpu_bias.fire_bias(tile, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], pieces, causal, MASKED)
+    if dtype != torch.float32:
+        tile.copy_(tile.to(dtype)).clamp_(min=MASKED)  # finfo.min rounds to -inf in bf16
+    if mask is not None:
+        tile.masked_fill_(~mask[:, r0:r1, t0:t1], MASKED)
+    return tile
+
+
+def _no_key(qp, kp, mask, causal: bool) -> torch.Tensor | None:
+    """[1 or H, Tq] True at rows that may attend to no key; None where every row may."""
+    if mask is None:
+        return (qp < kp.min())[None] if causal else None
+    allowed = mask & (kp[None, None, :] <= qp[None, :, None]) if causal else mask
+    return ~allowed.any(-1)
+
+
+class _FireBias(torch.autograd.Function):
+    """q [b, H, Tq, Dh], k / v [b, H, Tk, Dh] float32; psi, den, z, A, B (FIRE.mlp_form);
+    qp [Tq], kp [Tk] int64 -> out float32 [b, H, Tq, Dh]."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, psi, den, z, A, B, qp, kp, mask, causal, scale, dtype):
+        Bq, H, Tq, Dh = q.shape
+        pieces = tuple(t.contiguous() for t in (z, A, B))
+        tables = (psi.contiguous(), den.contiguous(), pieces)
+        out, lse = q.new_zeros(Bq, H, Tq, Dh), q.new_zeros(Bq, H, Tq)  # rows with no key: 0
+        blocks = _fire_blocks(qp, kp, causal, H)
+        buf = q.new_empty(max((i1 - i0) * n for i0, i1, n in blocks) * H)  # one block's bias
+        for i0, i1, n in blocks:
+            if n == 0:
+                continue
+            bias = _fire_tile(tables, qp, kp, mask, causal, dtype, i0, i1, 0, n, buf)
+            o, l = _FWD(q[:, :, i0:i1], k[:, :, :n], v[:, :, :n], 0.0, False,
+                        attn_mask=bias[None], scale=scale)  # fmt: skip
+            out[:, :, i0:i1] = o
+            lse[:, :, i0:i1] = l
+        # a row with no key to attend gives 0, and lse 0: P = exp(MASKED - 0) = 0 in backward
+        dead = _no_key(qp, kp, mask, causal)
+        if dead is not None:
+            out.masked_fill_(dead[..., None], 0.0)
+            lse.masked_fill_(dead, 0.0)
+        ctx.save_for_backward(q, k, v, out, lse, *tables[:2], *tables[2])
+        ctx.rest = qp, kp, mask, causal, scale, dtype, blocks
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        q, k, v, out, lse, psi, den, *pieces = ctx.saved_tensors
+        qp, kp, mask, causal, scale, dtype, blocks = ctx.rest
+        tables = (psi, den, tuple(pieces))
+        B, H, Tq, Dh = q.shape
+        Tk = k.shape[2]
+        learned = any(ctx.needs_input_grad[3:8])
+        D = (dout * out).sum(-1)  # [B, H, Tq]
+        grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *pieces[1:])]
+        dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
+        q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
+        k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
+        dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+        rows, keys = FIRE_GRAD_TILE
+        buf = q.new_empty(H * rows * keys)
+        for i0, i1, n in blocks:
+            for r0 in range(i0, i1, rows):
+                r1 = min(r0 + rows, i1)
+                qt, dot = q3[:, r0:r1], do3[:, r0:r1]
+                for t0 in range(0, n, keys):
+                    t1 = min(t0 + keys, n)
+                    kt, vt = k3[:, t0:t1], v3[:, t0:t1]
+                    bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
+                    P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
+                    dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
+                    tile = (B, H, r1 - r0, t1 - t0)
+                    cpu_bias.bias_grad(
+                        P.view(tile), dS.view(tile), bias, lse[:, :, r0:r1], D[:, :, r0:r1],
+                        None, 0, scale, write=True,
+                    )  # fmt: skip
+                    if learned:  # the bias's gradient, dS summed over the batch
+                        g = dS.view(tile)[0] if B == 1 else dS.view(tile).sum(0)
+                        cpu_bias.fire_grad(
+                            g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
+                            (grads[0], grads[1][r0:r1], *grads[2:]),
+                        )  # fmt: skip
+                    dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
+                    dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
+                    dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
+        dpsi, dden, dA, dB = (g.float() for g in grads)
+        return dq, dk, dv, dpsi, dden, None, dA, dB, None, None, None, None, None, None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from posenc.checks import check_positions, grid_positions
+from posenc.base import PositionalEncoding
+from posenc.checks import check_positions, check_reach, grid_positions
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, ...]:
@@ -46,14 +47,19 @@ def prepare_positions(
     name: str,
     T: int,
     B: int,
-    P: int,
     offset: int,
     device: torch.device,
+    encoding: PositionalEncoding | None,
 ) -> torch.Tensor:
-    """Validated positions, or the default arange(offset, offset + T) ([T] or [T, P])."""
+    """Positions validated once for the whole call, by the encoding's rules (its position_dims,
+    integer_positions and hard limit max_len; >= 0), or the default arange(offset, offset + T)
+    ([T] or [T, P]), checked against max_len without reading a value. The hooks attention
+    calls take them as given (PositionalEncoding.check_positions)."""
+    P = encoding.position_dims if encoding is not None else 1
+    max_len = encoding.max_len if encoding is not None else None
     if positions is None:
-        pos = torch.arange(offset, offset + T, device=device)
-        return grid_positions(pos, P)
+        check_reach(name, offset + T - 1, max_len if T else None)
+        return grid_positions(torch.arange(offset, offset + T, device=device), P)
     nd = 1 if P == 1 else 2  # dims of the unbatched form
     want = f"[{T}] or [B={B}, {T}]" if P == 1 else f"[{T}, {P}] or [B={B}, {T}, {P}]"
     if not isinstance(positions, torch.Tensor):
@@ -63,7 +69,10 @@ def prepare_positions(
     ok = ok and (positions.dim() == nd or shape[0] in (1, B))
     if not ok or (P > 1 and shape[-1] != P):
         raise ValueError(f"{name} must have shape {want}, got {shape}")
-    return check_positions(positions.to(device), name=name, position_dims=P)
+    integer = encoding is not None and encoding.integer_positions
+    return check_positions(
+        positions.to(device), name=name, position_dims=P, integer=integer, max_len=max_len
+    )
 
 
 def prepare_mask(mask: torch.Tensor | None, B: int, H: int, Tq: int, Tk: int):

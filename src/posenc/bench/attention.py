@@ -1,13 +1,16 @@
-"""Section `bias`: causal attention with a score bias (alibi, kerple, sandwich, t5, fire), T = 1k,
-4k, 16k, forward and forward+backward: time and peak extra memory of posenc.attention beside
-the limit (SDPA without a bias), the path `auto` took before (chunked), compiled FlexAttention
-and the bias materialized the way transformers does (bias_paths). q, k, v [1, H, T, Dh] float32.
+"""Section `bias`: causal attention with a score bias (alibi, kerple, sandwich, t5, fire below and
+past its threshold), T = 512, 2048, 8192, forward and forward+backward: time and peak extra
+memory of posenc.attention beside the limit (SDPA without a bias), the path `auto` took before
+(chunked), compiled FlexAttention and the bias materialized the way transformers does
+(bias_paths). q, k, v [1, H, T, Dh] float32.
 
 posenc and limit run in one worker process (posenc.bench.workers), in turn, so the machine's
 load moves them alike and their ratio holds; before, flex and materialized each run in a
 process of their own (before frees large buffers; flex compiles per shape; materialized needs
 3·H·T² floats). The
-encodings are built from the standard keywords alone (dim, heads, head_dim, train_len=T).
+encodings are built from the standard keywords alone (dim, heads, head_dim, train_len=T); a
+case of REGIMES changes train_len (FIRE past its threshold: train_len = T / 4, so 3/4 of the
+queries normalize by their own position). A summary note gives every case's ratio to the limit.
 """
 
 from __future__ import annotations
@@ -25,6 +28,17 @@ SECTION = {"fwd": "bias attn", "fwd+bwd": "bias fwd+bwd"}
 BEFORE_MAX_T = 4096  # the chunked path's fwd+bwd recomputes every block: minutes at 16k
 BEFORE_FWD_MAX_T = {"fire": 4096}  # chunked FIRE runs its MLP per (i, j): minutes at 16k
 MATERIALIZED_MAX_T = {"fire": 4096}  # posenc's bias() evaluates FIRE's MLP per (i, j)
+# bench case -> (encoding, T // train_len): FIRE's second regime, queries past its threshold L
+REGIMES = {"fire_past": ("fire", 4)}
+
+
+def encoding_of(case: str) -> str:
+    """The encoding a bench case builds ("fire_past" -> "fire")."""
+    return REGIMES.get(case, (case, 1))[0]
+
+
+def case_label(case: str) -> str:
+    return "fire past L=T/4" if case == "fire_past" else case
 
 
 def bias_case_worker(spec: dict) -> list[dict]:
@@ -32,12 +46,14 @@ def bias_case_worker(spec: dict) -> list[dict]:
     peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 8192;
     times 8192 // T below), threads."""
     torch.set_num_threads(spec["threads"])
-    device, name = spec["device"], spec["encoding"]
+    device, case = spec["device"], spec["encoding"]
+    name, per = REGIMES.get(case, (case, 1))
     results = []
     for T in spec["T"]:
         torch.manual_seed(0)
         H, Dh = spec["H"], spec["Dh"]
-        enc = build(name, dim=H * Dh, heads=H, head_dim=Dh, train_len=T).to(device)
+        enc = build(name, dim=H * Dh, heads=H, head_dim=Dh, train_len=max(1, T // per))
+        enc = enc.to(device)
         q, k, v = (torch.randn(1, H, T, Dh, device=device) for _ in range(3))  # [1, H, T, Dh]
         for mode in spec["modes"]:
             paths = [p for p in spec["paths"] if mode == "fwd" or p not in FWD_ONLY]
@@ -65,10 +81,11 @@ def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) ->
     # posenc and the limit side by side in one process; before (chunked) in its own: timed in
     # turn with it, posenc's next call paid for its freed buffers (docs/bench/README.md)
     specs = [dict(base, paths=["posenc", "limit"], T=list(s.bias_T), modes=MODES)]
-    specs.append(dict(base, paths=["before"], T=list(s.bias_T), modes=MODES))
-    if s.bias_flex and device == "cpu":
+    if "before" in s.bias_paths:
+        specs.append(dict(base, paths=["before"], T=list(s.bias_T), modes=MODES))
+    if s.bias_flex and "flex" in s.bias_paths and device == "cpu":
         specs.append(dict(base, paths=["flex"], T=list(s.bias_T), modes=["fwd"]))
-    Ts = [T for T in s.bias_T if MATERIALIZED_MAX_T.get(name, T) >= T]
+    Ts = [T for T in s.bias_T if MATERIALIZED_MAX_T.get(encoding_of(name), T) >= T]
     avail = available_memory()
     for T in list(Ts):  # bias + scores + probabilities, [H, T, T] float32 each
         need = 3 * s.bias_H * T * T * 4
@@ -80,7 +97,7 @@ def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) ->
             )
     if name in ("t5", "alibi") and optional("transformers") is None:
         Ts = []
-    if Ts:
+    if Ts and "materialized" in s.bias_paths:
         specs.append(dict(base, paths=["materialized"], T=Ts, modes=["fwd"]))
     return specs
 
@@ -113,9 +130,29 @@ def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
                         continue
                     ratio = r["ms"] / ours["ms"] if ours else None
                     of_limit = limit["ms"] / r["ms"] if limit else None
-                    case = f"{name} T={T} H={s.bias_H} Dh={s.bias_Dh} B=1 causal"
-                    row = Row(SECTION[mode], case, label(path, name), r["ms"], ratio, of_limit)
+                    case = f"{case_label(name)} T={T} H={s.bias_H} Dh={s.bias_Dh} B=1 causal"
+                    row = Row(
+                        SECTION[mode], case, label(path, encoding_of(name)), r["ms"], ratio,
+                        of_limit,
+                    )  # fmt: skip
                     row.peak_mb = r["peak_mb"]
                     rep.rows.append(row)
         out[name] = res
+    rep.notes.extend(limit_summary(out, s.bias_T))
     return out
+
+
+def limit_summary(bias: dict, Ts) -> list[str]:
+    """One line per case and mode: posenc's time / SDPA-without-bias's at every T, measured side
+    by side in one process."""
+    lines = []
+    for name, res in bias.items():
+        for mode in MODES:
+            ours, limit = res[mode].get("posenc", {}), res[mode].get("limit", {})
+            cells = [
+                f"T={T} {ours[T]['ms'] / limit[T]['ms']:.2f}x"
+                for T in Ts if T in ours and T in limit
+            ]  # fmt: skip
+            if cells:
+                lines.append(f"{case_label(name)} {mode} / SDPA without bias: {', '.join(cells)}")
+    return lines

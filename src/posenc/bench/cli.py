@@ -2,7 +2,7 @@
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
                  [--sections cli,copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
-                 [--bias-encodings alibi,t5]
+                 [--bias-encodings alibi,t5] [--bias-paths none]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
 then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from posenc.cliargs import OneLineParser, check_out_file
+from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
 
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
 
@@ -59,11 +59,26 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"--bias-T: give comma-separated integers, got {text.strip()!r}") from None
+def _spec(text: str) -> dict:
+    spec = json.loads(text)
+    if not isinstance(spec, dict):
+        raise ValueError(f"must be a JSON object, got {text!r}")
+    return spec
+
+
+def _sizes(field: str, extra: tuple[str, ...] = ()):
+    """A check of comma-separated names against Sizes.<field> (imports torch: only when the
+    flag is given, so that --help answers at once)."""
+
+    def check(items: list[str]) -> None:
+        from posenc.bench.common import Sizes
+
+        allowed = (*getattr(Sizes, field), *extra)
+        bad = [x for x in items if x not in allowed]
+        if bad:
+            raise ValueError(f"unknown {bad}; allowed: {', '.join(allowed)}")
+
+    return names(check=check)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,18 +86,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (about 3-4 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
-    p.add_argument("--json", metavar="FILE", help="also write every number to FILE")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--json", metavar="FILE", type=out_file, help="also write every number to FILE")
+    p.add_argument("--threads", type=integer(1), default=2, help="torch threads (default 2)")
     p.add_argument(
         "--sections",
+        type=names(SECTIONS),
         default=",".join(SECTIONS),
         help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
-    p.add_argument(
-        "--bias-T", help="bias section lengths, e.g. 1024,4096 (default 1024,4096,16384)"
-    )
-    p.add_argument("--bias-encodings", help="bias section encodings (default: all five)")
-    p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one bias path per process
+    p.add_argument("--bias-T", type=integers(1),
+                   help="bias section lengths, e.g. 1024,4096 (default 512,2048,8192)")  # fmt: skip
+    p.add_argument("--bias-encodings", type=_sizes("bias_encodings"),
+                   help="bias section cases (default: all; fire_past too)")  # fmt: skip
+    p.add_argument("--bias-paths", type=_sizes("bias_paths", ("none",)),
+                   help="bias paths beside posenc and the limit (default: "
+                   "before,flex,materialized; 'none': posenc and the limit only)")  # fmt: skip
+    p.add_argument("--worker", type=checked(_spec, ("{", "[]"), "a JSON object"),
+                   help=argparse.SUPPRESS)  # internal: one bias path per process  # fmt: skip
     return p
 
 
@@ -91,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from posenc.bench.attention import bench_bias, bias_case_worker
-    from posenc.bench.common import Sizes, sizes_for
+    from posenc.bench.common import sizes_for
     from posenc.bench.hf import bench_hf
     from posenc.bench.precision import bench_precision
     from posenc.bench.report import Report, machine_info, print_report, write_json
@@ -100,31 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     from posenc.bench.startup import bench_cli
     from posenc.bench.targets import check_targets
     from posenc.bench.train import bench_train
-    from posenc.checks import check_choice, check_int
 
     if args.worker:
         print(json.dumps(bias_case_worker(json.loads(args.worker))))
         return 0
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
-    if not sections:
-        raise ValueError(f"--sections: give at least one of {', '.join(SECTIONS)}")
-    bad = [x for x in sections if x not in SECTIONS]
-    if bad:
-        raise ValueError(f"--sections: unknown {bad}; allowed: {', '.join(SECTIONS)}")
-    if args.json:  # before measuring, not after
-        check_out_file(args.json, "--json")
+    sections = args.sections  # each flag checked as it was parsed (posenc.cliargs)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
     if args.bias_T:
-        s.bias_T = tuple(check_int("--bias-T", _int(t), low=1) for t in args.bias_T.split(","))
+        s.bias_T = tuple(args.bias_T)
     if args.bias_encodings:
-        names = [x.strip() for x in args.bias_encodings.split(",") if x.strip()]
-        allowed = Sizes.bias_encodings
-        s.bias_encodings = tuple(check_choice("--bias-encodings", x, allowed) for x in names)
+        s.bias_encodings = tuple(args.bias_encodings)
+    if args.bias_paths:
+        s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     run = Progress(sections, "smoke" if args.smoke else "quick" if args.quick else "full")

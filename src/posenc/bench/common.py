@@ -23,10 +23,11 @@ class Sizes:
     table_T: int = 8192  # sinusoidal table [table_T, table_dim]
     table_dim: int = 512
     precision_T: tuple = (1024, 8192)  # precision section: table [T, table_dim], q, k [1, H, T, Dh]
-    bias_T: tuple = (1024, 4096, 16384)  # q, k, v [1, bias_H, T, bias_Dh]
+    bias_T: tuple = (512, 2048, 8192)  # q, k, v [1, bias_H, T, bias_Dh]
     bias_H: int = 8
     bias_Dh: int = 64
-    bias_encodings: tuple = ("alibi", "kerple", "sandwich", "t5", "fire")
+    bias_encodings: tuple = ("alibi", "kerple", "sandwich", "t5", "fire", "fire_past")
+    bias_paths: tuple = ("before", "flex", "materialized")  # beside posenc and the limit
     bias_flex: bool = True  # FlexAttention rows (compiled per shape: ~1 min each on 2 cores)
     train_steps: int = 20
     train_encodings: tuple = ("rope", "alibi")

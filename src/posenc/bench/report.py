@@ -47,7 +47,7 @@ class Report:
     machine: dict
     args: dict
     rows: list[Row] = field(default_factory=LiveRows)
-    targets: list[dict] = field(default_factory=list)  # {target, status, value, note}
+    targets: list[dict] = field(default_factory=list)  # {target, status (verdict), value, note}
     notes: list[str] = field(default_factory=list)
 
 
@@ -83,7 +83,7 @@ def print_report(rep: Report) -> None:
     print("\ntargets:")
     for t in rep.targets:
         note = f"  ({t['note']})" if t["note"] else ""
-        print(f"  {t['status']:<4}  {t['target']:<62} {t['value']}{note}")
+        print(f"  {t['status']:<17}  {t['target']:<62} {t['value']}{note}")
     if rep.notes:
         print("\nnotes:")
         for n in rep.notes:

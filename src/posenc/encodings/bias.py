@@ -22,7 +22,13 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_int, check_max_len, position_at
-from posenc.functional import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
+from posenc.functional import (
+    alibi_slopes,
+    check_t5_buckets,
+    relu_mlp_pieces,
+    sandwich_curve,
+    t5_bucket,
+)
 
 
 def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
@@ -283,6 +289,16 @@ class FIRE(PositionBias):
         den = torch.log((c * L.float()).abs() + 1) + self.eps
         hidden = torch.relu((num / den).unsqueeze(-1) * w1.float() + b1.float())  # [N, units]
         return (hidden @ w2.float().t() + b2.float()).t()  # [H, N]
+
+    def mlp_form(self, q_pos: torch.Tensor, span: int):
+        """The bias as MLP_h(psi[|i - j|] / den[i]) for the fast path (posenc.attention.fast_bias):
+        psi [span + 1] at distances 0..span and den [Tq] at query positions q_pos [Tq] (float32,
+        _value's operations), and the MLP as its linear pieces (z, A, B) (relu_mlp_pieces)."""
+        c, L, w1, b1, w2, b2 = self._params()
+        dist = torch.arange(span + 1, device=q_pos.device)
+        psi = torch.log((c * dist.float()).abs() + 1)
+        den = torch.log((c * torch.maximum(q_pos.float(), L)).abs() + 1) + self.eps
+        return psi, den, relu_mlp_pieces(w1, b1, w2, b2)
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, init_L={self.init_L:g}"

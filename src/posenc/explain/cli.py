@@ -11,7 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import (
+    OneLineParser,
+    check_writable,
+    even_integer,
+    in_file,
+    in_files,
+    integer,
+    out_dir,
+)
 from posenc.explain.i18n import LANGS, tr
 
 DESCRIPTION = (
@@ -33,64 +41,67 @@ def help_lang(argv: list[str]) -> str:
     return "zh" if env.startswith("zh") else "en"
 
 
-class Formatter(argparse.HelpFormatter):
-    lang = "en"
+def translated(p: argparse.ArgumentParser, lang: str) -> argparse.ArgumentParser:
+    """`p` with its description, option help, section titles and usage prefix in `lang`."""
+    p.description = tr(p.description, lang)
+    for action in p._actions:
+        if action.help:
+            action.help = tr(action.help, lang)
+    p._positionals.title, p._optionals.title = (tr(t, lang) for t in ("positional arguments",
+                                                                       "options"))  # fmt: skip
+    usage = tr("usage: ", lang)
 
-    def add_usage(self, usage, actions, groups, prefix=None):
-        super().add_usage(
-            usage, actions, groups, None if self.lang == "en" else tr("usage: ", self.lang)
-        )
+    class Formatter(argparse.HelpFormatter):
+        def add_usage(self, usage_, actions, groups, prefix=None):
+            super().add_usage(usage_, actions, groups, usage)
+
+    p.formatter_class = Formatter
+    return p
 
 
 def parser(lang: str = "en") -> argparse.ArgumentParser:
-    """The options; their help in `lang` (the flags themselves are the same in every language)."""
-    h = (lambda text: text) if lang == "en" else (lambda text: tr(text, lang))
-    formatter = type("Formatter", (Formatter,), {"lang": lang})
-    p = OneLineParser(prog="posenc explain", description=h(DESCRIPTION), add_help=False,
-                      formatter_class=formatter)  # fmt: skip
-    if lang != "en":
-        p._positionals.title, p._optionals.title = (
-            tr("positional arguments", lang),
-            tr("options", lang),
-        )
-    p.add_argument("-h", "--help", action="help", help=h("show this help message and exit"))
-    p.add_argument("name", nargs="?", help=h("encoding name (see `posenc list`)"))
-    p.add_argument(
-        "--all", action="store_true", help=h("every encoding, an index and a comparison")
-    )
+    """The options, their help in `lang` (the flags are the same in every language)."""
+    p = OneLineParser(prog="posenc explain", description=DESCRIPTION)
+    p.add_argument("name", nargs="?", help="encoding name (see `posenc list`)")
+    p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
     p.add_argument(
         "--dim",
-        type=int,
+        type=even_integer(4),
         default=64,
-        help=h("model width for absolute encodings, head dim for the others (default 64)"),
+        help="model width for absolute encodings, head dim for the others (default 64)",
     )
-    p.add_argument("--heads", type=int, default=4, help=h("attention heads (default 4)"))
+    p.add_argument("--heads", type=integer(1, 64), default=4, help="attention heads (default 4)")
     p.add_argument(
         "--max-pos",
-        type=int,
+        type=integer(16, 2048),
         default=128,
-        help=h(
-            "positions 0..N-1 to draw and measure; the table length of learned ones (default 128)"
-        ),
+        help="positions 0..N-1 to draw and measure; the table length of learned ones (default 128)",
     )
-    p.add_argument("--out", help=h("output folder (default explain_NAME, or explain_all)"))
-    p.add_argument("--checkpoint", help=h("a TransformerLM checkpoint: draw the trained state too"))
+    p.add_argument(
+        "--out", type=out_dir, help="output folder (default explain_NAME, or explain_all)"
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=in_file,
+        help="a TransformerLM checkpoint: draw the trained state too",
+    )
     p.add_argument(
         "--arena",
-        help=h("arena results databases, comma-separated: the claims that need trained models"),
+        type=in_files,
+        help="arena results databases, comma-separated: the claims that need trained models",
     )
     p.add_argument(
         "--claims",
         action="store_true",
-        help=h("print the seeds' claims as a markdown table (the README's) and exit"),
+        help="print the seeds' claims as a markdown table (the README's) and exit",
     )
     p.add_argument(
         "--lang",
         choices=LANGS,
         default="en",
-        help=h("language of the pages, figures and --claims table: en or zh (default en)"),
+        help="language of the pages, figures and --claims table: en or zh (default en)",
     )
-    return p
+    return p if lang == "en" else translated(p, lang)
 
 
 def summary(pg) -> str:
@@ -127,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         claims = ex.claims_mod.check_all(dim=args.dim, max_pos=args.max_pos, arena=args.arena)
         print(ex.claims_mod.markdown_table(claims, args.lang))
         return report_errors(claims)
+    if args.lang != "en":  # the figures' CJK font, before anything is drawn or written
+        from posenc.explain.i18n.fonts import cjk_family
+
+        try:
+            cjk_family()
+        except ModuleNotFoundError as err:
+            raise ValueError(f"--lang {args.lang}: {err}") from None
     if args.all:
         if args.name or args.checkpoint:
             raise ValueError("--all draws every encoding: give no NAME and no --checkpoint")

@@ -155,8 +155,8 @@ def claim_html(c: Claim, lang: str = "en") -> str:
         shown = "; ".join(tr(k, lang) + " = " + (tr("absent", lang) if v is None else f"{v:.4g}")
                           for k, v in c.measured.items())  # fmt: skip
         rule = c.rule if lang == "en" else i18n.rule_text(c.rules, c.otherwise, lang)
-        note = (f"<dt>{tr('rule', lang)}</dt><dd>{escape(rule)} "
-                f"({escape(shown or numbers(c))})</dd>" + note)  # fmt: skip
+        said = i18n.fmt("{rule} ({numbers})", lang, rule=rule, numbers=shown or numbers(c))
+        note = f"<dt>{tr('rule', lang)}</dt><dd>{escape(said)}</dd>" + note
     said = c.claim if lang == "en" or not c.seed else seed_sentence(c.seed, c.quote)
     where = (f"seed {escape(c.seed)}" + (f", line {c.line}" if c.line else "") if lang == "en"
              else escape(i18n.where_text(c.seed, c.line, lang)))  # fmt: skip
@@ -173,8 +173,12 @@ def claim_html(c: Claim, lang: str = "en") -> str:
 
 def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> str:
     counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
-    sep = ", " if lang == "en" else "，"
-    tally = sep.join(f"{n} {tr(v, lang)}" for v, n in counts.items() if n)
+    if lang == "en":
+        tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    else:
+        each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
+                if n]  # fmt: skip
+        tally = i18n.fmt(", ", lang).join(each)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     if lang != "en" and claims:
         head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'

@@ -11,7 +11,7 @@ Shapes follow the legend in posenc.base.
                   omni_positions (Qwen2.5-Omni, Qwen3-Omni)
     rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
     rotary_learned  axial frequencies (rope_nd), PoPE, FoPE, LieRE (import the module)
-    bias          alibi_slopes, t5_bucket, sandwich_curve
+    bias          alibi_slopes, t5_bucket, sandwich_curve, relu_mlp_pieces (FIRE's MLP)
     relative      deberta_bucket, rel_shift, relative_sinusoid
     content       forget_bias (FoX), stick_breaking, dape_logits, run_ends (packed documents)
     path          path_scores, householder, short_conv (PaTH; import the module)
@@ -25,7 +25,13 @@ from posenc.functional.absolute import (
     sinusoidal_table_2d,
     sinusoidal_table_3d,
 )
-from posenc.functional.bias import alibi_slopes, check_t5_buckets, sandwich_curve, t5_bucket
+from posenc.functional.bias import (
+    alibi_slopes,
+    check_t5_buckets,
+    relu_mlp_pieces,
+    sandwich_curve,
+    t5_bucket,
+)
 from posenc.functional.content import dape_logits, forget_bias, run_ends, stick_breaking
 from posenc.functional.mrope import mrope_angles, mrope_axes, mrope_positions, omni_positions
 from posenc.functional.relative import deberta_bucket, rel_shift, relative_sinusoid
@@ -54,6 +60,7 @@ __all__ = [
     "omni_positions",
     "position_angles",
     "rel_shift",
+    "relu_mlp_pieces",
     "relative_sinusoid",
     "rope_align",
     "rope_cos_sin",

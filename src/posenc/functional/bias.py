@@ -108,3 +108,29 @@ def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
     for i in range(1, half + 1):
         total = total + torch.cos(d * 10000.0 ** (-2.0 * i / dim))
     return total - half
+
+
+def relu_mlp_pieces(
+    w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Linear(1, U) - ReLU - Linear(U, H) of a scalar x, as the linear pieces it is made of.
+
+    w1, b1 [U], w2 [H, U], b2 [H] -> z [K] sorted (the x where a unit with w1 != 0 turns on or
+    off), A, B [H, K + 1] float32 with MLP(x)[h] = A[h, k] * x + B[h, k], k = #{z < x}: on
+    piece k the active units' w2 * (w1 * x + b1) summed. A and B carry the weights' gradients
+    (the pieces' ends do not move them: the MLP is continuous there).
+    """
+    turns = w1 != 0
+    z, order = torch.sort((-b1[turns] / w1[turns]).detach().float())  # [K]
+    K = z.shape[0]
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(K, device=order.device)
+    k = torch.arange(K + 1, device=z.device)  # piece k: x above k of the z, below the rest
+    up = (w1[turns] > 0)[:, None]
+    act = torch.zeros(w1.shape[0], K + 1, dtype=torch.bool, device=z.device)  # [U, K + 1]
+    act[turns] = torch.where(up, rank[:, None] < k, rank[:, None] >= k)
+    act[~turns] = (b1[~turns] > 0)[:, None]  # a constant unit: on everywhere or nowhere
+    act = act.double()
+    A = (w2.double() * w1.double()) @ act  # [H, K + 1]
+    B = b2.double()[:, None] + (w2.double() * b1.double()) @ act
+    return z, A.float(), B.float()

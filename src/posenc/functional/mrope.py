@@ -21,12 +21,17 @@ AXES = ("t", "h", "w")
 ADVANCES = ("grid", "max")
 OMNI_TYPES = ("qwen2_5_omni", "qwen3_omni_moe")
 NAMES = {1: "image_grid_thw", 2: "video_grid_thw"}  # token type -> its grids' name
+MAX_PAIRS = 2**16  # rotary pairs a section may hold (head dims past 131072: a typo)
+MAX_INDEX = 2**62  # positions and factors stay well inside int64
 
 
 def mrope_default_section(half: int, interleaved: bool = False) -> list[int]:
     """(t, h, w) pair counts summing to `half` = R/2: Qwen2-VL's [16, 24, 24] (h = w = 3/8 of
     the pairs) chunked, Qwen3-VL's [24, 20, 20] (h = w = 5/16) interleaved, at R = 128."""
-    hw = half * 5 // 16 if interleaved else half * 3 // 8
+    half = check_int("half", half, low=0)
+    if half > MAX_PAIRS:
+        raise ValueError(f"half must be <= {MAX_PAIRS} rotary pairs, got {half}")
+    hw = half * 5 // 16 if check_bool("interleaved", interleaved) else half * 3 // 8
     return [half - 2 * hw, hw, hw]
 
 
@@ -37,6 +42,8 @@ def check_mrope_section(section, half: int | None = None) -> list[int]:
     if len(section) != 3:
         raise ValueError(f"mrope_section must have 3 entries (t, h, w), got {list(section)}")
     section = [check_int(f"mrope_section[{a}]", s, low=0) for a, s in zip(AXES, section)]
+    if sum(section) > MAX_PAIRS:
+        raise ValueError(f"mrope_section must hold <= {MAX_PAIRS} rotary pairs, got {section}")
     if half is not None and sum(section) != half:
         raise ValueError(
             f"mrope_section must sum to head_dim // 2 = {half} (one entry per rotary pair), "
@@ -56,6 +63,8 @@ def mrope_axes(
     hw_pairs (ERNIE-4.5-VL, whose section is (h, w, t) with section[0] == section[1]): the first
     section[0] + section[1] pairs alternate h, w (h, w, h, w, ...), the last section[2] follow t.
     """
+    section = check_mrope_section(section)
+    check_bool("interleaved", interleaved)
     if check_bool("hw_pairs", hw_pairs):
         if interleaved or section[0] != section[1]:
             raise ValueError(f"hw_pairs takes a section (h, w, t) with h == w and interleaved="
@@ -77,6 +86,25 @@ def mrope_angles(
     videorope_axes, vrope_axes) -> angles [..., R/2]: pair j turns by
     positions[..., axes[j]] * inv_freq[j], through position_angles (float32 reduced, float64
     for `dtype` float64)."""
+    check_tensor("positions", positions)
+    check_tensor("inv_freq", inv_freq)
+    if positions.dim() < 1 or positions.shape[-1] < 1 or not _real(positions):
+        raise ValueError(f"positions must be a real tensor [..., P], P >= 1, got "
+                         f"{positions.dtype} {tuple(positions.shape)}")  # fmt: skip
+    if inv_freq.dim() != 1 or not inv_freq.is_floating_point():
+        raise ValueError(f"inv_freq must be a floating-point tensor [R/2], got "
+                         f"{inv_freq.dtype} {tuple(inv_freq.shape)}")  # fmt: skip
+    if not isinstance(axes, list | tuple) or len(axes) != len(inv_freq):
+        raise ValueError(f"axes must be a list of {len(inv_freq)} ints (one per pair of "
+                         f"inv_freq), got {axes!r}")  # fmt: skip
+    for a in axes:
+        if check_int("axes[j]", a, low=0) >= positions.shape[-1]:
+            raise ValueError(f"axes must be < P = {positions.shape[-1]} (positions' last "
+                             f"axis), got {list(axes)}")  # fmt: skip
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if positions.is_floating_point() and not bool(positions.isfinite().all()):
+        raise ValueError("positions must be finite (no NaN or inf)")
     groups = [[j for j, a in enumerate(axes) if a == axis] for axis in range(positions.shape[-1])]
     parts = [
         position_angles(positions[..., axis], inv_freq[idx], dtype)  # [..., len(idx)]
@@ -91,27 +119,46 @@ def mrope_angles(
     return angles[..., inverse]
 
 
+def _real(x: torch.Tensor) -> bool:
+    """An integer or floating-point tensor (not bool, not complex)."""
+    return x.dtype != torch.bool and not x.is_complex()
+
+
+def _integers(x: torch.Tensor) -> bool:
+    return _real(x) and not x.is_floating_point()
+
+
 def _grids(name: str, grid_thw) -> list[tuple[int, int, int]]:
-    """[N, 3] (t, h, w) grid sizes as int triples, each >= 1."""
+    """[N, 3] (t, h, w) grid sizes as int triples, each in 1..2^31."""
     if grid_thw is None:
         return []
-    rows = torch.as_tensor(grid_thw)
-    if rows.dim() != 2 or rows.shape[-1] != 3 or rows.is_floating_point():
+    try:
+        rows = torch.as_tensor(grid_thw)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be an [N, 3] integer tensor of (t, h, w), got "
+                        f"{type(grid_thw).__name__} {grid_thw!r}") from None  # fmt: skip
+    if rows.dim() != 2 or rows.shape[-1] != 3 or not _integers(rows):
         raise ValueError(f"{name} must be an [N, 3] integer tensor of (t, h, w), got {grid_thw!r}")
     out = [tuple(int(x) for x in row) for row in rows.tolist()]
-    if any(min(row) < 1 for row in out):
-        raise ValueError(f"{name} must hold sizes >= 1, got {out}")
+    if any(min(row) < 1 or max(row) > 2**31 for row in out):
+        raise ValueError(f"{name} must hold sizes in 1..2^31, got {out}")
     return out
 
 
 def _seconds(name: str, seconds, videos: int) -> list:
     """One seconds-per-grid entry per video (a tensor's entries stay 0-d tensors, as in
     transformers: their dtype sets the rounding of the time index)."""
-    seconds = list(seconds)
+    try:
+        seconds = list(seconds)
+    except TypeError:
+        raise TypeError(f"{name} must be a list or 1-D tensor of seconds, one per video, got "
+                        f"{type(seconds).__name__} {seconds!r}") from None  # fmt: skip
     if len(seconds) != videos:
         raise ValueError(f"{name} must have one entry per video ({videos}), got {len(seconds)}")
     for s in seconds:
-        check_float(name, float(s), ge=0)
+        if isinstance(s, torch.Tensor) and (s.numel() != 1 or not _real(s)):
+            raise ValueError(f"{name} must hold one real number per video, got {s!r}")
+        check_float(name, float(s) if isinstance(s, torch.Tensor) else s, ge=0)
     return seconds
 
 
@@ -123,7 +170,8 @@ def _video_intervals(tokens_per_second, second_per_grid_ts, videos: int) -> list
             raise ValueError("second_per_grid_ts needs tokens_per_second (Qwen2.5-VL's "
                              "vision_config.tokens_per_second)")  # fmt: skip
         return [(1,)] * videos
-    check_float("tokens_per_second", tokens_per_second, gt=0)
+    if check_float("tokens_per_second", tokens_per_second, gt=0) > MAX_INDEX:
+        raise ValueError(f"tokens_per_second must be <= 2^62, got {tokens_per_second!r}")
     if second_per_grid_ts is None:
         return [(tokens_per_second,)] * videos
     seconds = _seconds("second_per_grid_ts", second_per_grid_ts, videos)
@@ -253,7 +301,8 @@ def mrope_positions(
     if check_bool("newline_columns", newline_columns) and (split_frames or tokens_per_second):
         raise ValueError("newline_columns spaces frames by their block (HY-V4-VL): "
                          "split_frames and tokens_per_second do not apply")  # fmt: skip
-    check_int("padding", padding, low=0)
+    if check_int("padding", padding, low=0) > MAX_INDEX:
+        raise ValueError(f"padding must be <= 2^62, got {padding}")
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
     intervals = {1: [(1,)] * len(grids[1]), 2: videos}
     used = {1: 0, 2: 0}
@@ -300,7 +349,8 @@ def omni_positions(
     """
     types = _types(token_types, (0, 1, 2, 3), "0 (text), 1 (image), 2 (video) or 3 (audio)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
-    check_float("position_id_per_seconds", position_id_per_seconds, gt=0)
+    if check_float("position_id_per_seconds", position_id_per_seconds, gt=0) > MAX_INDEX:
+        raise ValueError(f"position_id_per_seconds must be <= 2^62, got {position_id_per_seconds}")
     pps = position_id_per_seconds  # as given (transformers multiplies by the config's value)
     if model_type not in OMNI_TYPES:
         raise ValueError(f"model_type must be one of {OMNI_TYPES}, got {model_type!r}")
@@ -514,7 +564,7 @@ def _omni_row(kinds, grids, used, merge, pps, seconds, chunk):
 def _types(token_types, allowed: tuple, names: str) -> torch.Tensor:
     """token_types [T] or [B, T] checked, as [B, T] on the CPU."""
     check_tensor("token_types", token_types)
-    if token_types.dim() not in (1, 2) or token_types.is_floating_point():
+    if token_types.dim() not in (1, 2) or not _integers(token_types):
         raise ValueError(f"token_types must be a [T] or [B, T] integer tensor, got "
                          f"{token_types.dtype} {tuple(token_types.shape)}")  # fmt: skip
     types = (token_types[None] if token_types.dim() == 1 else token_types).cpu()  # [B, T]
@@ -523,16 +573,26 @@ def _types(token_types, allowed: tuple, names: str) -> torch.Tensor:
     return types
 
 
+def _keep(attention_mask, token_types, types) -> torch.Tensor:
+    """[B, T] bool: the tokens attention_mask (shaped as token_types, 0 / 1) keeps."""
+    if attention_mask is None:
+        return torch.ones_like(types, dtype=torch.bool)
+    check_tensor("attention_mask", attention_mask)
+    if attention_mask.shape != token_types.shape:
+        want, got = tuple(token_types.shape), tuple(attention_mask.shape)
+        raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
+    mask = attention_mask.reshape(types.shape).cpu()
+    ok = mask.dtype == torch.bool or (_integers(mask) and bool(((mask == 0) | (mask == 1)).all()))
+    if not ok:
+        raise ValueError(f"attention_mask must be a bool or integer tensor of 0 (padding) and 1, "
+                         f"got {attention_mask.dtype}")  # fmt: skip
+    return mask.bool()
+
+
 def _positions(token_types, types, grids, used, row, attention_mask, pad, dtype=torch.int64):
     """[B, T, 3] positions of every row (row(kinds) -> [n, 3]; padding at `pad`), shaped as
     token_types; `used` counts the grids the rows took."""
-    keep = torch.ones_like(types, dtype=torch.bool)
-    if attention_mask is not None:
-        check_tensor("attention_mask", attention_mask)
-        if attention_mask.shape != token_types.shape:
-            want, got = tuple(token_types.shape), tuple(attention_mask.shape)
-            raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
-        keep = attention_mask.reshape(types.shape).cpu().bool()
+    keep = _keep(attention_mask, token_types, types)
     out = torch.full((*types.shape, 3), pad, dtype=dtype)  # padding stays at `pad`
     for b in range(types.shape[0]):
         out[b, keep[b]] = row(types[b][keep[b]].tolist()).to(dtype)

@@ -26,7 +26,15 @@ import itertools
 import torch
 
 from posenc.checks import check_float, check_int, check_tensor
-from posenc.functional.mrope import NAMES, _grids, _types
+from posenc.functional.mrope import (
+    MAX_PAIRS,
+    NAMES,
+    _grids,
+    _keep,
+    _real,
+    _types,
+    check_mrope_section,
+)
 
 HOPE_SCALES = (0.5, 0.75, 1.0, 1.25, 1.5)  # HoPE's training choices of the temporal spacing
 VROPE_STREAMS = 4  # (h + w, h + w', h' + w, h' + w'), x' = the flipped index
@@ -37,24 +45,32 @@ def videorope_axes(section: list[int]) -> list[int]:
     pair counts: the first h + w pairs (the highest frequencies) alternate h, w, h, w, ...; the
     last t pairs (the lowest frequencies) follow t (VideoRoPE's low-frequency temporal
     allocation; HoPE's, whose temporal pairs then get frequency zero)."""
-    t, h, w = section
+    t, h, w = check_mrope_section(section)
     return [1 + j % 2 for j in range(h + w)] + [0] * t
 
 
 def vrope_axes(half: int) -> list[int]:
     """The stream of each of the `half` rotary pairs: pair j follows stream j % 4 (VRoPE)."""
+    if check_int("half", half, low=0) > MAX_PAIRS:
+        raise ValueError(f"half must be <= {MAX_PAIRS} rotary pairs, got {half}")
     return [j % VROPE_STREAMS for j in range(half)]
 
 
 def _scales(temporal_scale, blocks: int, generator) -> list[float]:
     """One temporal spacing per vision block: the float, or a draw from the sequence (DTS)."""
     if isinstance(temporal_scale, int | float):
-        return [check_float("temporal_scale", temporal_scale, gt=0)] * blocks
-    choices = [check_float("temporal_scale", s, gt=0) for s in temporal_scale]
+        return [_scale(temporal_scale)] * blocks
+    choices = [_scale(s) for s in temporal_scale]
     if not choices:
         raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
     draws = torch.randint(len(choices), (blocks,), generator=generator).tolist()
     return [choices[i] for i in draws]
+
+
+def _scale(value) -> float:
+    if check_float("temporal_scale", value, gt=0) > 2**31:
+        raise ValueError(f"temporal_scale must be <= 2^31, got {value!r}")
+    return float(value)
 
 
 def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
@@ -89,13 +105,7 @@ def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, 
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", merge, low=1)
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
-    keep = torch.ones_like(types, dtype=torch.bool)
-    if attention_mask is not None:
-        check_tensor("attention_mask", attention_mask)
-        if attention_mask.shape != token_types.shape:
-            want, got = tuple(token_types.shape), tuple(attention_mask.shape)
-            raise ValueError(f"attention_mask must have token_types' shape {want}, got {got}")
-        keep = attention_mask.reshape(types.shape).cpu().bool()
+    keep = _keep(attention_mask, token_types, types)
     scale_of = scales(sum(len(g) for g in grids.values()))  # one per vision block, in order
     out = torch.full((*types.shape, width), float(pad), dtype=torch.float64)
     used, blocks = {1: 0, 2: 0}, 0
@@ -157,7 +167,7 @@ def diagonal_positions(
     attention_mask [B, T] (0: padding): padding is skipped and gets position 1 (as the
     references).
     """
-    integral = all(float(s).is_integer() for s in _as_list(temporal_scale))
+    integral = all(_scale(s).is_integer() for s in _as_list(temporal_scale))
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
                   attention_mask, _diagonal_block, 3, 1,
                   lambda n: _scales(temporal_scale, n, generator))  # fmt: skip
@@ -195,6 +205,10 @@ def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
     """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
     layout a + d = b + c = 2 (frame offset) + h' + w' - 2 for every token, so three streams
     determine the fourth (text: all four equal). Linear, so offsets stay relative."""
+    check_tensor("positions", positions)
+    if positions.dim() < 1 or positions.shape[-1] != 3 or not _real(positions):
+        raise ValueError(f"positions must be a real tensor [..., 3] (three streams), got "
+                         f"{positions.dtype} {tuple(positions.shape)}")  # fmt: skip
     a, b, c = positions[..., :1], positions[..., 1:2], positions[..., 2:3]
     return torch.cat([positions, b + c - a], dim=-1)
 

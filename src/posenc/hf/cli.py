@@ -11,8 +11,35 @@ from __future__ import annotations
 
 import os
 
-from posenc.cliargs import OneLineParser, check_out_file
+from posenc.cliargs import OneLineParser, check_out_file, checked, in_file, integer
 from posenc.hf import golden as G
+
+# the flags' values, checked as they are parsed (posenc.cliargs): before anything is read or written
+POSITIONS = checked(G.parse_positions, ("5:3", "a:b", "-4", "0:4,2147483648", "0:4:0"), "positions")
+BANDS = checked(G.parse_bands, ("5,3", "a", "-1,4"), "band edges")
+
+
+def _out(text: str) -> str:
+    check_out_file(text, "--out")
+    return G._suffix(text, (".npz", ".safetensors"), "--out")
+
+
+def _seed_or_file(text: str) -> str:
+    if not text.strip().isdigit() and not os.path.isfile(text):
+        raise ValueError(f"must be a seed (an int >= 0) or a file with q and k, got {text!r}")
+    return text
+
+
+def _layer_type(text: str) -> str:
+    if not text.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"must be a layer type name (full_attention, ...) or nope, got {text!r}")
+    return text
+
+
+def _golden_file(text: str) -> str:
+    in_file(text)
+    return G._suffix(text, (".npz", ".safetensors"), "--golden")
+
 
 HELP = {
     "golden": "write the float64 RoPE cos/sin (and rotated q/k) of a transformers config",
@@ -26,21 +53,26 @@ def golden_parser() -> OneLineParser:
     parser.add_argument(
         "--positions",
         required=True,
+        type=POSITIONS,
         help="A:B (end exclusive), A:B:S, N, comma separated: 0:4096, 0,1,2,131071, 0:1000000:997",
     )
     parser.add_argument(
         "--out",
         default="golden.npz",
+        type=checked(_out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", "."), "a .npz file"),
         help="the file: .npz (numpy) or .safetensors (default golden.npz)",
     )
     parser.add_argument(
         "--q-k",
         dest="qk",
         metavar="SEED|FILE",
+        type=checked(_seed_or_file, ("x.pt", "-1", "1.5"), "a seed or a file"),
         help="also rotate q, k [T, H, Dh]: standard normal from this seed, or "
         "read from a .npz / .safetensors / .pt file holding q and k",
     )
-    parser.add_argument("--heads", type=int, default=1, help="heads of seeded q, k (default 1)")
+    parser.add_argument(
+        "--heads", type=integer(1), default=1, help="heads of seeded q, k (default 1)"
+    )
     add_common(parser)
     return parser
 
@@ -55,6 +87,7 @@ def conform_parser() -> OneLineParser:
     )
     parser.add_argument(
         "--golden",
+        type=checked(_golden_file, ("missing_x1.npz", "AFILE", "."), "a golden file"),
         help="read the golden values from this posenc golden file (default: computed on the fly)",
     )
     parser.add_argument(
@@ -70,11 +103,14 @@ def conform_parser() -> OneLineParser:
     )
     parser.add_argument(
         "--positions",
+        type=POSITIONS,
         help="the dump's positions, as for golden (default: its "
         "'positions' tensor, else --golden's, else 0..T-1)",
     )
     parser.add_argument(
-        "--bands", help="band edges, increasing: 0,2048,8192 (default: 2k, then powers of 4)"
+        "--bands",
+        type=BANDS,
+        help="band edges, increasing: 0,2048,8192 (default: 2k, then powers of 4)",
     )
     parser.add_argument(
         "--layout",
@@ -95,12 +131,13 @@ def conform_parser() -> OneLineParser:
 def add_common(parser: OneLineParser) -> None:
     parser.add_argument(
         "--seq-len",
-        type=int,
+        type=integer(1),
         help="the sequence length dynamic, dynamic_yarn "
         "and longrope compute for (default: the largest position + 1)",
     )
     parser.add_argument(
         "--layer-type",
+        type=checked(_layer_type, ("nope_type1", "a b"), "a layer type"),  # checked on the config
         help="the layer type of a config with rope parameters "
         "per layer type (Gemma 3: full_attention), or nope",
     )
@@ -114,6 +151,7 @@ def main_golden(argv: list[str]) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
     config, reader = G.read_config(args.config)
+    _check_layer_type(config, args.layer_type)
     qk = None
     if args.qk is not None:
         inv_freq, meta = G.rope_reference(
@@ -134,6 +172,15 @@ def main_golden(argv: list[str]) -> int:
         f"(config read by {reader})"
     )
     return 0
+
+
+def _check_layer_type(config, layer_type: str | None) -> None:
+    """--layer-type against the config, before anything is computed or written."""
+    if layer_type is not None:
+        try:
+            G._rope(config, layer_type)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"--layer-type {layer_type}: {err}") from None
 
 
 def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
@@ -157,6 +204,7 @@ def main_conform(argv: list[str]) -> int:
     golden_file = G.read_golden(args.golden) if args.golden else None
     dump = G.read_dump(args.dump)
     config, _ = G.read_config(args.config)
+    _check_layer_type(config, args.layer_type)
     result = G.conform(
         config,
         dump,

@@ -50,6 +50,28 @@ VARIANTS = (  # tried in order; the first that builds and runs a forward is used
     {**SMALL, **MOE, "num_hidden_layers": 8, "full_attention_interval": 2,
      "attn_layer_period": 2, "attn_layer_offset": 1},  # hybrids: some attention layers
 )  # fmt: skip
+# another set of sizes (python -m posenc.hf.coverage --sizes other): heads of 32 and of 16 with
+# a quarter rotary (Qwen3.5's small form, where a module's default mrope_section cannot fit),
+# hybrids with one attention layer in two
+OTHER = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+             intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=4,
+             full_attention_interval=2, attn_layer_period=2, attn_layer_offset=1,
+             rotary_dim=16, global_head_dim=64, qk_rope_head_dim=8, qk_nope_head_dim=24,
+             v_head_dim=32)  # fmt: skip
+OTHER_VARIANTS = tuple(
+    {**v, **extra}
+    for extra in (
+        OTHER,
+        {
+            "head_dim": 16,
+            "partial_rotary_factor": 0.25,
+            "num_hidden_layers": 4,
+            "full_attention_interval": 2,
+        },
+    )  # fmt: skip
+    for v in VARIANTS
+)
+SIZES = {"default": VARIANTS, "other": OTHER_VARIANTS}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 DYNAMIC = {"rope_type": "dynamic", "factor": 2.0}
 SCALINGS = {"yarn": YARN, "dynamic": DYNAMIC}
@@ -140,10 +162,10 @@ def _logits(model, calls) -> list[torch.Tensor]:
         return [model(**call).logits for call in calls]
 
 
-def tiny(model_type: str, cls: str):
+def tiny(model_type: str, cls: str, variants=VARIANTS):
     """(model, the kwargs variant it was built with); the last error when none builds."""
     error = None
-    for kwargs in VARIANTS:
+    for kwargs in variants:
         try:
             model = _build(model_type, cls, _config(model_type, kwargs))
             _logits(model, _inputs(64)[:1])
@@ -157,11 +179,11 @@ def _diff(a: list, b: list) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a, b))
 
 
-def check(model_type: str, cls: str) -> dict:
+def check(model_type: str, cls: str, variants=VARIANTS) -> dict:
     """One row: status, reason, the largest logit differences (plain, yarn, dynamic)."""
     row = dict(model_type=model_type, status="n/a", reason="", plain=None)
     try:
-        model, kwargs = tiny(model_type, cls)
+        model, kwargs = tiny(model_type, cls, variants)
     except Exception as error:
         return {**row, "reason": f"does not build tiny: {error}"}
     if not rotary_modules(model):
@@ -220,13 +242,13 @@ def _scaling_for(model, scaling: dict) -> dict:
     return scaling
 
 
-def sweep(types: list[str] | None = None, log=None) -> list[dict]:
+def sweep(types: list[str] | None = None, log=None, variants=VARIANTS) -> list[dict]:
     """Rows for `types` (default: every model type with a rotary embedding)."""
     known = model_types()
     rows = []
     for model_type in types or list(known):
         start = time.perf_counter()
-        row = check(model_type, known[model_type])
+        row = check(model_type, known[model_type], variants)
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
         if log:
@@ -300,8 +322,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m posenc.hf.coverage", description=__doc__)
     parser.add_argument("types", nargs="*", help="model types (default: every RoPE type)")
     parser.add_argument("--write", help="write the markdown table here")
+    parser.add_argument("--sizes", choices=tuple(SIZES), default="default",
+                        help="tiny sizes: default (docs/hf/coverage.md's) or other")  # fmt: skip
     args = parser.parse_args(argv)
-    rows = sweep(args.types or None, log=sys.stdout)
+    rows = sweep(args.types or None, log=sys.stdout, variants=SIZES[args.sizes])
     print(summary(rows))
     if args.write:
         with open(args.write, "w") as f:

@@ -462,11 +462,15 @@ def _config_of(module: nn.Module, model) -> dict:
     sectioned = _with_module_sections(cfg, getattr(module, "mrope_section", None))
     if sectioned is cfg:
         return cfg
-    try:  # a default that does not fit the config's rotary dim: the config alone
+    try:  # the section the module's forward applies to the [3, B, T] positions it is given
         for t in _module_types(module, sectioned) or [None]:
             rope_of(sectioned, t)
-    except (ValueError, TypeError):
-        return cfg
+    except (ValueError, TypeError) as error:  # a plain rope would crash in its attention
+        raise ValueError(
+            f"patch: {type(module).__name__} applies its default mrope_section "
+            f"{getattr(module, 'mrope_section', None)} (the config names none) to (t, h, w) "
+            f"positions, which does not fit the config's rotary dim: {error}; not patched"
+        ) from None
     return sectioned
 
 

@@ -29,7 +29,7 @@ DEFAULT_LENGTHS = "0.25x,0.5x,1x,1.5x,2x"
 DEFAULTS = dict(scalings=",".join(SCALINGS), lengths=DEFAULT_LENGTHS, tasks=",".join(data.TASKS),
                 docs=2, depths="0.2,0.5,0.8", seeds=2)  # fmt: skip
 QUICK_RUN = dict(scalings=",".join(QUICK), lengths="1x,1.25x", tasks="ppl,passkey", docs=1,
-                 depths="0.5", seeds=1)  # fmt: skip
+                 depths="0.5", seeds=1, windows=1)  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,12 +77,21 @@ def parser() -> argparse.ArgumentParser:
         f"topics, then {', '.join(data.STDLIB_FILES)})",
     )
     p.add_argument("--depths", help="comma-separated needle depths in [0, 1] (default 0.2,0.5,0.8)")
-    p.add_argument("--seeds", type=int, help="retrieval contexts per length (passkey: per "
-                   "depth; default 2)")
-    p.add_argument("--windows", type=int, default=4, help="perplexity windows per document "
-                   "(default 4; 1: the papers' first T tokens)")
-    p.add_argument("--probes", type=int, default=50, help="needles, each asked, per multikey / "
-                   "vartrack context (default 50)")
+    p.add_argument(
+        "--seeds", type=int, help="retrieval contexts per length (passkey: per depth; default 2)"
+    )
+    p.add_argument(
+        "--windows",
+        type=int,
+        help="perplexity windows per document (default 4, --quick 1; 1: the papers' first T "
+        "tokens)",
+    )
+    p.add_argument(
+        "--probes",
+        type=int,
+        default=50,
+        help="needles, each asked, per multikey / vartrack context (default 50)",
+    )
     p.add_argument(
         "--tolerance",
         type=float,
@@ -218,7 +227,7 @@ def config_from_args(args):
         context=context, head_dim=head_dim, factor=factor, db=args.db, out=args.out,
         device=args.device, workers=args.workers or 1, ray=args.ray,
         cpus_per_cell=args.cpus_per_cell or 1, gpus_per_cell=args.gpus_per_cell or 0.0,
-        tolerance=args.tolerance, windows=args.windows, probes=args.probes,
+        tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
     )  # fmt: skip
 
 

@@ -16,8 +16,10 @@ beginning with the tokens the tokenizer puts before a text; `windows=1` is the p
 Retrieval contexts are built in token ids (`context`), from a seed and needle depths (0 = start,
 1 = end); the shared prefix is prefilled once and each probe asked after it:
     passkey   Mohtashami & Jaggi 2023: one 5-digit pass key in repeated filler (one probe)
-    multikey  RULER's multi-key needles (Hsieh et al. 2024): a keyed pass key per depth, every
-              key asked
+    multikey  RULER's multi-key needles (Hsieh et al. 2024): a keyed pass key per depth
+              (" Pass key: falcon 12345 falcon 12345."), every key asked ("Pass key: falcon"):
+              the key right before its value, the form SmolLM2-135M retrieves (0.94 with 16
+              keys at 2k; phrasings with the key further from the value: 0.31-0.63)
     vartrack  RULER's variable tracking, one hop per depth: VAR A = n, later VAR B = VAR A;
               every B asked
 Each answer is scored by exact match of the first number the model generates, and by the
@@ -258,9 +260,8 @@ def context(task: str, tokenizer, length: int, depths, seed: int) -> Context:
     if task == "multikey":
         for d, word in zip(depths, rng.sample(WORDS, len(depths))):
             v = str(rng.randint(10000, 99999))
-            needles.append((d, f" The pass key of {word} is {v}. Remember it: {word} {v}. "))
-            q = f"\nWhat is the pass key of {word}? The pass key of {word} is"
-            probes.append(_probe(tokenizer, q, v, d))
+            needles.append((d, f" Pass key: {word} {v} {word} {v}. "))
+            probes.append(_probe(tokenizer, f"\nRecall the pass key. Pass key: {word}", v, d))
         return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
     names = set()
     while len(names) < 2 * len(depths):

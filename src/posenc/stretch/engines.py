@@ -1,7 +1,7 @@
 """From the answer to the engine: the settings that make each serving engine apply a scaling,
 and a copy of the model that loads with it by default.
 
-    info = model_info("path/to/model")        the model's RoPE, read from its config (no weights)
+    info = model_info(models.resolve(path))   the model's RoPE, read from its config (no weights)
     plan = plan_for("yarn(factor=2)", info)    the scaling as rope_parameters for its layer type
     engine_settings(plan) -> {engine: Setting} transformers, vLLM, SGLang, llama.cpp, Ollama
     settings_text(label, info) -> str          what `posenc stretch settings LABEL` prints
@@ -20,6 +20,7 @@ scaling, its Setting says so in `cannot` and carries no flags.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -37,16 +38,26 @@ SOURCES = {
     "vllm": "vllm-project/vllm vllm/model_executor/layers/rotary_embedding/__init__.py get_rope "
     "(926c71f) and vllm/config/model.py _get_and_verify_max_len (18ec662)",
     "sglang": "sgl-project/sglang python/sglang/srt/utils/hf_transformers_utils.py "
-    "get_context_length (2aa2e2d); server flags --json-model-override-args, --context-length",
-    "llama.cpp": "ggml-org/llama.cpp common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), "
-    "src/llama-model.cpp load_hparams (a5410f0), src/llama-context.cpp (yarn ext/attn factor), "
-    "src/llama-arch.cpp (GGUF key names)",
+    "get_context_length (2aa2e2d), python/sglang/srt/layers/rotary_embedding.py (ed0774f); "
+    "server flags --json-model-override-args, --context-length",
+    "llama.cpp": "ggml-org/llama.cpp as vendored in llama-cpp-python 0.3.36, and a5410f0: "
+    "common/arg.cpp (--rope-scale N sets rope_freq_scale = 1/N), src/llama-model.cpp "
+    "load_hparams (rope keys, defaults), src/llama-context.cpp (yarn ext/attn factor), "
+    "src/llama-arch.cpp (GGUF key names), src/models/*.cpp (rope_freqs, per-layer rules)",
     "ollama": "ollama/ollama docs/modelfile.mdx and api/types.go (Runner options) at v0.33.0-rc2 "
-    "(fb30760); rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
+    "(fb30760), which runs its vendored llama.cpp (LLAMA_CPP_VERSION b10488) on a GGUF; "
+    "rope_frequency_base / rope_frequency_scale removed in d5eec16 (#1983, 2024-05-09)",
 }
 DYNAMIC = ("dynamic", "dynamic_yarn")  # the frequencies follow each call's length
 GGUF_TYPES = ("none", "linear", "yarn", "ntk", "llama3")  # what --export writes into a .gguf
 ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's per-pair divisors (Llama 3.1 in GGUF)
+# GGUF architectures whose sliding-window layers llama.cpp leaves unscaled (their freq scale
+# stays 1 and their base is rope.freq_base_swa: src/models/gemma3.cpp, llama-hparams.h), i.e.
+# the layers transformers scales for a flat rope_scaling (full_attention)
+FULL_ONLY = ("gemma3",)
+# architectures whose llama.cpp graph loads rope_freqs.weight (src/models/*.cpp; a subset)
+FREQS_ARCHS = ("llama", "llama4", "mistral3", "granite", "deci", "exaone", "exaone4",
+               "minicpm", "arcee", "apertus")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,9 @@ class ModelInfo:
     """What the settings need of a model, read from its config (a transformers config dict).
 
     rope_parameters: the model's own, v5 form (flat, or {layer_type: dict} per layer type);
-    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf.
+    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf;
+    gguf_rope: the scaling llama.cpp reads from that GGUF where transformers' GGUF loader (which
+    reads no rope scaling keys but gpt-oss's) sees none.
     """
 
     name: str
@@ -64,6 +77,7 @@ class ModelInfo:
     rotary_dim: int
     rope_parameters: dict
     gguf_arch: str | None = None
+    gguf_rope: dict | None = None
 
     @property
     def layer_types(self) -> list[str] | None:
@@ -73,28 +87,33 @@ class ModelInfo:
 
     @classmethod
     def from_config(cls, config, name: str = "model", gguf_arch: str | None = None) -> ModelInfo:
+        """From a transformers config or config.json dict; ValueError without a context."""
         from posenc.hf.config import config_dict, from_config, head_dim_of, rope_parameters_of
 
         cfg = config_dict(config)
         context = cfg.get("max_position_embeddings")
         if not isinstance(context, int) or context < 1:
             raise ValueError("--model: its config gives no max_position_embeddings (its context)")
-        params = rope_parameters_of(cfg)
-        info = cls(
-            name, str(cfg.get("model_type")), context, head_dim_of(cfg), 0, params, gguf_arch
-        )
-        rotary = from_config(cfg, info.default_target()).rotary_dim(info.head_dim)
-        return cls(name, info.model_type, context, info.head_dim, rotary, params, gguf_arch)
+        params, head_dim = rope_parameters_of(cfg), head_dim_of(cfg)
+        rotary = from_config(cfg, default_target(params)).rotary_dim(head_dim)
+        model_type = str(cfg.get("model_type"))
+        return cls(name, model_type, context, head_dim, rotary, params, gguf_arch)
 
     def default_target(self) -> str | None:
-        """The layer type a flat label sets: full_attention where RoPE is per layer type."""
-        types = self.layer_types
-        if types is None:
-            return None
-        return "full_attention" if "full_attention" in types else types[-1]
+        return default_target(self.rope_parameters)
 
     def own(self, target: str | None) -> dict:
         return dict(self.rope_parameters[target] if target else self.rope_parameters)
+
+
+def default_target(rope_parameters: dict) -> str | None:
+    """The layer type a flat label sets: full_attention where RoPE is per layer type."""
+    from posenc.hf.config import layer_types_of
+
+    types = layer_types_of(rope_parameters)
+    if types is None:
+        return None
+    return "full_attention" if "full_attention" in types else types[-1]
 
 
 @dataclass(frozen=True)
@@ -181,11 +200,11 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
     return Plan(scaling, target, params, factor, length, info)
 
 
-def _cfg(info: ModelInfo, rope_parameters=None, length=None) -> dict:
-    """A config dict posenc.hf reads: the model's rope (or `rope_parameters`) and context."""
+def _cfg(info: ModelInfo) -> dict:
+    """A config dict posenc.hf reads: the model's rope and context."""
     return {"model_type": info.model_type, "head_dim": info.head_dim,
-            "max_position_embeddings": length or info.context,
-            "rope_parameters": rope_parameters or info.rope_parameters}  # fmt: skip
+            "max_position_embeddings": info.context,
+            "rope_parameters": info.rope_parameters}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,19 +315,30 @@ def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _common_cannot(plan: Plan, engine: str) -> list[str]:
-    name = plan.scaling.name
-    out = []
-    if name == "dynamic_yarn":
-        out.append(f"{engine} has no Dynamic-YaRN (no rope_type for it): not expressible")
-    return out
+CANNOT = {  # (engine, scaling) -> why the engine cannot express it
+    ("transformers", "dynamic_yarn"): "transformers has no Dynamic-YaRN rope_type",
+    ("vllm", "dynamic"): "vLLM's rope_type 'dynamic' is not dynamic: it sets one base for "
+    "max_position_embeddings x factor and applies it to every prompt, short ones too "
+    "(vllm#3488); posenc's dynamic NTK is not expressible",
+    ("vllm", "dynamic_yarn"): "vLLM has no Dynamic-YaRN rope_type",
+    ("vllm", "proportional"): "vLLM's get_rope has no 'proportional' rope_type",
+    ("sglang", "dynamic"): "SGLang's rope_type 'dynamic' (layers/rotary_embedding.py, adapted "
+    "from vLLM's) sets one base for max_position_embeddings x factor and applies it to every "
+    "prompt; posenc's dynamic NTK is not expressible",
+    ("sglang", "dynamic_yarn"): "SGLang has no Dynamic-YaRN rope_type",
+    ("sglang", "proportional"): "'proportional' is not among the scalings checked for SGLang",
+}
+RUNTIME_NOTE = (
+    "transformers 5 warns that rope_scaling is deprecated and maps it onto rope_parameters "
+    "(rope_theta included, as given here); the same dict under rope_parameters works there too"
+)
 
 
 def transformers_setting(plan: Plan) -> Setting:
     s = Setting("transformers", source=SOURCES["transformers"])
     params = hf_rope_parameters(plan)
-    if params is None:
-        s.cannot += _common_cannot(plan, "transformers")
+    if ("transformers", plan.scaling.name) in CANNOT:
+        s.cannot.append(CANNOT["transformers", plan.scaling.name])
         return s
     s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
     legacy = legacy_config(plan)
@@ -344,21 +374,10 @@ def transformers_setting(plan: Plan) -> Setting:
 def vllm_setting(plan: Plan) -> Setting:
     s = Setting("vllm", source=SOURCES["vllm"])
     name = plan.scaling.name
+    if ("vllm", name) in CANNOT:
+        s.cannot.append(CANNOT["vllm", name])
+        return s
     over = engine_override(plan)
-    if over is None or name in DYNAMIC:
-        s.cannot += _common_cannot(plan, "vLLM")
-        if name == "dynamic":
-            s.cannot.append(
-                "vLLM's rope_type 'dynamic' is not dynamic: it sets one base for "
-                "max_position_embeddings x factor and applies it to every prompt, short ones "
-                "too (vllm#3488); posenc's dynamic NTK is not expressible"
-            )
-        if name == "proportional":
-            s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
-        return s
-    if name == "proportional":
-        s.cannot.append("vLLM's get_rope has no 'proportional' rope_type")
-        return s
     flat = hf_rope_parameters(plan)
     over = _with_length(over, lambda m: vllm_length(plan.info.model_type, m, flat), plan)
     s.flags = ["--hf-overrides", _json(over)] if name != "none" else []
@@ -378,23 +397,18 @@ def vllm_setting(plan: Plan) -> Setting:
         "above its derived length it refuses --max-model-len unless "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm#2565)"
     )
+    if name != "none" and "rope_scaling" in over:
+        s.notes.append(RUNTIME_NOTE)
     return s
 
 
 def sglang_setting(plan: Plan) -> Setting:
     s = Setting("sglang", source=SOURCES["sglang"])
     name = plan.scaling.name
-    over = engine_override(plan)
-    if over is None or name in DYNAMIC or name == "proportional":
-        s.cannot += _common_cannot(plan, "SGLang")
-        if name == "dynamic":
-            s.cannot.append(
-                "SGLang applies one static rope per model: dynamic NTK (a base "
-                "that follows each call's length) is not expressible"
-            )
-        if name == "proportional":
-            s.cannot.append("'proportional' is not among the scalings checked for SGLang here")
+    if ("sglang", name) in CANNOT:
+        s.cannot.append(CANNOT["sglang", name])
         return s
+    over = engine_override(plan)
     rs = over.get("rope_scaling")
     over = _with_length(over, lambda m: sglang_length(m, rs), plan)
     s.flags = ["--json-model-override-args", _json(over)] if name != "none" else []
@@ -416,6 +430,8 @@ def sglang_setting(plan: Plan) -> Setting:
         "above its derived length SGLang refuses --context-length unless "
         "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
     )
+    if name != "none" and "rope_scaling" in over:
+        s.notes.append(RUNTIME_NOTE)
     return s
 
 
@@ -452,7 +468,7 @@ def llamacpp_setting(plan: Plan) -> Setting:
             "0.1 ln(factor) + 1, as transformers) are left at their defaults"
         )
     elif name == "ntk":
-        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.8g}", *flags]
+        flags = ["--rope-scaling", "none", "--rope-freq-base", f"{ntk_theta(plan):.9g}", *flags]
     elif name == "llama3":
         s.cannot.append(
             "llama3 has no flag: llama.cpp reads it as the GGUF tensor "
@@ -460,12 +476,25 @@ def llamacpp_setting(plan: Plan) -> Setting:
         )
         flags = []
     s.flags = flags
+    if plan.info.gguf_arch is None:
+        s.notes.append(
+            "the flags act on a GGUF: convert the folder first (llama.cpp's "
+            "convert_hf_to_gguf.py), or export a .gguf model with --export"
+        )
     if name in ("linear", "yarn"):
         s.notes.append(
             f"--rope-scale takes the factor ({plan.factor:g}); --rope-freq-scale "
             f"takes its inverse ({1 / plan.factor:.6g}) (llama.cpp#2402)"
         )
-    if plan.target is not None:
+    if plan.target is not None and plan.info.gguf_arch in FULL_ONLY:
+        s.notes.append(
+            f"llama.cpp's {plan.info.gguf_arch} scales its global layers only (the sliding ones "
+            "keep freq scale 1 and rope.freq_base_swa): the full_attention layers, as here"
+        )
+        if plan.target != "full_attention":
+            s.cannot.append("llama.cpp cannot scale this model's sliding layers")
+            s.flags = []
+    elif plan.target is not None:
         s.notes.append(
             "per-layer-type rope: which layers llama.cpp scales is the architecture's "
             "code (src/models/*), not checked here"
@@ -522,6 +551,12 @@ def settings_text(label: str, model_info: ModelInfo) -> str:
             "combined (a linear override over Llama 3.1's own: perplexity 13.8 -> "
             "11,316, unsloth PR 7028)"
         )
+    if info.gguf_rope is not None:
+        head.append(
+            f"  note: this GGUF carries its own scaling, which llama.cpp applies "
+            f"({_json(info.gguf_rope)}) and transformers' GGUF loader ignores: posenc measured "
+            "the model without it, and the settings below replace it"
+        )
     if plan.scaling.name in DYNAMIC:
         head.append(
             "  note: a dynamic scaling follows each call's length; engines that "
@@ -562,11 +597,18 @@ def model_info(spec) -> ModelInfo:
         config = transformers.AutoConfig.from_pretrained(spec.path, **kw)
     except (OSError, ValueError, KeyError) as err:
         raise ValueError(f"--model {spec.name}: its config cannot be read ({err})") from None
-    arch = None
-    if spec.gguf:
-        reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
-        arch = reader.fields["general.architecture"].contents()
-    return ModelInfo.from_config(config, spec.name, arch)
+    if not spec.gguf:
+        return ModelInfo.from_config(config, spec.name)
+    reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
+    arch = reader.fields["general.architecture"].contents()
+    info = ModelInfo.from_config(config, spec.name, arch)
+    try:
+        own = gguf_config(reader)["rope_parameters"]
+    except ValueError as err:
+        own = {"rope_type": str(err)}
+    if own.get("rope_type") == "default" or info.layer_types is not None:
+        return info
+    return dataclasses.replace(info, gguf_rope=own)
 
 
 def check_export(plan: Plan, spec, out: str) -> None:
@@ -584,7 +626,13 @@ def check_export(plan: Plan, spec, out: str) -> None:
                 f"--export: {plan.label} cannot be written into a GGUF (llama.cpp "
                 f"reads {', '.join(GGUF_TYPES)}), see the llama.cpp settings"
             )
-        if plan.info.layer_types is not None and name != "none":
+        if name == "llama3" and plan.info.gguf_arch not in FREQS_ARCHS:
+            raise ValueError(
+                f"--export: llama.cpp's {plan.info.gguf_arch} reads no {ROPE_FREQS}; llama3 "
+                f"is written for {', '.join(FREQS_ARCHS)}"
+            )
+        full_only = plan.info.gguf_arch in FULL_ONLY and plan.target == "full_attention"
+        if plan.info.layer_types is not None and name != "none" and not full_only:
             raise ValueError(
                 "--export: a GGUF with rope per layer type is not written here "
                 "(which layers llama.cpp scales is per architecture)"
@@ -702,7 +750,7 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     writer.data_alignment = reader.alignment
     for fld in reader.fields.values():
         key = fld.name
-        if key.startswith("GGUF.") or key in ("general.architecture", "general.alignment"):
+        if key.startswith("GGUF.") or key == "general.architecture":
             continue
         if key in new or (scaled and stale.match(key)):
             continue
@@ -723,15 +771,16 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     writer.close()
 
 
-def gguf_config(path: str) -> dict:
+def gguf_config(path) -> dict:
     """The rope of a GGUF as llama.cpp reads it (src/llama-model.cpp: freq_base default 1e4;
     scaling.type default linear, factor 0 meaning none; original_context_length default
     context_length; rope_freqs.weight dividing each pair's frequency), as config.json keys
     posenc.hf reads: {"max_position_embeddings", "rope_parameters"}. The per-pair divisors are
     longrope with short = long factors and attention factor 1 (the same frequencies at every
-    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling)."""
+    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling).
+    `path` may be a gguf.GGUFReader already open."""
     gguf = gguf_module()
-    reader = gguf.GGUFReader(path)
+    reader = gguf.GGUFReader(path) if isinstance(path, str | os.PathLike) else path
     arch = reader.fields["general.architecture"].contents()
 
     def key(name, default=None):

@@ -212,7 +212,18 @@ def prefill(model, ids: list[int], reuse: PromptCache, key: object):
 def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
     """One probe after a prefilled context (its cache, left as it was): the greedy continuation
     of the question (token ids, up to an EOS) and the teacher-forced log-probability of the
-    `answer` tokens, from one forward of question + answer and then the cached decode."""
+    `answer` tokens, from one forward of question + answer and then the cached decode. It runs
+    on one thread: a few tokens at a time, a second thread's fork and join cost more than it
+    gives (25x slower on a loaded 2-core CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _ask(model, cache, question, answer, max_new_tokens)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
     if not question or not answer:
         raise ValueError("ask: the question and the answer need at least one token each")
     _positive_length(max_new_tokens, "max_new_tokens", 1)

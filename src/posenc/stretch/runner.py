@@ -98,8 +98,8 @@ def metrics(job: Job, length: int) -> list[str]:
     """The metrics a job writes at `length`: per window k of the text `<metric>/w<k>`; per
     retrieval probe i at depth d `exact@<d>/p<i>` and `logp@<d>/p<i>`."""
     if job.task.startswith("ppl/"):
-        width = bin_width(job.context) if length == job.cfg["stride"] else 0
-        names = measure.window_rows(torch.zeros(length), length, job.context, width)
+        names = measure.window_rows(torch.zeros(length), length, job.context,
+                                    bin_width(job.context))  # fmt: skip
         return [f"{m}/w{k}" for k in range(job.cfg["windows"]) for m in names]
     return [f"{what}@{d:g}/p{i}" for i, d in enumerate(job.depths) for what in ("exact", "logp")]
 
@@ -127,9 +127,16 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
         stride = max(cfg.lengths)
         for doc in cfg.documents:
             for s in cfg.scalings:
-                c = base | {"task": "ppl", "document": doc.name, "text": doc.digest,
-                            "kind": doc.kind, "stride": stride, "windows": cfg.windows,
-                            "scaling": params(s)}  # fmt: skip
+                c = base | {
+                    "task": "ppl",
+                    "document": doc.name,
+                    "text": doc.digest,
+                    "kind": doc.kind,
+                    "windows": cfg.windows,
+                    "scaling": params(s),
+                }
+                if cfg.windows > 1:  # one window is the first T tokens whatever the stride
+                    c["stride"] = stride  # (a length added later reuses the rows)
                 jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,
                                 cfg.lengths, (), cfg=c, text=doc.text, **common))  # fmt: skip
     for length in cfg.retrieval_lengths:
@@ -188,12 +195,13 @@ def run_job(job: Job) -> list[tuple]:
 
 def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
     """The windows of the job's document (data.window: tokenized as the tokenizer does by
-    default), each length from the fewest passes: one per window and rotary frequencies."""
+    default), each length from the fewest passes: one per window and rotary frequencies; the
+    loss by position in bins of C / 8 at every length."""
     key = ("ids", job.task, job.cfg["text"])
     if key not in _MEMO:
         _MEMO[key] = data._encode(tokenizer, job.text), data.specials(tokenizer)[0]
     body, head = _MEMO[key]
-    stride, width = job.cfg["stride"], bin_width(job.context)
+    stride, width = job.cfg.get("stride", max(job.lengths)), bin_width(job.context)
     groups: dict[str, list[int]] = {}
     for n in job.lengths:
         groups.setdefault(measure.fingerprint(model, n, job.head_dim), []).append(n)
@@ -213,7 +221,7 @@ def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
                 ids = data.window(body, head, max(fits), stride, k)
                 nll = _MEMO[key] = measure.token_nll(model, torch.tensor(ids))
             for n in fits:
-                got = measure.window_rows(nll, n, job.context, width if n == stride else 0)
+                got = measure.window_rows(nll, n, job.context, width)
                 rows += [(n, f"{m}/w{k}", v, None) for m, v in got.items()]
     return rows
 

@@ -71,4 +71,4 @@ def wilson(k: float, n: int) -> Interval:
     p, z2 = k / n, Z95**2
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), int(n))
+    return Interval(p, min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half)), int(n))

@@ -103,6 +103,9 @@ def check_values(path) -> None:
         )
 
 
+ZH_CLAIM = "the tutorial’s sentence"  # the claim column, other languages: the seed's own words
+
+
 def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     """| seed:line | claim | verdict | measured | rows, one per claim, in check order (timings
     left out: the table regenerates to the same text). In another language the claim is the
@@ -115,7 +118,7 @@ def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     from posenc.explain.i18n import numbers, tr
 
     return verdict.markdown(
-        [tr(h, lang) for h in ("seed:line", "the tutorial’s sentence", "verdict", "measured")],
+        [tr(h, lang) for h in ("seed:line", ZH_CLAIM, "verdict", "measured values")],
         [[verdict.where(c), seed_sentence(c.seed, c.quote, most=100) if c.seed else c.claim,
           tr(c.verdict, lang), numbers(c, lang)] for c in claims],
     )  # fmt: skip

@@ -7,9 +7,13 @@ translation puts the same numbers back ({0} may move). One measurement, two rend
 numbers come from the one measured text, never from the catalog.
 
     tr(text, lang)          the text in `lang` (English, unchanged, when it has no entry)
+    fmt(message, lang, **)  a page's own message with named fields ("Claims about {name}:")
+    rule_text, numbers      a verdict's rule and numbers, rendered from the Rule objects and
+                            the measured dict (the English ones are posenc.verdict's)
     MISSING                 the keys asked for in a language that has no entry (tests: empty)
     LANGS                   the languages with a catalog
     GLOSSARY                the tutorials' own terms (glossary.py), which the catalogs follow
+    fonts.cjk_family()      the figures' CJK font, from a package (no download)
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from functools import cache
 LANGS = ("en", "zh")
 MISSING: dict[str, set[str]] = {}  # lang -> keys not found (recorded, English shown)
 
-# a number not inside a name (L2, rope_2d, seed000): 3, 0.25, 1.5e-05, 4,096, -2
+# a number not inside a name (L2, rope_2d, seed000): 3, 0.25, 1.5e-05, 4,096, -2, x1.33, ω_31
 NUM = re.compile(
-    r"(?:(?<=\.\.)|(?<=(?<![A-Za-z])x)|(?<![A-Za-z_\d.\-]))"
+    r"(?:(?<=\.\.)|(?<=(?<![A-Za-z])x)|(?<=[α-ω]_)|(?<![A-Za-z_\d.\-]))"
     r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?"
 )
 SLOT = re.compile(r"\{(\d+)\}")
@@ -72,6 +76,8 @@ def tr(text: str, lang: str = "en") -> str:
 
 def fmt(message: str, lang: str = "en", **fields) -> str:
     """A message with named fields ("seed {seed}, line {line}") in `lang`, filled in."""
+    if lang != "en" and message not in catalog(lang):
+        MISSING.setdefault(lang, set()).add(message)
     return (message if lang == "en" else catalog(lang).get(message, message)).format(**fields)
 
 
