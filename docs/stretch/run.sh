@@ -9,6 +9,11 @@
 #   probes per cell (Wilson intervals, plus the teacher-forced log-probability of the answer).
 # The single pass key (`--tasks ppl,multikey,passkey --depths 0.5 --seeds 2`: 2 probes a cell,
 # for continuity with stretch-1) adds ~15 min and is left out to stay within ~100 min.
+# Not yet run. Estimate on an idle 2-core CPU (a 4k pass timed at 17.6 CPU-s on one thread, a
+# multikey probe at 4k 0.67 CPU-s; the stretch-1 run's 16k passes 111-192 s): perplexity ~66 min
+# (4 windows x 7 16k passes + 2 12k passes), multikey ~50 min (1.5x: 18 prefills + 900 probes;
+# 0.5x: 14 prefills + 700 probes): ~110-120 min in all, over the 100-min budget; --windows 1
+# (the first T tokens of each text) brings it to ~85 min.
 # Resumable: rerun to finish what a stop left (same database).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -218,7 +218,9 @@ def prefill(model, ids: list[int], reuse: PromptCache, key: object):
 def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
     """One probe after a prefilled context (its cache, left as it was): the greedy continuation
     of the question (token ids, up to an EOS) and the teacher-forced log-probability of the
-    `answer` tokens, from one forward of question + answer and then the cached decode. It runs
+    `answer` tokens, from one forward of question + answer and then the cached decode (where
+    the greedy tokens of that forward are the answer, the continuation is read off it: the answer
+    and the token after it, all that exact match reads; else decoded up to the end). It runs
     on one thread: a few tokens at a time, a second thread's fork and join cost more than it
     gives (25x slower on a loaded 2-core CPU)."""
     threads = torch.get_num_threads()
@@ -239,11 +241,18 @@ def _ask(model, cache, question: list[int], answer: list[int], max_new_tokens: i
     work = cache if crop else copy.deepcopy(cache)
     kw = cache_kwarg(model)
     logits = model(input_ids=torch.tensor([question + answer], device=device), **{kw: work})
-    logits = logits.logits[0, len(question) - 1 : -1].float()  # [len(answer), V]
+    logits = logits.logits[0, len(question) - 1 :].float()  # [len(answer) + 1, V]
     target = torch.tensor(answer, device=device)[:, None]
-    logp = float(logits.log_softmax(-1).gather(1, target).sum())
+    logp = float(logits[:-1].log_softmax(-1).gather(1, target).sum())
+    greedy = logits.argmax(-1).tolist()
+    stop = eos_ids(model)
+    if greedy[:-1] == answer and not stop & set(answer):  # the greedy continuation begins with
+        out = (answer + greedy[-1:])[:max_new_tokens]  # the answer: it is read off this pass
+        if crop:
+            crop_to(work, n)
+        return out, logp
     crop_to(work, n + len(question))
-    out, stop = [int(logits[0].argmax())], eos_ids(model)
+    out = [greedy[0]]
     while len(out) < max_new_tokens and out[-1] not in stop:
         step = model(input_ids=torch.tensor([[out[-1]]], device=device), **{kw: work}).logits
         out.append(int(step[0, -1].argmax()))

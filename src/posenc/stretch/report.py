@@ -167,7 +167,7 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         value = _num(r.get("value"))
         what, at, sample = _metric(r.get("metric", ""))
         if value is None or r.get("status") != "ok":
-            holes[(task, label, n)].add(str(r.get("reason") or "not measured"))
+            holes[(task, label, n)].add(str(r.get("reason") or "no reason given"))
             continue
         if task == "ppl":
             cfg = json.loads(r["config"])
@@ -736,13 +736,13 @@ def json_rows(rows: list[dict]) -> list[dict]:
     for g in grids(rows):
         for lb in g.labels:
             for n in g.lengths:
-                why = "; ".join(sorted(g.holes.get(("ppl", lb, n), {"not measured"})))
+                why = "; ".join(sorted(g.holes.get(("ppl", lb, n), {"no rows in this run"})))
                 for text in g.texts:
                     row(g.model, lb, "ppl", text, n, "ppl", g.ppl(text, lb, n), why)
                     if n > g.context:
                         row(g.model, lb, "ppl", text, n, "ppl_past", g.ppl(text, lb, n, True), why)
                 for t in g.tasks:
-                    why = "; ".join(sorted(g.holes.get((t, lb, n), {"not measured"})))
+                    why = "; ".join(sorted(g.holes.get((t, lb, n), {"no rows in this run"})))
                     if (t, lb, n) in g.exact or (t, lb, n) in g.holes:
                         row(g.model, lb, t, None, n, "exact", g.rate(t, lb, n), why)
                         row(g.model, lb, t, None, n, "logp", g.mean_logp(t, lb, n), why)
