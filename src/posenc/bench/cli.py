@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
+                 [--sections copy,rope,table,precision,bias,train,hf,syncs] [--bias-T 1024,4096]
                  [--bias-encodings alibi,t5]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
@@ -23,12 +23,13 @@ from posenc.bench.precision import bench_precision
 from posenc.bench.report import Report, machine_info, print_report, write_json
 from posenc.bench.rope import bench_copy, bench_rope
 from posenc.bench.sinusoidal import bench_table
+from posenc.bench.syncs import bench_syncs
 from posenc.bench.targets import check_targets
 from posenc.bench.train import bench_train
 from posenc.checks import check_choice, check_int
 from posenc.cliargs import OneLineParser, check_out_file
 
-SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf")
+SECTIONS = ("copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
 
 def _int(text: str) -> int:
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     bias = bench_bias(rep, s, device, args.threads) if "bias" in sections else None
     train = bench_train(rep, s, device) if "train" in sections else None
     hf = bench_hf(rep, s, device) if "hf" in sections else None
+    if "syncs" in sections:
+        bench_syncs(rep)
     check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
