@@ -58,7 +58,7 @@ VARIANTS = [
         ("alibi", dict(bidirectional=True)),
         ("t5", dict(bidirectional=True)),
         ("kerple", dict(variant="power")),
-        ("randomized", dict(base="t5")),
+        ("randomized", dict(encoding="t5")),
     ]
     if name in posenc.ENCODINGS
 ]
