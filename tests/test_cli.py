@@ -57,9 +57,6 @@ def test_list_shows_every_registered_encoding():
 
 
 def test_show_sinusoidal_prints_seed_002_table():
-    pytest.importorskip("posenc.encodings.absolute")
-    if "sinusoidal" not in posenc.ENCODINGS:
-        pytest.skip("sinusoidal not registered yet")
     out = run("show", "sinusoidal", "--dim", "4", "--positions", "0:3")
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines()[1:]]
@@ -69,8 +66,6 @@ def test_show_sinusoidal_prints_seed_002_table():
 
 
 def test_show_alibi_prints_head_0_bias():
-    if "alibi" not in posenc.ENCODINGS:
-        pytest.skip("alibi not registered yet")
     out = run("show", "alibi", "--heads", "8", "--positions", "0:8")
     assert out.returncode == 0, out.stderr
     rows = [line.split()[1:] for line in out.stdout.splitlines()[1:]]

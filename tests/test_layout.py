@@ -1,5 +1,5 @@
 """The package's shape (DESIGN.md): no import cycle, no function-level import of posenc modules
-outside the CLIs' lazy subcommand loading, small modules. Read from the source with ast."""
+outside the CLIs' lazy subcommand loading. Read from the source with ast."""
 
 import ast
 from pathlib import Path

@@ -216,12 +216,6 @@ ABSOLUTE = ["sinusoidal", "scaled_sinusoidal", "learned", "onehot", "index", "ph
 CHANGES = [*ABSOLUTE, "fire"]
 
 
-def registered(name: str) -> str:
-    if name not in posenc.ENCODINGS:
-        pytest.skip(f"{name!r} is not registered yet (its family module has not landed)")
-    return name
-
-
 def shifted(name: str, shift: int, level: str):
     """(output at positions 0..9, output at shift..shift+9): model logits or attention output.
 
@@ -244,7 +238,7 @@ def shifted(name: str, shift: int, level: str):
 @pytest.mark.parametrize("level", ["model", "attention"])
 @pytest.mark.parametrize("name", INVARIANT)
 def test_shifting_positions_leaves_relative_encodings_unchanged(name, level):
-    a, b = shifted(registered(name), 600, level)
+    a, b = shifted(name, 600, level)
     torch.testing.assert_close(a, b, atol=2e-4, rtol=1e-3)
 
 
@@ -252,7 +246,7 @@ def test_shifting_positions_leaves_relative_encodings_unchanged(name, level):
 def test_shifting_positions_changes_absolute_encodings_and_fire(name):
     # the model's logits for absolute encodings; FIRE's attention output (its effect on the
     # logits of an untrained model is small). 5000: far past FIRE's threshold L = 512.
-    level = "attention" if posenc.ENCODINGS[registered(name)].family != "absolute" else "model"
+    level = "attention" if posenc.ENCODINGS[name].family != "absolute" else "model"
     a, b = shifted(name, 5000, level)
     assert (a - b).abs().max() > 1e-2
 
@@ -286,8 +280,6 @@ def test_num_params_counts_tied_embedding_once():
 
 def test_encoding_shared_by_default_or_per_layer():
     for name in ("t5", "kerple"):
-        if name not in posenc.ENCODINGS:
-            continue
         shared = tiny(name, depth=3)
         assert len(shared.encodings) == 1
         own = tiny(name, depth=3, share_encoding=False)
@@ -365,8 +357,6 @@ def test_bad_schedules(schedule, error, match):
 
 
 def test_concatenating_encoding_is_projected_back():
-    if "onehot" not in posenc.ENCODINGS:
-        pytest.skip("onehot not registered yet")
     model = tiny("onehot")
     assert isinstance(model.in_proj, torch.nn.Linear)
     assert model.in_proj.in_features == model.encoding.embed_dim(32)

@@ -34,7 +34,7 @@ VARIANTS = [
 def trained(name: str, kwargs: dict, causal: bool = True) -> TransformerLM:
     torch.manual_seed(0)
     model = TransformerLM(V, D, 2, H, encoding=name, encoding_kwargs=kwargs, max_len=64,
-                          causal=causal)  # fmt: skip
+                          train_len=64, causal=causal)  # fmt: skip
     with torch.no_grad():  # parameters away from their init: a load must carry them
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))

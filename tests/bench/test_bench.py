@@ -13,6 +13,7 @@ from posenc import bench
 from posenc import verdict as V
 from posenc.bench.attention import bias_case_worker
 from posenc.bench.common import Sizes, sizes_for
+from posenc.bench.syncs import syncs_per_call
 from posenc.bench.targets import FINDINGS, OVER_LIMIT, TARGETS, measurements, target_rows
 from posenc.cli import main as cli_main
 
@@ -26,6 +27,7 @@ ROW_SECTIONS = {
     "bias": {"bias attn", "bias fwd+bwd"},
     "train": {"train"},
     "hf": {"hf"},
+    "syncs": {"syncs"},
 }
 
 
@@ -255,3 +257,16 @@ def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path
     assert cli_main(["bench", "--smoke", "--json", path]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--json" in err, err
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi"])
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_attention_validates_positions_once_per_call(name, backend):
+    """The syncs section's counts: default positions cost no host sync (max_len checked
+    without reading a value), given ones one position check per tensor (the hooks take them as
+    given: 4-6 checks per call before issue 39), and on eager nothing else syncs."""
+    assert syncs_per_call(name, False, backend) == {"syncs": 0, "checks": 0}
+    given = syncs_per_call(name, True, backend)
+    assert given["checks"] == 2
+    if backend == "eager":
+        assert given["syncs"] == 2

@@ -174,11 +174,8 @@ def prepare(q, k, v, encoding, q_pos, k_pos, causal, mask, block_size) -> Call |
             f"arange(Tk)); got Tq={Tq}, Tk={Tk}"
         )
     same = q_pos is k_pos and q_pos is not None and Tq == Tk  # one tensor: checked once
-    k_pos = prepare_positions(k_pos, "k_pos", Tk, B, 0, q.device, encoding)
-    if not same:
-        q_pos = prepare_positions(q_pos, "q_pos", Tq, B, Tk - Tq, q.device, encoding)
-    else:
-        q_pos = k_pos
+    q_pos = prepare_positions(q_pos, "q_pos", Tq, B, Tk - Tq, q.device, encoding)
+    k_pos = q_pos if same else prepare_positions(k_pos, "k_pos", Tk, B, 0, q.device, encoding)
     mask = prepare_mask(mask, B, H, Tq, Tk)
     if Tq == 0 or Tk == 0:
         return None

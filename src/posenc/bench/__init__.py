@@ -15,11 +15,13 @@ note), one module per section:
                           transformers' T5 and BLOOM do
     train  train.py       training tokens/s of posenc.TransformerLM against an x-transformers
                           model of the same size and encoding, at the arena's default size
+    syncs  syncs.py       host syncs per posenc.attention call (rope, alibi; default and
+                          given positions; backends auto and eager)
 
 and around them:
     common.py   Sizes (--smoke / --quick / full), the timer, optional-library imports
     workers.py  subprocess workers (one bias path per process) and peak-memory measurement
-    targets.py  the acceptance targets: one table, PASS / FAIL / N/A judged from it
+    targets.py  the acceptance targets: one table, each a finding the verdict engine decides
     report.py   Row, Report, the text table and --json
     cli.py      arguments and main()
 

@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
     posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections cli,copy,rope,table,precision,bias,train,hf] [--bias-T 1024,4096]
+                 [--sections cli,copy,rope,table,precision,bias,train,hf,syncs] [--bias-T 1024,4096]
                  [--bias-encodings alibi,t5] [--bias-paths none]
 
 Runs the sections in this order in one process (the bias section's paths in subprocesses),
@@ -17,7 +17,7 @@ import time
 
 from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
 
-SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
+SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
 
 # seconds per section on the project's 2-core CPU when quiet: the estimate printed before a
@@ -26,9 +26,13 @@ SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf")
 # run at load average ~20 (2026-11-27) divided by its RoPE slowdown against cpu.txt (2.5x);
 # bias, train and hf, which that run did not reach, and smoke: from their sizes against full's
 SECONDS = {
-    "smoke": dict(cli=8, copy=1, rope=2, table=1, precision=2, bias=20, train=5, hf=15),
-    "quick": dict(cli=30, copy=1, rope=85, table=7, precision=12, bias=30, train=15, hf=10),
-    "full": dict(cli=60, copy=1, rope=60, table=5, precision=2, bias=1500, train=80, hf=94),
+    "smoke": dict(cli=8, copy=1, rope=2, table=1, precision=2, bias=20, train=5, hf=15, syncs=2),
+    "quick": dict(
+        cli=30, copy=1, rope=85, table=7, precision=12, bias=30, train=15, hf=10, syncs=2
+    ),
+    "full": dict(
+        cli=60, copy=1, rope=60, table=5, precision=2, bias=1500, train=80, hf=94, syncs=2
+    ),
 }
 
 
@@ -118,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     from posenc.bench.rope import bench_copy, bench_rope
     from posenc.bench.sinusoidal import bench_table
     from posenc.bench.startup import bench_cli
+    from posenc.bench.syncs import bench_syncs
     from posenc.bench.targets import check_targets
     from posenc.bench.train import bench_train
 
@@ -153,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             if "bias" in sections else None)  # fmt: skip
     train = run.section("train", bench_train, rep, s, device) if "train" in sections else None
     hf = run.section("hf", bench_hf, rep, s, device) if "hf" in sections else None
+    if "syncs" in sections:
+        run.section("syncs", bench_syncs, rep)
     check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")

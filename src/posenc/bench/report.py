@@ -61,7 +61,7 @@ def machine_info(threads: int, device: str) -> dict:
 
 
 def fmt(v, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
+    return format("-", ">" + spec.split(".")[0]) if v is None else format(v, spec)
 
 
 def print_report(rep: Report) -> None:

@@ -22,12 +22,51 @@ import inspect
 
 from posenc.base import MODEL_KWARGS, PositionalEncoding, model_kwargs, one_directional, takes
 from posenc.checks import lookup
-from posenc.encodings import wrappers
+from posenc.encodings import (
+    absolute,
+    bias,
+    bias_dynamic,
+    content,
+    content_cable,
+    content_path,
+    grape,
+    relative,
+    rotary,
+    rotary_axial,
+    rotary_commuting,
+    rotary_fourier,
+    rotary_heads,
+    rotary_imaginary,
+    rotary_lie,
+    rotary_mrope,
+    rotary_polar,
+    video,
+    wrappers,
+)
 
+# The registry: every position scheme, then the wrappers (randomized wraps any scheme).
 ENCODINGS: dict[str, type[PositionalEncoding]] = {
-    **wrappers.WRAPPABLE,
-    **wrappers.ENCODINGS,
+    **absolute.ENCODINGS,
+    **rotary.ENCODINGS,
+    **rotary_mrope.ENCODINGS,
+    **rotary_axial.ENCODINGS,
+    **rotary_polar.ENCODINGS,
+    **rotary_fourier.ENCODINGS,
+    **rotary_lie.ENCODINGS,
+    **rotary_heads.ENCODINGS,
+    **video.ENCODINGS,
+    **rotary_commuting.ENCODINGS,
+    **rotary_imaginary.ENCODINGS,
+    **bias.ENCODINGS,
+    **bias_dynamic.ENCODINGS,
+    **relative.ENCODINGS,
+    **content.ENCODINGS,
+    **content_cable.ENCODINGS,
+    **content_path.ENCODINGS,
+    **grape.ENCODINGS,
 }
+wrappers.WRAPPABLE.update(ENCODINGS)
+ENCODINGS.update(wrappers.ENCODINGS)
 
 
 def resolve(name: str) -> type[PositionalEncoding]:

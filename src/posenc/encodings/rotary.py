@@ -126,9 +126,37 @@ class RotaryEncoding(PositionalEncoding):
 
 
 class MultiAxisRotary(RotaryEncoding):
-    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope, rope_nd): each subclass says
-    which angle each rotary pair gets (_angles over [..., P]); rotate and angles follow, as for
-    every RotaryEncoding."""
+    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope, rope_nd, the video RoPEs):
+    each subclass says which angle each rotary pair gets; rotate and angles follow, as for every
+    RotaryEncoding. The default _angles: pair j turns with stream pair_axes(R)[j] of
+    streams(positions) at frequency inv_freq(R)[j] (RoPE's), as mrope and vrope do."""
+
+    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, base=10000.0,
+                 layout="half", rotary_dim=None) -> None:  # fmt: skip
+        super().__init__(
+            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
+        )
+        self.max_len = check_max_len(max_len)  # the hard limit
+        if self.head_dim is not None or rotary_dim is not None:
+            self.rotary_dim()  # fail now on a head dim that does not split into the axes
+
+    def streams(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [..., P] -> the index streams the pairs turn with (the positions here)."""
+        return positions
+
+    def pair_axes(self, rotary_dim: int) -> list[int]:
+        """The stream of each of the R/2 pairs."""
+        raise NotImplementedError
+
+    def inv_freq(self, rotary_dim: int) -> torch.Tensor:
+        """[R/2] frequencies: RoPE's."""
+        return PF.rope_inv_freq(rotary_dim, self.base)[0]
+
+    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
+        """positions [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else float32
+        (reduced, see position_angles)."""
+        inv_freq = self.inv_freq(r).to(positions.device)  # [R/2]
+        return PF.mrope_angles(self.streams(positions), inv_freq, self.pair_axes(r), dtype)
 
 
 class RoPE(RotaryEncoding):
@@ -329,24 +357,6 @@ class RoPE2D(MultiAxisRotary):
     summary = "axial 2-D RoPE: half the rotary pairs follow the row, half the column"
     position_dims = 2
     _multiple = 4
-
-    def __init__(
-        self,
-        *,
-        dim: int | None = None,
-        heads: int | None = None,
-        head_dim: int | None = None,
-        max_len: int | None = None,
-        base: float = 10000.0,
-        layout: str = "half",
-        rotary_dim: int | None = None,
-    ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
-        if self.head_dim is not None or rotary_dim is not None:
-            self.rotary_dim()  # fail now on a head dim that is not a multiple of 4
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
         """positions [..., 2] -> [..., R/2] angles: float64 for `dtype` float64, else float32

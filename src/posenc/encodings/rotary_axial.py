@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_max_len
+from posenc.checks import check_float, check_int
 from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
 
@@ -53,16 +53,12 @@ class RoPEND(MultiAxisRotary):
     ) -> None:
         self.position_dims = check_int("axes", axes, low=1)
         self._multiple = 2 * axes
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
+                         layout=layout, rotary_dim=rotary_dim)  # fmt: skip
         if freqs not in AXIAL_FREQS:
             raise ValueError(f"freqs must be one of {AXIAL_FREQS}, got {freqs!r}")
         self.freqs = freqs
         self.max_freq = check_float("max_freq", max_freq, gt=0)
-        if self.head_dim is not None or rotary_dim is not None:
-            self.rotary_dim()  # fail now on a head dim that is not a multiple of 2 * axes
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
         """positions [...] or [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else

@@ -13,11 +13,9 @@ posenc.functional.mrope.
 
 from __future__ import annotations
 
-import torch
-
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_max_len
+from posenc.checks import check_bool
 from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.mrope import check_mrope_section, mrope_default_section
 
@@ -49,10 +47,8 @@ class MRoPE(MultiAxisRotary):
         mrope_interleaved: bool = False,
         layout: str = "half",
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
+                         layout=layout)  # fmt: skip
         self.interleaved = check_bool("mrope_interleaved", mrope_interleaved)
         self.mrope_section = None
         if mrope_section is not None:
@@ -70,16 +66,6 @@ class MRoPE(MultiAxisRotary):
     def pair_axes(self, rotary_dim: int) -> list[int]:
         """The axis (0 t, 1 h, 2 w) of each of the R/2 pairs (PF.mrope_axes)."""
         return PF.mrope_axes(self.section(rotary_dim), self.interleaved)
-
-    def inv_freq(self, rotary_dim: int) -> torch.Tensor:
-        """[R/2] frequencies: RoPE's."""
-        return PF.rope_inv_freq(rotary_dim, self.base)[0]
-
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
-        (reduced, see position_angles)."""
-        inv_freq = self.inv_freq(r).to(positions.device)  # [R/2]
-        return PF.mrope_angles(positions, inv_freq, self.pair_axes(r), dtype)
 
     def extra_repr(self) -> str:
         section = self.mrope_section or "default"

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_max_len
 from posenc.encodings.rotary import MultiAxisRotary
 from posenc.encodings.rotary_mrope import MRoPE
 from posenc.functional.video import videorope_axes, vrope_axes, vrope_streams
@@ -118,19 +116,16 @@ class VRoPE(MultiAxisRotary):
         base: float = 10000.0,
         layout: str = "half",
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=None
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
-        if self.head_dim is not None:
-            self.rotary_dim()  # fail now on an odd head dim
+        super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
+                         layout=layout)  # fmt: skip
 
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 3] -> [..., R/2] angles: float64 for `dtype` float64, else float32
-        (reduced, see position_angles)."""
-        inv_freq, _ = PF.rope_inv_freq(r, self.base)  # [R/2]
-        streams = vrope_streams(positions)  # [..., 4]
-        return PF.mrope_angles(streams, inv_freq.to(positions.device), vrope_axes(r // 2), dtype)
+    def streams(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [..., 3] -> the four streams [..., 4] (vrope_streams)."""
+        return vrope_streams(positions)
+
+    def pair_axes(self, rotary_dim: int) -> list[int]:
+        """Pair j on stream j % 4 (vrope_axes)."""
+        return vrope_axes(rotary_dim // 2)
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {

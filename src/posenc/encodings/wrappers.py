@@ -27,50 +27,12 @@ import torch
 
 from posenc.base import FACTS, HOOKS, PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_int, check_max_len, check_positions, lookup
-from posenc.encodings import (
-    absolute,
-    bias,
-    bias_dynamic,
-    content,
-    content_cable,
-    content_path,
-    grape,
-    relative,
-    rotary,
-    rotary_axial,
-    rotary_commuting,
-    rotary_fourier,
-    rotary_heads,
-    rotary_imaginary,
-    rotary_lie,
-    rotary_mrope,
-    rotary_polar,
-    video,
-)
 
 SAMPLE_LEN = 2048  # sample_len's default (Ruoss et al.'s L), capped at max_len
 
-# What a wrapper can wrap: every position scheme (not another wrapper).
-WRAPPABLE: dict[str, type[PositionalEncoding]] = {
-    **absolute.ENCODINGS,
-    **rotary.ENCODINGS,
-    **rotary_mrope.ENCODINGS,
-    **rotary_axial.ENCODINGS,
-    **rotary_polar.ENCODINGS,
-    **rotary_fourier.ENCODINGS,
-    **rotary_lie.ENCODINGS,
-    **rotary_heads.ENCODINGS,
-    **video.ENCODINGS,
-    **rotary_commuting.ENCODINGS,
-    **rotary_imaginary.ENCODINGS,
-    **bias.ENCODINGS,
-    **bias_dynamic.ENCODINGS,
-    **relative.ENCODINGS,
-    **content.ENCODINGS,
-    **content_cable.ENCODINGS,
-    **content_path.ENCODINGS,
-    **grape.ENCODINGS,
-}
+# What randomized can wrap, name -> class: every position scheme (not another wrapper). Filled
+# where the registry is built, posenc.encodings.
+WRAPPABLE: dict[str, type[PositionalEncoding]] = {}
 
 
 class Randomized(PositionalEncoding):

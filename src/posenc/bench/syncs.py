@@ -1,0 +1,77 @@
+"""Section `syncs`: host syncs per posenc.attention call, for a rotary (rope) and a bias
+(alibi) encoding, with default positions and given ones, on backends auto and eager.
+
+A host sync is a read of a tensor's value into Python (Tensor.__bool__, item, tolist,
+__int__ / __float__ / __index__, torch.equal): counted by patching those for one call after a
+warm-up (on the CPU, where CUDA's sync debug mode does not apply; the same calls sync a GPU).
+Position checks (posenc.checks' value check, one sync each) are counted apart. Issue 39 took
+them from 4-6 per call to at most one: attention validates positions once, the hooks take them
+as given, and default positions are checked against max_len without reading a value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from posenc import checks
+from posenc.attention import attention
+from posenc.bench.report import Report, Row
+from posenc.encodings import build
+
+READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+
+@contextlib.contextmanager
+def counting():
+    """{"syncs": n, "checks": n}, counted while inside."""
+    n = {"syncs": 0, "checks": 0}
+
+    def counted(fn, key):
+        def run(*args, **kwargs):
+            n[key] += 1
+            return fn(*args, **kwargs)
+
+        return run
+
+    saved = {name: getattr(torch.Tensor, name) for name in READS}
+    equal, check = torch.equal, checks._check_position_values
+    try:
+        for name, fn in saved.items():
+            setattr(torch.Tensor, name, counted(fn, "syncs"))
+        torch.equal = counted(equal, "syncs")
+        checks._check_position_values = counted(check, "checks")
+        yield n
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.Tensor, name, fn)
+        torch.equal, checks._check_position_values = equal, check
+
+
+def syncs_per_call(name: str, given: bool, backend: str, T: int = 64) -> dict:
+    """{"syncs", "checks"} of one attention() call with encoding `name` (max_len 2T)."""
+    torch.manual_seed(0)
+    enc = build(name, dim=64, heads=4, head_dim=16, max_len=2 * T)
+    q, k, v = (torch.randn(1, 4, T, 16) for _ in range(3))
+    pos = {"q_pos": torch.arange(T), "k_pos": torch.arange(T)} if given else {}
+    attention(q, k, v, enc, backend=backend, **pos)  # warm-up: lazy imports, caches
+    with counting() as n:
+        attention(q, k, v, enc, backend=backend, **pos)
+    return n
+
+
+def bench_syncs(rep: Report) -> dict:
+    """Rows of the section; {(name, positions, backend): {"syncs", "checks"}}."""
+    out = {}
+    for name in ("rope", "alibi"):
+        for given in (False, True):
+            for backend in ("auto", "eager"):
+                n = syncs_per_call(name, given, backend)
+                where = "given" if given else "default"
+                out[name, where, backend] = n
+                rep.rows.append(Row("syncs", f"{name} T=64 {where} positions",
+                                    f"posenc.attention ({backend})",
+                                    note=f"{n['syncs']} host syncs per call, "
+                                         f"{n['checks']} of them position checks"))  # fmt: skip
+    return out
