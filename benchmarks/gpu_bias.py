@@ -254,7 +254,7 @@ def main(argv=None) -> int:
             for dt in args.dtypes:
                 plan += [("-", p, T, dt, mode) for p in shared]
                 plan += [(c, p, T, dt, mode) for c in args.cases for p in ("flex", "sdpa_bias")]
-    slow = set()  # (case, path, dtype, mode) that ran out of memory or time: no longer T
+    slow = {}  # (case, path, dtype, mode) that ran out of memory or time -> why: no longer T
     for case, path, T, dt, mode in plan:
         key = f"{case}|{path}|{T}|{dt}|{mode}"
         if key in done:
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
             notes.append(f"budget of {args.budget:.0f} s spent: later cases not started")
             break
         if (case, path, dt, mode) in slow:
-            row["skipped"] = "skipped (shorter T failed)"
+            row["skipped"] = f"skipped (at a shorter T: {slow[(case, path, dt, mode)]})"
         elif device == "cuda":
             free = torch.cuda.mem_get_info()[0]
             if memory_need(path, T, dtype) > 0.6 * free:
@@ -275,15 +275,15 @@ def main(argv=None) -> int:
                 row = run_case(key, path, case, T, dtype, mode, device, args.dry_run)
             except torch.cuda.OutOfMemoryError:
                 row["skipped"] = "out of memory"
-                slow.add((case, path, dt, mode))
+                slow[(case, path, dt, mode)] = "out of memory"
             except Exception as err:  # noqa: BLE001  a path that cannot run: say so, go on
                 row["skipped"] = f"failed: {type(err).__name__}"
                 notes.append(f"{key}: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
-                slow.add((case, path, dt, mode))
+                slow[(case, path, dt, mode)] = f"failed: {type(err).__name__}"
             if device == "cuda":
                 torch.cuda.empty_cache()
             if row.get("wall_s", 0) > args.budget / 8:  # one case took an eighth of the budget
-                slow.add((case, path, dt, mode))
+                slow[(case, path, dt, mode)] = f"took {row['wall_s']:.0f} s, over 1/8 of the budget"
         done[key] = row
         with log.open("a") as f:
             f.write(json.dumps(row) + "\n")

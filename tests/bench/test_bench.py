@@ -243,14 +243,16 @@ def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path
                                                                    monkeypatch):  # fmt: skip
     """--json to a path that cannot be written: one line naming --json, exit 2, before any
     section runs (a measuring section here would fail the test)."""
-    import posenc.bench.cli as bench_cli
+    import importlib
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking --json")
 
-    for name in ("bench_copy", "bench_rope", "bench_table", "bench_precision", "bench_bias",
-                 "bench_train"):  # fmt: skip
-        monkeypatch.setattr(bench_cli, name, measured)
+    for module, name in (("rope", "bench_copy"), ("rope", "bench_rope"),
+                         ("sinusoidal", "bench_table"), ("precision", "bench_precision"),
+                         ("attention", "bench_bias"), ("train", "bench_train"),
+                         ("startup", "bench_cli")):  # fmt: skip
+        monkeypatch.setattr(importlib.import_module(f"posenc.bench.{module}"), name, measured)
     (tmp_path / "a-dir").mkdir()
     (tmp_path / "a-file").write_text("")
     path = str(tmp_path / where)

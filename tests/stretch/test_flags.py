@@ -27,6 +27,8 @@ RUN = {
     "--docs": [["0"], ["two"]],
     "--depths": [["1.5"], ["nan"]],
     "--seeds": [["0"], ["-1"]],
+    "--windows": [["0"], ["two"]],
+    "--probes": [["0"], ["-3"]],
     "--tolerance": [["-1"], ["nan"], ["x"]],
     "--db": [["{foreign_db}"], ["{folder}"], ["{missing}/x.sqlite"]],
     "--out": [["{notes}"]],

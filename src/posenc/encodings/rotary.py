@@ -156,6 +156,7 @@ class MultiAxisRotary(RotaryEncoding):
         """positions [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else float32
         (reduced, see position_angles)."""
         inv_freq = self.inv_freq(r).to(positions.device)  # [R/2]
+        dtype = torch.float64 if dtype == torch.float64 else torch.float32
         return PF.mrope_angles(self.streams(positions), inv_freq, self.pair_axes(r), dtype)
 
 

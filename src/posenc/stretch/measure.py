@@ -251,7 +251,11 @@ def _ask(model, cache, question: list[int], answer: list[int], max_new_tokens: i
         if crop:
             crop_to(work, n)
         return out, logp
-    crop_to(work, n + len(question))
+    if crop:
+        crop_to(work, n + len(question))
+    else:  # a sliding window's cache cannot be cropped: the question alone on a fresh copy
+        work = copy.deepcopy(cache)
+        model(input_ids=torch.tensor([question], device=device), **{kw: work})
     out = [greedy[0]]
     while len(out) < max_new_tokens and out[-1] not in stop:
         step = model(input_ids=torch.tensor([[out[-1]]], device=device), **{kw: work}).logits
