@@ -29,6 +29,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from posenc.cliargs import OneLineParser, check_writable
+from posenc.functional.rope_scaling import default, llama3
+from posenc.hf.config import (
+    config_dict,
+    from_config,
+    head_dim_of,
+    layer_types_of,
+    rope_parameters_of,
+)
+from posenc.hf.patch import _with_scaling
+from posenc.stretch import models
 from posenc.stretch.scalings import FACTOR, Scaling, parse
 
 ENGINES = ("transformers", "vllm", "sglang", "llama.cpp", "ollama")
@@ -81,14 +92,12 @@ class ModelInfo:
 
     @property
     def layer_types(self) -> list[str] | None:
-        from posenc.hf.config import layer_types_of
 
         return layer_types_of(self.rope_parameters)
 
     @classmethod
     def from_config(cls, config, name: str = "model", gguf_arch: str | None = None) -> ModelInfo:
         """From a transformers config or config.json dict; ValueError without a context."""
-        from posenc.hf.config import config_dict, from_config, head_dim_of, rope_parameters_of
 
         cfg = config_dict(config)
         context = cfg.get("max_position_embeddings")
@@ -108,7 +117,6 @@ class ModelInfo:
 
 def default_target(rope_parameters: dict) -> str | None:
     """The layer type a flat label sets: full_attention where RoPE is per layer type."""
-    from posenc.hf.config import layer_types_of
 
     types = layer_types_of(rope_parameters)
     if types is None:
@@ -166,8 +174,6 @@ def split_target(label: str) -> tuple[str, str | None]:
 def plan_for(label: str, info: ModelInfo) -> Plan:
     """The plan of a label on a model; ValueError in one line naming the label for an unknown
     scaling or layer type, a static scaling without its factor, or a factor below 1."""
-    from posenc.hf.config import from_config
-    from posenc.hf.patch import _with_scaling
 
     bare, target = split_target(label)
     scaling = parse(bare)
@@ -262,7 +268,6 @@ def vllm_length(model_type: str, max_pos: int, rope_parameters: dict) -> float:
     """The max_model_len vLLM derives from a config (its _get_and_verify_max_len): the
     scaling's factor times max_position_embeddings, except llama3 / longrope (no factor) and
     yarn (original_max_position_embeddings x factor); Gemma 3 takes no factor."""
-    from posenc.hf.config import layer_types_of
 
     types = layer_types_of(rope_parameters)
     flat = [rope_parameters[t] for t in types if rope_parameters[t]] if types else [rope_parameters]
@@ -589,7 +594,6 @@ def gguf_module():
 
 def model_info(spec) -> ModelInfo:
     """The ModelInfo of a stretch.models.ModelSpec, from its config (no weights loaded)."""
-    from posenc.stretch import models
 
     transformers = models.transformers_module()
     kw = {"gguf_file": spec.gguf} if spec.gguf else {}
@@ -614,7 +618,6 @@ def model_info(spec) -> ModelInfo:
 def check_export(plan: Plan, spec, out: str) -> None:
     """ValueError naming --export unless `out` can take the export (absent or an empty
     folder, its parent writable) and the scaling can be written for this kind of model."""
-    from posenc.cliargs import check_writable
 
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
@@ -729,7 +732,6 @@ def gguf_keys(plan: Plan, arch: str) -> dict:
 def llama3_freq_factors(plan: Plan):
     """Llama 3.1's scaling as llama.cpp's per-pair divisors: theta_i = p base^(-2i/R) / f_i,
     f_i = the unscaled inverse frequency over the scaled one (float32 [R / 2])."""
-    from posenc.functional.rope_scaling import default, llama3
 
     r, base = plan.info.rotary_dim, plan.params["rope_theta"]
     return (default(r, base, {})[0] / llama3(r, base, plan.params)[0]).numpy()
@@ -821,7 +823,6 @@ def gguf_config(path) -> dict:
 
 
 def settings_parser():
-    from posenc.cliargs import OneLineParser
 
     p = OneLineParser(
         prog="posenc stretch settings",
@@ -851,7 +852,6 @@ def settings_parser():
 
 
 def main_settings(argv: list[str]) -> int:
-    from posenc.stretch import models
 
     args = settings_parser().parse_args(argv)
     try:

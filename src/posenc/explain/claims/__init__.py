@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from posenc import verdict
+from posenc.arena.store import Store
 from posenc.explain.claims import (
     seed000,
     seed001,
@@ -42,6 +43,7 @@ from posenc.explain.claims.base import (
     decide,
     seed_sentence,
 )
+from posenc.explain.i18n import numbers, tr
 
 SEEDS = (
     seed000,
@@ -87,8 +89,6 @@ def check_values(path) -> None:
     edited by hand, another tool's rows): an input error, found before any check runs."""
     import sqlite3
 
-    from posenc.arena.store import Store
-
     with Store(str(path), create=False) as store:
         try:
             row = store.conn.execute(BAD_ROW).fetchone()
@@ -115,8 +115,6 @@ def markdown_table(claims: list[Claim], lang: str = "en") -> str:
             ["seed:line", "claim", "verdict", "measured"],
             [[verdict.where(c), c.claim, c.verdict, verdict.numbers(c)] for c in claims],
         )
-    from posenc.explain.i18n import numbers, tr
-
     return verdict.markdown(
         [tr(h, lang) for h in ("seed:line", ZH_CLAIM, "verdict", "measured values")],
         [[verdict.where(c), seed_sentence(c.seed, c.quote, most=100) if c.seed else c.claim,

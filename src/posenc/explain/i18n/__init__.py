@@ -22,6 +22,9 @@ import importlib
 import re
 from functools import cache
 
+from posenc.verdict import numbers as english_numbers
+from posenc.verdict import rule_text as english_rule_text
+
 LANGS = ("en", "zh")
 MISSING: dict[str, set[str]] = {}  # lang -> keys not found (recorded, English shown)
 
@@ -87,9 +90,7 @@ OPS = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
 def rule_text(rules, otherwise: str, lang: str) -> str:
     """posenc.verdict.rule_text in `lang`, from the same Rule objects."""
     if lang == "en" or not rules:
-        from posenc.verdict import rule_text as english
-
-        return english(rules, otherwise)
+        return english_rule_text(rules, otherwise)
     parts = [fmt("{verdict} if {quantity} {op} {threshold}", lang, verdict=tr(r.verdict, lang),
                  quantity=tr(r.quantity, lang), op=OPS[r.op], threshold=f"{r.threshold:g}")
              for r in rules]  # fmt: skip
@@ -99,10 +100,8 @@ def rule_text(rules, otherwise: str, lang: str) -> str:
 
 def numbers(c, lang: str = "en", digits: int = 3) -> str:
     """posenc.verdict.numbers in `lang`: "name = value; ..." of the numbers the verdict reads."""
-    from posenc.verdict import numbers as english
-
     if lang == "en":
-        return english(c, digits)
+        return english_numbers(c, digits)
     parts = []
     for k, v in c.measured.items():
         if k in c.timings:

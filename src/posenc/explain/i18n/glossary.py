@@ -5,6 +5,8 @@ English term -> Chinese term. Encoding names (rope, alibi, ...), paper titles, c
 stay as they are.
 """
 
+from posenc import verdict as V
+
 GLOSSARY = {
     "positional encoding": "位置编码",
     "sinusoidal encoding": "正弦位置编码",
@@ -33,13 +35,13 @@ GLOSSARY = {
     "long-term decay": "远程衰减",
     "claim": "论断",
     "seed (tutorial)": "教程",
-    "holds": "成立",
-    "holds with a caveat": "有保留地成立",
-    "does not hold": "不成立",
-    "not measured here": "本次未测量",
-    "error": "出错",
-    "reproduced": "已复现",
-    "not reproduced": "未复现",
-    "inconclusive": "无定论",
-    "not measured": "未测量",
+    V.HOLDS: "成立",
+    V.CAVEAT: "有保留地成立",
+    V.FAILS: "不成立",
+    V.UNMEASURED: "本次未测量",
+    V.ERROR: "出错",
+    V.REPRODUCED: "已复现",
+    V.NOT_REPRODUCED: "未复现",
+    V.INCONCLUSIVE: "无定论",
+    V.NOT_MEASURED: "未测量",
 }

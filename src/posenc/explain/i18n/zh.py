@@ -4,6 +4,8 @@ the Chinese puts the same numbers back (in any order). Keys with named fields ({
 pages' own messages, filled in by i18n.fmt. Regenerate the list of keys a page needs with
 `posenc explain --all --lang zh` and posenc.explain.i18n.MISSING (a test keeps it empty)."""
 
+from posenc import verdict as V
+
 # ruff: noqa: E501
 
 MESSAGES: dict[str, str] = {
@@ -175,7 +177,7 @@ MESSAGES: dict[str, str] = {
     "distinct frequencies - {0}": "不同的频率 - {0}",
     "distinct values of sinusoidal_inv_freq({0})": "sinusoidal_inv_freq({0}) 中不同值的个数",
     "Distinct, and neighbours are the closest pairs; but p_5 is nearer p_1 than p_4 is: the fast pair (period {0}π ≈ {1} positions) comes round again, so distance is not monotonic (claim-003-near-similar). The seed breaks off mid-sentence here.": "各不相同，且相邻位置彼此最近；但 p_5 离 p_1 比 p_4 离 p_1 更近：快的那一对（周期 {0}π ≈ {1} 个位置）又转回来了，所以距离不是单调的（claim-003-near-similar）。教程在这里话说了一半就断了。",
-    "does not hold": "不成立",
+    V.FAILS: "不成立",
     "dot product": "点积",
     "dot product: {0}; distance: {1} (float64 table)": "点积：{0}；距离：{1}（float64 表）",
     "Draw and measure what a positional encoding does, and check the seed tutorials' claims. Writes DIR/index.html (figures as PNG files beside it; opens from disk, no network) and prints the measured properties.": "画出并测量一种位置编码做了什么，并检验教程中的论断。写出 DIR/index.html（图为同目录下的 PNG 文件；从磁盘直接打开，不需联网），并打印测得的性质。",
@@ -195,7 +197,7 @@ MESSAGES: dict[str, str] = {
     "Encodings": "各种位置编码",
     "encodings per forward / blocks": "每次前向的编码次数 / 块数",
     "Equal size is what adding needs, not a reason it suffices. Nothing is lost (no two (token, position) pairs give the same sum), but token and position share the dims: the token blurs a read-out of the position (less as d grows), and attention's <x_i + p_i, x_j + p_j> mixes word-position cross terms (TUPE, Ke et al. {0}, unties them). Concatenation keeps them apart at the cost of width.": "维度相同是相加的前提，不是相加就够用的理由。信息没有丢失（没有两个（词，位置）组合给出相同的和），但词与位置共用维度：词会模糊对位置的读取（d 越大越轻），注意力的 <x_i + p_i, x_j + p_j> 会混入词与位置的交叉项（TUPE，Ke et al. {0}，把它们解开）。拼接以增加宽度为代价把二者分开。",
-    "error": "出错",
+    V.ERROR: "出错",
     "error (clear)": "报错（清楚）",
     "error as written (inf: does not run)": "按原文的误差（inf：无法运行）",
     "eval": "eval",
@@ -236,14 +238,14 @@ MESSAGES: dict[str, str] = {
     "history and opinion; Shaw et al. {0} introduced relative encodings": "历史与观点；相对位置编码由 Shaw et al. {0} 提出",
     "history; and told in the wrong order: LSTM ({0}) and GRU ({1}) predate the spread of self-attention the paragraph starts from": "历史；而且顺序讲反了：LSTM（{0}）和 GRU（{1}）都早于这一段开头说的自注意力的流行",
     "history; learned position embeddings (ConvS2S, Gehring et al. {0}) came as early, and Vaswani et al. compared with them": "历史；可学习的位置嵌入（ConvS2S，Gehring et al. {0}）出现得同样早，Vaswani 等人也与之比较过",
-    "holds": "成立",
-    "holds with a caveat": "有保留地成立",
+    V.HOLDS: "成立",
+    V.CAVEAT: "有保留地成立",
     "how it was measured": "测量方法",
     "id": "编号",
     "If the lines for different t coincide, the similarity depends only on the offset.": "如果不同 t 的曲线重合，相似度就只取决于偏移。",
     "implementation": "实现",
     "in posenc.TransformerLM with {0} blocks the encoding's embed() runs {1} time(s) per forward": "在有 {0} 个块的 posenc.TransformerLM 中，编码的 embed() 每次前向运行 {1} 次",
-    "inconclusive": "无定论",
+    V.INCONCLUSIVE: "无定论",
     "index": "index",
     "index / phase loss at {0}/{1} of training": "训练 {0}/{1} 时 index / phase 的损失",
     "IndexError: index out of range in self": "IndexError：索引超出范围",
@@ -349,10 +351,10 @@ MESSAGES: dict[str, str] = {
     "nope": "nope",
     "NoPE with a log-length query temperature (Llama {0}'s NoPE layers)": "带对数长度查询温度的 NoPE（Llama {0} 的 NoPE 层）",
     "not checkable:": "无法检验：",
-    "not measured": "未测量",
-    "not measured here": "本次未测量",
+    V.NOT_MEASURED: "未测量",
+    V.UNMEASURED: "本次未测量",
     "not measured yet:": "尚未测量：",
-    "not reproduced": "未复现",
+    V.NOT_REPRODUCED: "未复现",
     "not shift-invariant": "不具平移不变性",
     "not unique": "不唯一",
     "numbers between flips of each bit over {0}..{1}; the sinusoid's wavelength ratio between neighbouring pairs, {2}^({3}/d), d = {4}": "在 {0}..{1} 上每一位两次翻转之间相隔的数；正弦编码相邻对的波长比 {2}^({3}/d)，d = {4}",
@@ -410,7 +412,7 @@ MESSAGES: dict[str, str] = {
     "recompute dims {0}, {1} with the seed's own formula ({2}^({3}/{4})) and with the correct {5}^({6}/{7}) = {8} (posenc.functional.sinusoidal_table)": "用教程自己的公式（{2}^({3}/{4})）和正确的 {5}^({6}/{7}) = {8}（posenc.functional.sinusoidal_table）重新计算维度 {0}、{1}",
     "relative": "相对",
     "Relative indexing is right, the rest is not T5's or DeBERTa's method: T5 shares log-spaced buckets (exact up to {0} per direction, then log-spaced to {1}, one bucket beyond), so any length works; the seed's table has a separate parameter per distance and raises an IndexError past max_len. The seed's DeBERTa returns [q, k, d_model] embeddings, neither a bias nor DeBERTa's disentangled c2p + p2c scores with log buckets.": "相对索引是对的，其余却不是 T5 或 DeBERTa 的方法：T5 共享按对数划分的桶（每个方向 {0} 以内精确，之后按对数划分到 {1}，再往外一个桶），所以任何长度都能用；教程的表对每个距离单独设一个参数，超过 max_len 就抛出 IndexError。教程里的 DeBERTa 返回 [q, k, d_model] 的嵌入，既不是偏置，也不是 DeBERTa 用对数桶的解耦 c2p + p2c 得分。",
-    "reproduced": "已复现",
+    V.REPRODUCED: "已复现",
     "residual alone": "仅残差",
     "residual through W_q, W_k": "经过 W_q、W_k 后的残差",
     "residual, halves": "残差，分两半",
