@@ -339,8 +339,9 @@ def _need(**values) -> None:
 
 
 def _range(g: Grid, n: int | None = None) -> str:
-    """What was measured: the lengths (as multiples of the context) and the texts."""
-    top = n or max(g.lengths)
+    """What was measured: the lengths (as multiples of the context) and the texts; up to n
+    where given (never past the longest length run)."""
+    top = max(g.lengths) if n is None else min(n, max(g.lengths))
     return (
         f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
         f"{top / g.context:g}x the context {g.context}) on {', '.join(g.texts)} text"
