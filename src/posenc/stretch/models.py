@@ -124,12 +124,12 @@ def dims(config) -> dict:
                 window=getattr(c, "sliding_window", None))  # fmt: skip
 
 
-def flops(config, length: int) -> float:
-    """Multiply-adds x 2 of one forward pass over `length` tokens (weights + causal attention
-    scores; the LM head over every position)."""
+def flops(config, length: int, past: int = 0) -> float:
+    """Multiply-adds x 2 of one forward pass over `length` tokens after `past` cached ones
+    (weights + causal attention scores; the LM head over every position)."""
     m = dims(config)
     per_token = m["layers"] * (4 * m["d"] ** 2 + 3 * m["d"] * m["mlp"]) + m["d"] * m["vocab"]
-    attention = m["layers"] * length * length * m["d"]  # QK^T and AV, causal half, x2
+    attention = m["layers"] * length * (2 * past + length) * m["d"]  # QK^T and AV, causal
     return 2.0 * (per_token * length + attention)
 
 

@@ -291,7 +291,9 @@ def missing(store, job: Job) -> tuple[int, ...]:
 
 
 FORWARD_EFFICIENCY = 0.4  # a forward pass's FLOP/s over a square matmul's, on a CPU
-RETRIEVAL_PASSES = 2.0  # a retrieval prompt: its prefill and the answer's decoding, in passes
+RETRIEVAL_PASSES = 2.0  # a pass-key prompt: its prefill and the answer's decoding, in passes
+PROBE_TOKENS = 64  # a multikey / vartrack probe after its cached context: question, answer and
+# decoding, in tokens (measure.ask; 0.67 CPU-s at 4k on this CPU, as priced here)
 
 
 def cpu_rate() -> float:
@@ -307,18 +309,26 @@ def cpu_rate() -> float:
 
 
 def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
-    """Seconds the jobs should take at `rate` FLOP/s: a perplexity job a pass at its longest
-    length (dynamic scalings one per length past the context), a retrieval job a pass per depth."""
+    """CPU-seconds of the jobs at `rate` FLOP/s (this machine's, every core), each at its share
+    of the cores: a perplexity job a pass per window at its longest length (dynamic scalings
+    one per length past the context); a pass-key job RETRIEVAL_PASSES per depth; a multikey /
+    vartrack job the prefill of its context and PROBE_TOKENS per probe after it, on one thread
+    (measure.ask)."""
     if cfg.config is None:
         return float("nan")
-    total = 0.0
+    total, cores = 0.0, os.cpu_count() or 1
     for j in jobs:
+        n, share = max(j.lengths), min(1.0, j.threads / cores)
         if j.task.startswith("ppl/"):
             dynamic = j.scaling.name in ("dynamic", "dynamic_yarn")
-            lens = [n for n in j.lengths if n > j.context] if dynamic else []
-            total += sum(models.flops(cfg.config, n) for n in lens or [max(j.lengths)])
+            lens = [m for m in j.lengths if m > j.context] if dynamic else []
+            work = j.cfg["windows"] * sum(models.flops(cfg.config, m) for m in lens or [n])
+        elif j.task == "passkey":
+            work = RETRIEVAL_PASSES * len(j.depths) * models.flops(cfg.config, n)
         else:
-            total += RETRIEVAL_PASSES * len(j.depths) * models.flops(cfg.config, j.lengths[0])
+            probe = models.flops(cfg.config, PROBE_TOKENS, past=n) * j.threads
+            work = models.flops(cfg.config, n) + len(j.depths) * probe
+        total += work / share
     return total / rate
 
 
