@@ -140,6 +140,30 @@ def test_prefix_attention_equals_masked_attention(kv, q, groups):
     torch.testing.assert_close(got, ref.transpose(1, 2), atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("kv", "q", "mask"), [(40, 40, False), (40, 7, True), (9, 1, True)])
+def test_repeat_attention_equals_gqa_attention(kv, q, mask):
+    """Key/value heads repeated before SDPA (the GPU path: O(T) memory in float32) equal
+    transformers' SDPA on the grouped heads: full causal calls, and a chunk after a cache."""
+    g = torch.Generator().manual_seed(kv + q)
+    query = torch.randn(1, 6, q, 16, generator=g)
+    key, value = (torch.randn(1, 2, kv, 16, generator=g) for _ in "kv")
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 3, True
+    m = torch.ones(1, 1, q, kv, dtype=torch.bool).tril(kv - q) if mask else None
+    got, _ = measure.repeat_attention(module, query, key, value, m, scaling=0.3)
+    ref, _ = measure.sdpa_attention_forward(module, query, key, value, m, scaling=0.3)
+    torch.testing.assert_close(got, ref, atol=2e-6, rtol=1e-5)
+
+
+def test_repeat_attention_only_off_the_cpu(tiny_lm_folder):
+    """A model on the CPU keeps its attention (the prefix path is the CPU's)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_folder, attn_implementation="sdpa")
+    assert not measure.use_repeat_attention(model)
+    assert model.config._attn_implementation == "sdpa"
+
+
 @pytest.mark.parametrize("params", [None, {"rope_type": "dynamic", "factor": 1.0},
                                     {"rope_type": "yarn", "factor": 2.0}])  # fmt: skip
 def test_prompts_that_share_a_prefix_answer_as_alone(tiny_lm_folder, params):

@@ -149,6 +149,43 @@ def use_prefix_attention(model) -> bool:
     return True
 
 
+# ----------------------------------------------------------------- full attention on a GPU
+# Where there is no mask, transformers' SDPA hands a GQA model's key/value heads over as they are
+# (enable_gqa); no fused CUDA kernel takes float32 with GQA, so SDPA falls back to its math kernel,
+# which materializes every head's [T, T] scores (36 GiB at 32k tokens for SmolLM2's 9 heads).
+# `repeat_attention` repeats the key/value heads first: the memory-efficient kernel runs, O(T).
+
+REPEAT_ATTENTION = "posenc_repeat_kv"
+
+
+class _OneGroup:
+    num_key_value_groups = 1
+
+
+def repeat_attention(module, query, key, value, attention_mask, **kw):
+    """transformers' SDPA attention with the key/value heads [B, Hkv, kv, Dh] repeated to the
+    query's [B, H, q, Dh] first."""
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    kw.setdefault("is_causal", getattr(module, "is_causal", True))
+    return sdpa_attention_forward(_OneGroup(), query, key, value, attention_mask, **kw)
+
+
+def use_repeat_attention(model) -> bool:
+    """Switch a GQA model with SDPA attention off the CPU to `repeat_attention`; whether it did."""
+    cfg = model.config
+    heads, kv = cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", None) or 0
+    if next(model.parameters()).device.type == "cpu" or cfg._attn_implementation != "sdpa":
+        return False
+    if not kv or kv == heads:
+        return False
+    AttentionInterface.register(REPEAT_ATTENTION, repeat_attention)
+    sdpa_mask = AttentionMaskInterface._global_mapping["sdpa"]
+    AttentionMaskInterface.register(REPEAT_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(REPEAT_ATTENTION)
+    return True
+
+
 def cache_kwarg(model) -> str:
     """The name a KV cache is passed under: `cache` (transformers >= 5.2x), else
     `past_key_values`."""

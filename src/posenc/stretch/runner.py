@@ -163,7 +163,8 @@ def loaded(job: Job):
             model, tokenizer = models.load(job.model, job.device)
         except ValueError as err:  # every job would fail the same way: the run stops
             raise StopRun(str(err)) from None
-        measure.use_prefix_attention(model)  # retrieval prompts share their prefixes
+        # retrieval prompts share their prefixes on a CPU; a GPU's SDPA runs in O(T) memory
+        measure.use_prefix_attention(model) or measure.use_repeat_attention(model)
         _LOADED[key] = model, tokenizer
     return _LOADED[key]
 
