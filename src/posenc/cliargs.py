@@ -185,6 +185,14 @@ def checked(fn, bad: tuple[str, ...], what: str):
     return parse
 
 
+def file_suffix(path, allowed: tuple[str, ...], what: str) -> str:
+    """The file name's suffix, lower case; ValueError naming `what` unless it is in `allowed`."""
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in allowed:
+        raise ValueError(f"{what} {path}: the name must end in {', '.join(allowed)}")
+    return suffix
+
+
 def _existing(text: str, kind: str = "file") -> str:
     if kind == "file" and not os.path.isfile(text):
         raise ValueError(f"not found: {text}" if not os.path.isdir(text) else
