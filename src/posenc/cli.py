@@ -86,7 +86,7 @@ def parsers() -> dict:
     from posenc.hf.cli import conform_parser, golden_parser
     from posenc.stretch.cli import parser as stretch
     from posenc.stretch.cli import report_parser as stretch_report
-    from posenc.stretch.engines import settings_parser
+    from posenc.stretch.cli import settings_parser
 
     return {"list": list_parser(), "show": show_parser(), "explain": explain(),
             "arena": arena(), "arena report": report_parser(), "bench": bench(),
