@@ -99,9 +99,17 @@ def test_list_imports_only_what_it_prints():
     assert not heavy & modules
 
 
-def test_families_are_the_registry_s():
-    """`posenc list --family` offers FAMILIES (torch-free): every family of posenc.ENCODINGS."""
+def test_torch_free_names_are_the_registries():
+    """What --help shows without torch is what the commands use: `posenc list --family`'s
+    families, `posenc conform --dtype`'s names, `posenc arena`'s defaults."""
+    from posenc.arena import cli as arena
+    from posenc.arena.config import ArenaConfig
+    from posenc.hf import cli as hf
+    from posenc.hf import golden
+
     assert set(FAMILIES) == {cls.family for cls in posenc.ENCODINGS.values()}
+    assert tuple(golden.DTYPES) == hf.DTYPES
+    assert {key: getattr(ArenaConfig(), key) for key in arena.DEFAULTS} == arena.DEFAULTS
 
 
 def test_list_shows_every_registered_encoding():
