@@ -13,22 +13,9 @@ names below are posenc.explain.pages', imported on first use (PEP 562), so that
 
 import importlib
 
-__all__ = [
-    "FAMILY_ORDER",
-    "Page",
-    "build",
-    "check_sizes",
-    "claims_mod",
-    "compare_html",
-    "encoding_html",
-    "explain",
-    "explain_all",
-    "index_html",
-    "load_trained",
-    "registry_key",
-    "relevant",
-    "render_encoding",
-]
+__all__ = ["FAMILY_ORDER", "Page", "build", "check_sizes", "claims_mod", "compare_html",
+           "encoding_html", "explain", "explain_all", "index_html", "load_trained",
+           "registry_key", "relevant", "render_encoding"]  # fmt: skip
 
 
 def __getattr__(name: str):
