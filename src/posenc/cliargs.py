@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 
 
@@ -63,6 +64,18 @@ class OneLineParser(argparse.ArgumentParser):
                     self.error(f"argument {flag}: empty value {text!r}; give a value or leave "
                                "the flag out")  # fmt: skip
         return super()._get_values(action, arg_strings)
+
+    def parse_args(self, args=None, namespace=None):
+        # an unknown flag is named first: argparse would name a required argument left out, or
+        # a default that is not valid here (--db's file), before it
+        argv = list(sys.argv[1:] if args is None else args)
+        argv = argv[: argv.index("--")] if "--" in argv else argv
+        flags = self._option_string_actions
+        unknown = [a for a in argv if a.startswith("--") and not any(
+                   f.startswith(a.split("=", 1)[0]) for f in flags)]  # fmt: skip
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return super().parse_args(args, namespace)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -183,6 +196,14 @@ def checked(fn, bad: tuple[str, ...], what: str):
         return text
 
     return parse
+
+
+def file_suffix(path, allowed: tuple[str, ...], what: str) -> str:
+    """The file name's suffix, lower case; ValueError naming `what` unless it is in `allowed`."""
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in allowed:
+        raise ValueError(f"{what} {path}: the name must end in {', '.join(allowed)}")
+    return suffix
 
 
 def _existing(text: str, kind: str = "file") -> str:
@@ -309,8 +330,6 @@ def check_distinct(**paths) -> None:
 def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
     """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
     2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
-    import sys
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return report(argv[1:]) if argv[:1] == ["report"] else run(argv)

@@ -48,11 +48,25 @@ def test_smoke_prints_table_targets_and_json(tmp_path, capsys):
     # every section module ran, and every target of the table was judged, in its order
     assert {r["section"] for r in data["rows"]} == set().union(*ROW_SECTIONS.values())
     assert [t["target"] for t in data["targets"]] == list(TARGETS)
-    # the command's start-up beside `import torch`, and where `posenc list` spends it
+
+
+def test_cli_section_times_every_help_beside_import_torch(tmp_path, capsys):
+    """The command's start-up beside `import torch`: `posenc --help`, the slowest command's
+    --help (every command of posenc.cli.parsers() timed), `posenc list`; where `posenc list`
+    spends it, and that no --help imports torch (python -X importtime)."""
+    from posenc.cli import parsers
+
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--sections", "cli", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
     cli = {r["case"]: r["note"] for r in data["rows"] if r["section"] == "cli"}
-    assert list(cli) == ["import torch", "posenc --help", "posenc arena --help", "posenc list"]
+    assert list(cli) == ["import torch", "posenc --help", "posenc COMMAND --help", "posenc list"]
     assert cli["posenc --help"].startswith("target <= 0.1x import torch: ")
-    assert any(n.startswith("cli: `python -X importtime -m posenc list`") for n in data["notes"])
+    assert cli["posenc COMMAND --help"].startswith(f"slowest of {len(parsers())}: `posenc ")
+    notes = data["notes"]
+    assert any(n.startswith("cli: `python -X importtime -m posenc list`") for n in notes)
+    (helps,) = [n for n in notes if n.startswith("cli: `python -X importtime -m posenc ... --help")]
+    assert helps.endswith(f"{len(parsers()) + 1} commands: none imports torch, triton, sympy")
 
 
 def test_one_section_runs_alone(tmp_path, capsys):

@@ -51,6 +51,7 @@ import torch
 from posenc import __version__
 from posenc import functional as PF
 from posenc.checks import check_int
+from posenc.cliargs import file_suffix
 from posenc.encodings.rotary import RoPE
 from posenc.hf.config import from_config
 
@@ -303,19 +304,12 @@ def _check_qk(name: str, x, t: int, head_dim: int) -> torch.Tensor:
 # ------------------------------------------------------------------------------ files
 
 
-def _suffix(path, allowed: tuple[str, ...], what: str) -> str:
-    suffix = os.path.splitext(os.fspath(path))[1].lower()
-    if suffix not in allowed:
-        raise ValueError(f"{what} {path}: the name must end in {', '.join(allowed)}")
-    return suffix
-
-
 def write_golden(g: Golden, path) -> None:
     """Write g to `path`: .npz (numpy) or .safetensors (the safetensors package)."""
     tensors = {"positions": g.positions, "inv_freq": g.inv_freq, "cos": g.cos, "sin": g.sin}
     tensors.update(g.qk)
     meta = json.dumps(g.meta)
-    if _suffix(path, (".npz", ".safetensors"), "--out") == ".safetensors":
+    if file_suffix(path, (".npz", ".safetensors"), "--out") == ".safetensors":
         save_file = _optional("safetensors.torch", ".safetensors").save_file
         save_file({k: v.contiguous() for k, v in tensors.items()}, path, metadata={"posenc": meta})
         return
@@ -326,7 +320,7 @@ def write_golden(g: Golden, path) -> None:
 
 def read_golden(path) -> Golden:
     """A file write_golden wrote; ValueError naming it for anything else."""
-    _suffix(path, (".npz", ".safetensors"), "--golden")
+    file_suffix(path, (".npz", ".safetensors"), "--golden")
     tensors, meta = _read_tensors(path, "--golden")
     need = ("positions", "inv_freq", "cos", "sin")
     if meta is None or any(k not in tensors for k in need):
@@ -365,7 +359,7 @@ def _optional(module: str, suffix: str):
 
 def _read_tensors(path, what: str) -> tuple[dict[str, torch.Tensor], dict | None]:
     path = os.fspath(path)
-    suffix = _suffix(path, DUMP_SUFFIXES, what)
+    suffix = file_suffix(path, DUMP_SUFFIXES, what)
     if not os.path.isfile(path):
         raise ValueError(f"{what} {path}: no such file")
     meta = None

@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import check_writable
 from posenc.functional.rope_scaling import default, llama3
 from posenc.hf.config import (
     config_dict,
@@ -822,38 +822,8 @@ def gguf_config(path) -> dict:
 # `posenc stretch settings LABEL [--model M] [--export DIR]`
 
 
-def settings_parser():
-
-    p = OneLineParser(
-        prog="posenc stretch settings",
-        description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
-        "Ollama apply a scaling to a model (each with its source, and what an engine cannot "
-        "express), and with --export a copy of the model that loads with it by default.",
-    )
-    p.add_argument(
-        "label",
-        metavar="LABEL",
-        help="a scaling label, e.g. yarn(factor=2), linear(factor=4), "
-        "llama3(factor=2), ntk(factor=2), dynamic; name@layer_type(...) for one "
-        "layer type (yarn@full_attention(factor=4))",
-    )
-    p.add_argument(
-        "--model",
-        help="a transformers model folder or a .gguf file (default: the "
-        "embedded SmolLM2-135M-Instruct)",
-    )
-    p.add_argument(
-        "--export",
-        metavar="DIR",
-        help="write a copy of the model with the scaling "
-        "as its default into the new folder DIR (a .gguf model: DIR/NAME.LABEL.gguf)",
-    )
-    return p
-
-
-def main_settings(argv: list[str]) -> int:
-
-    args = settings_parser().parse_args(argv)
+def main_settings(args) -> int:
+    """`posenc stretch settings`, its flags parsed (posenc.stretch.cli.settings_parser)."""
     try:
         parse(split_target(args.label)[0])  # the label's syntax, before the model is read
     except ValueError as err:
