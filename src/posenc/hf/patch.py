@@ -42,7 +42,6 @@ from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
 from posenc.functional.mrope import check_mrope_section
 from posenc.hf.config import (
-    AS_GIVEN,
     ATTENTION_KEYS,
     MROPE_KEYS,
     config_dict,
@@ -50,6 +49,7 @@ from posenc.hf.config import (
     head_dim_of,
     is_nope,
     layer_types_of,
+    with_scaling,
 )
 
 FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
@@ -411,35 +411,6 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 # scaling= and encoding=
 
 
-def _merged(old: dict, new: dict) -> dict:
-    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
-    the mrope keys not given in it are the model's."""
-    if not isinstance(new, dict):
-        raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
-    if "rope_type" not in new and "type" not in new:
-        raise ValueError(f"scaling needs the key 'rope_type' (got keys: {sorted(new)})")
-    keep = ("rope_theta", "partial_rotary_factor", *MROPE_KEYS)
-    kept = {k: old[k] for k in keep if k in (old or {})}
-    return {**kept, **new}
-
-
-def _with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
-    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
-    taken as given (not renamed as a model's config class renames what it loads)."""
-    params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
-    if types is None:
-        return {**cfg, "rope_parameters": _merged(params, scaling)}
-    if not isinstance(scaling, dict) or not all(
-        t in types and isinstance(v, dict) for t, v in scaling.items()
-    ):
-        raise ValueError(
-            f"scaling: this model has rope per layer type; pass {{layer_type: rope_parameters}} "
-            f"with layer types from {types} (types left out keep theirs), got {scaling!r}"
-        )
-    new = {t: _merged(params[t], scaling[t]) if t in scaling else params[t] for t in params}
-    return {**cfg, "rope_parameters": new}
-
-
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
     """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
     nested per layer type, else the config's layer_types), None for a module with one rope."""
@@ -662,7 +633,7 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
         if scaling is not None:
             _refuse_attention_keys(where, cfg.get("rope_parameters") or {})
             nested = layer_types_of(cfg.get("rope_parameters") or {})
-            new_cfg = _with_scaling(cfg, scaling, nested)
+            new_cfg = with_scaling(cfg, scaling, nested)
             try:
                 ropes = {t: rope_of(new_cfg, t, head_dims.get(t)) for t in own}
             except (ValueError, TypeError) as error:

@@ -37,8 +37,8 @@ from posenc.hf.config import (
     head_dim_of,
     layer_types_of,
     rope_parameters_of,
+    with_scaling,
 )
-from posenc.hf.patch import _with_scaling
 from posenc.stretch import models
 from posenc.stretch.scalings import FACTOR, Scaling, parse
 
@@ -197,7 +197,7 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
         params = {k: own[k] for k in ("rope_theta", "partial_rotary_factor") if k in own} | params
         nested = {**info.rope_parameters, target: params} if target else params
         try:
-            cfg = _with_scaling(_cfg(info), nested if target else params, types)
+            cfg = with_scaling(_cfg(info), nested if target else params, types)
             from_config(cfg, target)
         except (ValueError, TypeError) as err:
             raise ValueError(f"{label!r}: {err}") from None
@@ -339,12 +339,19 @@ RUNTIME_NOTE = (
 )
 
 
+def _setting(engine: str, plan: Plan) -> Setting:
+    """The engine's Setting, its `cannot` filled where CANNOT lists the plan's scaling."""
+    s = Setting(engine, source=SOURCES[engine])
+    if (engine, plan.scaling.name) in CANNOT:
+        s.cannot.append(CANNOT[engine, plan.scaling.name])
+    return s
+
+
 def transformers_setting(plan: Plan) -> Setting:
-    s = Setting("transformers", source=SOURCES["transformers"])
-    params = hf_rope_parameters(plan)
-    if ("transformers", plan.scaling.name) in CANNOT:
-        s.cannot.append(CANNOT["transformers", plan.scaling.name])
+    s = _setting("transformers", plan)
+    if s.cannot:
         return s
+    params = hf_rope_parameters(plan)
     s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
     legacy = legacy_config(plan)
     if legacy is None:
@@ -377,10 +384,8 @@ def transformers_setting(plan: Plan) -> Setting:
 
 
 def vllm_setting(plan: Plan) -> Setting:
-    s = Setting("vllm", source=SOURCES["vllm"])
-    name = plan.scaling.name
-    if ("vllm", name) in CANNOT:
-        s.cannot.append(CANNOT["vllm", name])
+    s, name = _setting("vllm", plan), plan.scaling.name
+    if s.cannot:
         return s
     over = engine_override(plan)
     flat = hf_rope_parameters(plan)
@@ -408,10 +413,8 @@ def vllm_setting(plan: Plan) -> Setting:
 
 
 def sglang_setting(plan: Plan) -> Setting:
-    s = Setting("sglang", source=SOURCES["sglang"])
-    name = plan.scaling.name
-    if ("sglang", name) in CANNOT:
-        s.cannot.append(CANNOT["sglang", name])
+    s, name = _setting("sglang", plan), plan.scaling.name
+    if s.cannot:
         return s
     over = engine_override(plan)
     rs = over.get("rope_scaling")
