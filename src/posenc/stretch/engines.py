@@ -293,16 +293,6 @@ def sglang_length(max_pos: int, rope_scaling: dict | None) -> float:
     return max_pos * factor
 
 
-def _with_length(override: dict, derive, plan: Plan) -> dict:
-    """`override` plus the max_position_embeddings the engine needs to derive plan.length."""
-    got = derive(plan.info.context)
-    if got >= plan.length:
-        return override
-    per = got / plan.info.context  # the engine's length per max_position_embeddings
-    need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
-    return {**override, "max_position_embeddings": need}
-
-
 def engine_override(plan: Plan) -> dict | None:
     """The config override vLLM (--hf-overrides) and SGLang (--json-model-override-args) apply
     with transformers' config.update: rope_scaling with rope_theta inside (transformers 5 maps
@@ -383,15 +373,28 @@ def transformers_setting(plan: Plan) -> Setting:
     return s
 
 
+def _served(engine: str, plan: Plan, override: str, length: str, derive):
+    """(Setting, config override) of a server: engine_override plus the max_position_embeddings
+    the engine needs to derive plan.length (derive(m): its length for m), and the length flag."""
+    s = _setting(engine, plan)
+    if s.cannot:
+        return s, None
+    over, got = engine_override(plan), derive(plan.info.context)
+    if got < plan.length:
+        per = got / plan.info.context  # the engine's length per max_position_embeddings
+        need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
+        over = {**over, "max_position_embeddings": need}
+    s.flags = [override, _json(over)] if plan.scaling.name != "none" else []
+    s.flags += [length, str(plan.length)]
+    return s, over
+
+
 def vllm_setting(plan: Plan) -> Setting:
-    s, name = _setting("vllm", plan), plan.scaling.name
+    flat, name = hf_rope_parameters(plan), plan.scaling.name
+    s, over = _served("vllm", plan, "--hf-overrides", "--max-model-len",
+                      lambda m: vllm_length(plan.info.model_type, m, flat))  # fmt: skip
     if s.cannot:
         return s
-    over = engine_override(plan)
-    flat = hf_rope_parameters(plan)
-    over = _with_length(over, lambda m: vllm_length(plan.info.model_type, m, flat), plan)
-    s.flags = ["--hf-overrides", _json(over)] if name != "none" else []
-    s.flags += ["--max-model-len", str(plan.length)]
     if name != "none":
         s.notes.append(
             "the scaling is static: it applies to short prompts too (static YaRN x4 "
@@ -413,14 +416,11 @@ def vllm_setting(plan: Plan) -> Setting:
 
 
 def sglang_setting(plan: Plan) -> Setting:
-    s, name = _setting("sglang", plan), plan.scaling.name
+    rs, name = (engine_override(plan) or {}).get("rope_scaling"), plan.scaling.name
+    s, over = _served("sglang", plan, "--json-model-override-args", "--context-length",
+                      lambda m: sglang_length(m, rs))  # fmt: skip
     if s.cannot:
         return s
-    over = engine_override(plan)
-    rs = over.get("rope_scaling")
-    over = _with_length(over, lambda m: sglang_length(m, rs), plan)
-    s.flags = ["--json-model-override-args", _json(over)] if name != "none" else []
-    s.flags += ["--context-length", str(plan.length)]
     if "max_position_embeddings" in over and "original_max_position_embeddings" in (rs or {}):
         s.notes.append(
             "max_position_embeddings is raised too: SGLang's get_context_length "
