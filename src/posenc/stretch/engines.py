@@ -618,12 +618,16 @@ def model_info(spec) -> ModelInfo:
     return dataclasses.replace(info, gguf_rope=own)
 
 
+def _check_new_folder(out: str) -> None:
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
+
+
 def check_export(plan: Plan, spec, out: str) -> None:
     """ValueError naming --export unless `out` can take the export (absent or an empty
     folder, its parent writable) and the scaling can be written for this kind of model."""
 
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
+    _check_new_folder(out)
     check_writable(out, "--export")
     name = plan.scaling.name
     if spec.gguf:
@@ -861,12 +865,8 @@ def main_settings(argv: list[str]) -> int:
         parse(split_target(args.label)[0])  # the label's syntax, before the model is read
     except ValueError as err:
         raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
-    if (
-        args.export is not None
-        and os.path.exists(args.export)
-        and (not os.path.isdir(args.export) or os.listdir(args.export))
-    ):
-        raise ValueError(f"--export {args.export}: exists and is not an empty folder")
+    if args.export is not None:
+        _check_new_folder(args.export)
     spec = models.resolve(args.model)
     info = model_info(spec)
     try:
