@@ -153,12 +153,7 @@ class StickBreaking(PositionalEncoding):
     summary = "stick-breaking weights over preceding tokens in place of the softmax, no positions"
     bidirectional = False  # the stick is broken from the query backwards: causal only
 
-    def __init__(
-        self,
-        *,
-        max_len=None,
-        attend_current=False,
-    ):
+    def __init__(self, *, max_len=None, attend_current=False):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         self.attend_current = check_bool("attend_current", attend_current)

@@ -23,7 +23,7 @@ def _rotate_rows(
     x_ptr, o_ptr, c_ptr, s_ptr, pid, rows, d1, d2,
     xs0, xs1, xs2, os0, os1, os2, cs0, cs1, cs2, half, dh, sign,
     INTERLEAVED: tl.constexpr, COPY_REST: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr
 ):  # fmt: skip
     """Rotate BLOCK_R rows (of the flattened leading dims d0*d1*d2) of one tensor."""
     r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -65,7 +65,7 @@ def _rope_qk_kernel(
     kxs0, kxs1, kxs2, kos0, kos1, kos2, kcs0, kcs1, kcs2,
     half, dh, sign,
     INTERLEAVED: tl.constexpr, Q_COPY_REST: tl.constexpr, K_COPY_REST: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr
 ):  # fmt: skip
     """Programs [0, q_progs) rotate q, the rest rotate k: one launch for both."""
     pid = tl.program_id(0)
