@@ -13,10 +13,5 @@ posenc/__init__ does not import this package; import it as `posenc.hf`.
 from posenc.hf.config import from_config, to_config, to_rope_parameters
 from posenc.hf.patch import PosencRotaryEmbedding, patch
 
-__all__ = [
-    "PosencRotaryEmbedding",
-    "from_config",
-    "patch",
-    "to_config",
-    "to_rope_parameters",
-]
+__all__ = ["PosencRotaryEmbedding", "from_config", "patch", "to_config",
+           "to_rope_parameters"]  # fmt: skip

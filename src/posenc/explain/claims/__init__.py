@@ -122,21 +122,6 @@ def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     )  # fmt: skip
 
 
-__all__ = [
-    "ARENA_CHECKS",
-    "CAVEAT",
-    "CHECKS",
-    "ERROR",
-    "FAILS",
-    "HOLDS",
-    "SEEDS",
-    "UNMEASURED",
-    "VERDICTS",
-    "Claim",
-    "Rule",
-    "Table",
-    "check_all",
-    "decide",
-    "markdown_table",
-    "extrapolates",
-]
+__all__ = ["ARENA_CHECKS", "CAVEAT", "CHECKS", "ERROR", "FAILS", "HOLDS", "SEEDS", "UNMEASURED",
+           "VERDICTS", "Claim", "Rule", "Table", "check_all", "decide", "markdown_table",
+           "extrapolates"]  # fmt: skip

@@ -31,14 +31,5 @@ def by_seed() -> dict[str, tuple[Item, ...]]:
     return {seed.SEED: seed.ITEMS for seed in SEEDS}
 
 
-__all__ = [
-    "ALL",
-    "CHECKED",
-    "HOW",
-    "KINDS",
-    "NOT_CHECKABLE",
-    "SEEDS",
-    "STATUSES",
-    "Item",
-    "by_seed",
-]
+__all__ = ["ALL", "CHECKED", "HOW", "KINDS", "NOT_CHECKABLE", "SEEDS", "STATUSES", "Item",
+           "by_seed"]  # fmt: skip
