@@ -444,7 +444,7 @@ def sglang_setting(plan: Plan) -> Setting:
 
 
 def llamacpp_setting(plan: Plan) -> Setting:
-    s = Setting("llama.cpp", source=SOURCES["llama.cpp"])
+    s = _setting("llama.cpp", plan)
     name, p = plan.scaling.name, plan.params or {}
     if name in DYNAMIC:
         s.cannot.append(
@@ -511,7 +511,7 @@ def llamacpp_setting(plan: Plan) -> Setting:
 
 
 def ollama_setting(plan: Plan) -> Setting:
-    s = Setting("ollama", source=SOURCES["ollama"])
+    s = _setting("ollama", plan)
     s.cannot.append(
         "a Modelfile sets no rope scaling or base: PARAMETER takes num_ctx and "
         "sampling options only (rope_frequency_base / _scale were removed in 2024); "
