@@ -168,11 +168,7 @@ def _build_kernel() -> ctypes.CDLL:
         fn.argtypes = (
             [ctypes.c_void_p] * 4
             + [ctypes.c_void_p] * 4
-            + [
-                ctypes.c_int,
-                ctypes.c_float,
-                ctypes.c_int,
-            ]
+            + [ctypes.c_int, ctypes.c_float, ctypes.c_int]
         )
     return lib
 
