@@ -105,14 +105,19 @@ class Rope:
         return angles.cos() * factor, angles.sin() * factor, inv_freq
 
 
+def spread(t: torch.Tensor, form: str) -> torch.Tensor:
+    """[.., R/2] per rotary pair -> [.., R] in `form`: half cat(t, t), interleaved t0 t0 t1 t1
+    ...; the pair forms as they are."""
+    if form == "half":
+        return torch.cat((t, t), -1)
+    return t.repeat_interleave(2, -1) if form == "interleaved" else t
+
+
 def render(cos: torch.Tensor, sin: torch.Tensor, form: str, dtype: torch.dtype):
     """cos, sin [B, T, R/2] -> the module output of `form` (see the module docstring)."""
     if form == "complex":
         return torch.complex(cos, sin)  # cos, sin carry the attention factor
-    if form == "half":
-        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
-    elif form == "interleaved":
-        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    cos, sin = spread(cos, form), spread(sin, form)
     if form == "pairs_sc":
         return sin.to(dtype), cos.to(dtype)
     return cos.to(dtype), sin.to(dtype)
@@ -267,12 +272,6 @@ def _tolerance(pos: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> torc
     return abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
 
 
-def _spread(t: torch.Tensor, form: str) -> torch.Tensor:
-    if form == "half":
-        return torch.cat((t, t), -1)
-    return t.repeat_interleave(2, -1) if form == "interleaved" else t
-
-
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
     """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
     the shapes of `form` do not match theirs."""
@@ -284,7 +283,7 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
         return None
     if form == "complex" and not theirs[0].is_complex():
         return None
-    tol = _spread(_tolerance(pos, inv_freq, factor), form)
+    tol = spread(_tolerance(pos, inv_freq, factor), form)
     worst = -1.0
     for a, b in zip(ours, theirs):
         b = b.to(torch.complex128 if b.is_complex() else torch.float64)
