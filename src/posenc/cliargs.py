@@ -232,16 +232,6 @@ def _db(text: str) -> str:
 db_file = checked(_db, (".", "AFILE/x.sqlite"), "a database file")
 
 
-def _device(text: str) -> str:
-    kind, _, index = text.partition(":")
-    if kind not in ("cpu", "cuda") or (index and not (index.isdigit() and kind == "cuda")):
-        raise ValueError(f"must be cpu or cuda[:N], got {text!r}")
-    return text
-
-
-device = checked(_device, ("gpu", "cuda:x", "cuda:-1", "cpu:0"), "a device")
-
-
 def _address(text: str) -> str:
     host, sep, port = text.strip().removeprefix("ray://").rpartition(":")
     if text.strip() in ("auto", "local"):
@@ -300,18 +290,21 @@ def positive(value, flag: str) -> None:
         raise ValueError(f"{flag} must be a positive integer, got {value}")
 
 
-def check_device(device: str, local: bool = True) -> None:
-    """ValueError naming --device unless it is cpu or cuda[:N] (local: and CUDA is here)."""
-    import torch
+def check_device(device: str, local: bool = True, flag: str = "--device") -> str:
+    """ValueError naming the flag unless `device` is cpu or cuda[:N] (local: and CUDA is here)."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not (index.isdigit() and kind == "cuda")):
+        raise ValueError(f"{flag} must be cpu or cuda[:N], got {device!r}".lstrip())
+    if local and kind == "cuda":
+        import torch
 
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")
-    if local and dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
+        if not torch.cuda.is_available():
+            raise ValueError(f"{flag} {device}: no CUDA device is available here; use cpu")
+    return device
+
+
+device = checked(lambda t: check_device(t, local=False, flag=""),
+                 ("gpu", "cuda:x", "cuda:-1", "cpu:0"), "a device")  # fmt: skip
 
 
 def check_distinct(**paths) -> None:

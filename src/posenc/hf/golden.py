@@ -54,6 +54,7 @@ from posenc.checks import check_int
 from posenc.cliargs import file_suffix
 from posenc.encodings.rotary import RoPE
 from posenc.hf.config import from_config
+from posenc.hf.patch import spread
 
 FORMULA_VERSION = 1
 MAX_POSITION = 2**31  # positions below this (float64 angles p * w exact to ~2^-22 rad)
@@ -508,13 +509,6 @@ def _pair_index(layout: str, r: int) -> torch.Tensor:
     return {"half": j % (r // 2), "interleaved": j // 2, "pairs": j}[layout]
 
 
-def _expand(c: torch.Tensor, layout: str) -> torch.Tensor:
-    """cos or sin [.., R/2] in a cache's layout."""
-    if layout == "half":
-        return torch.cat((c, c), -1)
-    return c.repeat_interleave(2, -1) if layout == "interleaved" else c
-
-
 class _Rows:
     """Per position: the largest error, the budget of that value, the largest err / budget."""
 
@@ -722,7 +716,7 @@ def _judge_cache(got, pos, freq, af, layout, r, store, compute, golden_file) -> 
             ref = cos_sin(pos[sl], freq, af)
         bud = budget(pos[sl], freq[idx], store, compute) * af
         for name, want in zip(("cos", "sin"), ref):
-            rows.add(sl, got[name][sl], _expand(want, layout), bud)
+            rows.add(sl, got[name][sl], spread(want, layout), bud)
     return rows
 
 

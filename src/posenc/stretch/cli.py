@@ -367,8 +367,7 @@ def read_config(spec):
 def check_scalings(config, scalings, context, head_dim, factor) -> None:
     """Each scaling's rope_parameters read by posenc.hf (ValueError naming the label)."""
     from posenc.hf import from_config
-    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
-    from posenc.hf.patch import _with_scaling
+    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of, with_scaling
 
     cfg = config_dict(config)
     cfg = {**cfg, "rope_parameters": rope_parameters_of(cfg)}
@@ -378,7 +377,7 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
         if params is None:
             continue
         try:
-            new = _with_scaling(cfg, params, nested)
+            new = with_scaling(cfg, params, nested)
             for t in nested and list(params) or [None]:
                 from_config(new, t)
         except (ValueError, TypeError) as err:
