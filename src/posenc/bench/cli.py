@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
+from posenc.cliargs import OneLineParser, checked, integer, integers, json_file, names
 
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
@@ -90,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (about 3-4 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
-    p.add_argument("--json", metavar="FILE", type=out_file, help="also write every number to FILE")
+    p.add_argument("--json", metavar="FILE", type=json_file, help="also write every number to FILE")
     p.add_argument("--threads", type=integer(1), default=2, help="torch threads (default 2)")
     p.add_argument(
         "--sections",

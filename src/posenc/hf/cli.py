@@ -20,8 +20,10 @@ BANDS = checked(G.parse_bands, ("5,3", "a", "-1,4"), "band edges")
 
 
 def _out(text: str) -> str:
-    check_out_file(text, "--out")
-    return G._suffix(text, (".npz", ".safetensors"), "--out")
+    """--out: a .npz / .safetensors file that can be written and, if it exists, is one."""
+    suffix = G._suffix(text, (".npz", ".safetensors"), "--out")
+    check_out_file(text, "--out", suffix[1:])
+    return suffix
 
 
 def _seed_or_file(text: str) -> str:
@@ -59,7 +61,9 @@ def golden_parser() -> OneLineParser:
     parser.add_argument(
         "--out",
         default="golden.npz",
-        type=checked(_out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", "."), "a .npz file"),
+        type=checked(
+            _out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", ".", "AFILE.npz"), "a .npz file"
+        ),
         help="the file: .npz (numpy) or .safetensors (default golden.npz)",
     )
     parser.add_argument(
@@ -146,8 +150,7 @@ def add_common(parser: OneLineParser) -> None:
 def main_golden(argv: list[str]) -> int:
     args = golden_parser().parse_args(argv)
     positions = G.parse_positions(args.positions)
-    check_out_file(args.out, "--out")
-    G._suffix(args.out, (".npz", ".safetensors"), "--out")
+    _out(args.out)
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
     config, reader = G.read_config(args.config)
