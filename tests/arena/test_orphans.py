@@ -81,3 +81,78 @@ def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
     with sqlite3.connect(db) as conn:
         owners = {r[0] for r in conn.execute("SELECT owner FROM leases")}
     assert owners and all(stale(o) for o in owners)  # a rerun takes them over at once
+
+
+def spawned(pid: int) -> set[int]:
+    """`pid`'s worker processes as soon as they exist (multiprocessing's spawn command line)."""
+    out = set()
+    for p in children(pid):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    out.add(p)
+        except OSError:
+            pass
+    return out
+
+
+def has_torch(pid: int) -> bool:
+    """Whether process `pid` has loaded torch's library (its start-up import is done)."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            return b"libtorch" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("launch", ["module", "script"])
+def test_a_run_killed_while_its_workers_start_leaves_none(launch, tmp_path):
+    """Killed the moment its workers exist (they are still importing torch), a run leaves no
+    process behind: each worker ties itself to the run before any heavy import (before: they
+    lived on ~10 s until they armed). Both ways a run starts: `python -m posenc` and the
+    `posenc` console script (which the worker re-runs as its __main__)."""
+    script = tmp_path / "posenc-script"
+    script.write_text("import sys\nfrom posenc.cli import main\n\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")  # fmt: skip
+    head = [sys.executable, *(["-m", "posenc"] if launch == "module" else [str(script)])]
+    cmd = [*head, "arena", "--tasks", "copy", "--encodings", "nope,rope", "--seeds", "1",
+           "--steps", "100000", "--fixed-steps", "--workers", "2", "--db",
+           str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "o")]  # fmt: skip
+    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, workers = time.time() + 180, set()
+        while time.time() < deadline and len(workers) < 2 and run.poll() is None:
+            time.sleep(0.05)
+            workers = spawned(run.pid)
+        assert len(workers) == 2, "the workers never started"
+        everyone = children(run.pid)
+        assert not any(has_torch(p) for p in workers), "killed too late: torch is loaded"
+        os.kill(run.pid, signal.SIGKILL)
+        killed = time.time()
+        run.wait(timeout=10)
+        while alive(everyone) and time.time() < killed + 30:
+            time.sleep(0.05)
+        gone = time.time() - killed
+        print(f"{launch}: the last of {len(everyone)} processes ended {gone:.2f} s after the kill")
+        assert not alive(everyone) and gone < 2.0, f"{alive(everyone)} lived {gone:.1f} s"
+    finally:
+        for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
+            os.kill(p, signal.SIGKILL)
+
+
+def test_a_worker_whose_run_died_before_it_tied_itself_ends_there():
+    """The run may be gone before its worker reaches posenc.lifeline (no death signal will
+    come): die_with sees that the parent is no longer the original one and ends the worker."""
+    worker = ("import sys, time; time.sleep(0.5); from posenc.lifeline import die_with; "
+              "die_with(int(sys.argv[1])); time.sleep(60)")  # fmt: skip
+    run = (f"import os, subprocess, sys; w = subprocess.Popen([sys.executable, '-c', {worker!r},"
+           " str(os.getpid())]); print(w.pid, flush=True)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, timeout=60)
+    pid, t0 = int(out.stdout), time.time()
+    try:
+        while alive([pid]) and time.time() < t0 + 20:
+            time.sleep(0.05)
+        assert not alive([pid]), "the orphaned worker lived on"
+    finally:
+        if alive([pid]):
+            os.kill(pid, signal.SIGKILL)
