@@ -9,51 +9,11 @@ import sys
 import time
 
 import pytest
+from support.procs import alive, children, comm, has_torch, spawned
 
 from posenc.arena.runner import stale
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
-
-
-def children(pid: int) -> set[int]:
-    """Every live descendant of `pid` (zombies count as gone)."""
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parent[int(entry)] = int(fields[1])
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out.update(kids)
-        todo += kids
-    return out
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def alive(pids) -> set[int]:
-    live = set()
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                if f.read().rpartition(")")[2].split()[0] != "Z":
-                    live.add(p)
-        except OSError:
-            pass
-    return live
 
 
 def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
@@ -81,28 +41,6 @@ def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
     with sqlite3.connect(db) as conn:
         owners = {r[0] for r in conn.execute("SELECT owner FROM leases")}
     assert owners and all(stale(o) for o in owners)  # a rerun takes them over at once
-
-
-def spawned(pid: int) -> set[int]:
-    """`pid`'s worker processes as soon as they exist (multiprocessing's spawn command line)."""
-    out = set()
-    for p in children(pid):
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if b"spawn_main" in f.read():
-                    out.add(p)
-        except OSError:
-            pass
-    return out
-
-
-def has_torch(pid: int) -> bool:
-    """Whether process `pid` has loaded torch's library (its start-up import is done)."""
-    try:
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            return b"libtorch" in f.read()
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("launch", ["module", "script"])
@@ -138,21 +76,3 @@ def test_a_run_killed_while_its_workers_start_leaves_none(launch, tmp_path):
     finally:
         for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
             os.kill(p, signal.SIGKILL)
-
-
-def test_a_worker_whose_run_died_before_it_tied_itself_ends_there():
-    """The run may be gone before its worker reaches posenc.lifeline (no death signal will
-    come): die_with sees that the parent is no longer the original one and ends the worker."""
-    worker = ("import sys, time; time.sleep(0.5); from posenc.lifeline import die_with; "
-              "die_with(int(sys.argv[1])); time.sleep(60)")  # fmt: skip
-    run = (f"import os, subprocess, sys; w = subprocess.Popen([sys.executable, '-c', {worker!r},"
-           " str(os.getpid())]); print(w.pid, flush=True)")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, timeout=60)
-    pid, t0 = int(out.stdout), time.time()
-    try:
-        while alive([pid]) and time.time() < t0 + 20:
-            time.sleep(0.05)
-        assert not alive([pid]), "the orphaned worker lived on"
-    finally:
-        if alive([pid]):
-            os.kill(pid, signal.SIGKILL)
