@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support.procs import alive, children, comm, has_torch, spawned
+from support.procs import alive, children, comm, end, has_torch, spawned
 
 from posenc.arena.runner import stale
 
@@ -36,8 +36,7 @@ def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
             time.sleep(0.2)
         assert not alive(everyone), f"left behind: {alive(everyone)}"
     finally:
-        for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
-            os.kill(p, signal.SIGKILL)
+        end(run, workers)
     with sqlite3.connect(db) as conn:
         owners = {r[0] for r in conn.execute("SELECT owner FROM leases")}
     assert owners and all(stale(o) for o in owners)  # a rerun takes them over at once
@@ -74,5 +73,4 @@ def test_a_run_killed_while_its_workers_start_leaves_none(launch, tmp_path):
         print(f"{launch}: the last of {len(everyone)} processes ended {gone:.2f} s after the kill")
         assert not alive(everyone) and gone < 2.0, f"{alive(everyone)} lived {gone:.1f} s"
     finally:
-        for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
-            os.kill(p, signal.SIGKILL)
+        end(run, workers)

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from support.procs import alive, children
+from support.procs import alive, children, end
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 
@@ -35,5 +35,4 @@ def test_a_bias_worker_ends_with_its_run():
         assert not alive(workers), "the worker measured on after its run was killed"
         assert time.time() - killed < 2.0, f"it lived {time.time() - killed:.1f} s more"
     finally:
-        for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
-            os.kill(p, signal.SIGKILL)
+        end(run, workers)

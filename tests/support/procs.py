@@ -65,3 +65,12 @@ def has_torch(pid: int) -> bool:
             return b"libtorch" in f.read()
     except OSError:
         return False
+
+
+def end(run, also=()) -> None:
+    """A test's cleanup: SIGKILL the run (a Popen), its live descendants and the processes in
+    `also` (its workers, orphaned if the run was killed and they outlived it)."""
+    import signal
+
+    for p in alive(children(run.pid)) | alive(also) | ({run.pid} if run.poll() is None else set()):
+        os.kill(p, signal.SIGKILL)
