@@ -244,12 +244,13 @@ class Reached(BaseException):
 
 def fixtures(cwd) -> dict:
     """What each command needs besides the flag under test: its positionals, on files written
-    in `cwd` (a config and a cache for golden / conform; AFILE, a plain file)."""
+    in `cwd` (a config and a cache for golden / conform; AFILE, AFILE.npz: plain text files)."""
     import json
 
     import torch
 
-    (cwd / "AFILE").write_text("a file, where a folder is needed\n")
+    for name in ("AFILE", "AFILE.npz"):  # a .npz or JSON output must not replace it
+        (cwd / name).write_text("a file, where a folder is needed\n")
     config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "num_hidden_layers": 1, "intermediate_size": 64,
               "vocab_size": 32, "max_position_embeddings": 64, "rope_theta": 10000.0}  # fmt: skip
@@ -335,3 +336,31 @@ def test_every_flag_refuses_a_bad_value_before_writing(words, flag, tmp_path, mo
         assert code == 2, f"{argv}: exit {code}, {err}"
         assert err.count("\n") == 1 and flag in err, f"{argv}: {err!r}"
         assert tree(tmp_path) == before, f"{argv} wrote {set(tree(tmp_path)) - set(before)}"
+
+
+def test_an_output_file_replaces_only_its_own_kind(tmp_path):
+    """An existing --json / golden --out is replaced only if it is an earlier output of that
+    kind (or empty): a SQLite database or a text is refused naming the flag, and left as it was."""
+    import json
+    import sqlite3
+
+    import numpy as np
+
+    from posenc.cliargs import check_out_file
+
+    ours = {"json": tmp_path / "rows.json", "npz": tmp_path / "g.npz"}
+    ours["json"].write_text(json.dumps([{"row": 1}]))
+    np.savez(ours["npz"], cos=np.ones(3))
+    with sqlite3.connect(tmp_path / "results.sqlite") as conn:
+        conn.execute("CREATE TABLE rows (x)")
+    (tmp_path / "notes.txt").write_text("{not json")
+    (tmp_path / "empty").touch()
+    for kind, path in ours.items():
+        assert check_out_file(path, "--out", kind) == str(path)
+        assert check_out_file(tmp_path / "empty", "--out", kind)  # nothing to lose
+        for other in ("results.sqlite", "notes.txt", *(p.name for p in ours.values() if p != path)):
+            before = (tmp_path / other).read_bytes()
+            with pytest.raises(ValueError, match=r"^--json .* exists and is") as err:
+                check_out_file(tmp_path / other, "--json", kind)
+            assert ("SQLite" in str(err.value)) == other.endswith(".sqlite")
+            assert (tmp_path / other).read_bytes() == before

@@ -6,9 +6,12 @@ command writes anything.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
+
+SQLITE = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database
 
 
 def check_writable(path, flag: str = "--out"):
@@ -28,9 +31,27 @@ def check_writable(path, flag: str = "--out"):
     return path
 
 
-def check_out_file(path, flag: str):
+def _is_json(head: bytes, f) -> bool:
+    try:
+        json.loads(head + f.read())
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return False
+    return True
+
+
+# kind -> is(first 16 bytes, the file after them): what an output file may replace
+OURS = {
+    "json": _is_json,
+    "npz": lambda head, f: head.startswith(b"PK\x03\x04"),  # a zip, as numpy writes it
+    "safetensors": lambda head, f: len(head) >= 9 and head[8:9] == b"{",  # u64 size, then JSON
+}
+
+
+def check_out_file(path, flag: str, kind: str | None = None):
     """ValueError naming the flag unless `path` can be written (a file in an existing,
-    writable directory), before any work; the file itself is not created here."""
+    writable directory), before any work; the file itself is not created here. With `kind`
+    (a key of OURS), an existing non-empty file is replaced only if it is of that kind (an
+    earlier output): never a SQLite database or any other file it would silently destroy."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -39,7 +60,12 @@ def check_out_file(path, flag: str):
         raise ValueError(f"{flag} {path}: no such directory {folder}")
     try:
         if os.path.exists(path):
-            open(path, "r+b").close()  # writable, and left as it is
+            with open(path, "r+b") as f:  # writable, and left as it is
+                head = f.read(16)
+                if kind is not None and head and not OURS[kind](head, f):
+                    what = "a SQLite database" if head == SQLITE else f"not a {kind} file"
+                    raise ValueError(f"{flag} {path} exists and is {what}: give a new "
+                                     f"file, or a {kind} file to replace")  # fmt: skip
         else:
             with tempfile.TemporaryFile(dir=folder):
                 pass
@@ -85,7 +111,8 @@ class OneLineParser(argparse.ArgumentParser):
 # Every value flag of every command takes its type= from here (tests/test_cli.py checks that):
 # each checks type, range and meaning when the command line is parsed, before anything is
 # written, and names a few values it refuses (`.bad`, which the test feeds to every flag;
-# "AFILE" stands for a file that exists, where a folder is needed).
+# "AFILE" stands for a file of text that exists, where a folder, or an output of another kind,
+# is needed).
 
 
 def _value(bad: tuple[str, ...], what: str):
@@ -220,7 +247,8 @@ in_path = checked(lambda t: _existing(t, "path"), ("missing_x1",), "an existing 
 in_files = checked(lambda t: [_existing(s.strip()) for s in t.split(",") if s.strip()],
                    ("missing_x1.sqlite", "AFILE,missing_x1.sqlite"), "existing files")  # fmt: skip
 out_dir = checked(lambda t: check_writable(t, "folder"), ("AFILE", "AFILE/sub"), "a folder")
-out_file = checked(lambda t: check_out_file(t, "file"), (".", "AFILE/x", "missing_x1/x"), "a file")
+json_file = checked(lambda t: check_out_file(t, "file", "json"),
+                    (".", "AFILE", "AFILE/x", "missing_x1/x"), "a JSON file")  # fmt: skip
 
 
 def _db(text: str) -> str:

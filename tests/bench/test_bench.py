@@ -252,12 +252,15 @@ def test_hf_section_times_both_models_in_turn(tmp_path):
     assert all(r["ms"] > 0 for r in rows)
 
 
-@pytest.mark.parametrize("where", ["no-such-dir/out.json", "a-dir", "a-file/out.json"])
+@pytest.mark.parametrize("where", ["no-such-dir/out.json", "a-dir", "a-file/out.json", "a-file",
+                                   "a-db.sqlite"])  # fmt: skip
 def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path, capsys,
                                                                    monkeypatch):  # fmt: skip
-    """--json to a path that cannot be written: one line naming --json, exit 2, before any
-    section runs (a measuring section here would fail the test)."""
+    """--json to a path that cannot be written, or to a file that is not JSON (a database, a
+    text): one line naming --json, exit 2, before any section runs (a measuring section here
+    would fail the test), the file as it was."""
     import importlib
+    import sqlite3
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking --json")
@@ -268,11 +271,15 @@ def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path
                          ("startup", "bench_cli")):  # fmt: skip
         monkeypatch.setattr(importlib.import_module(f"posenc.bench.{module}"), name, measured)
     (tmp_path / "a-dir").mkdir()
-    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-file").write_text("not json")
+    with sqlite3.connect(tmp_path / "a-db.sqlite") as conn:
+        conn.execute("CREATE TABLE results (x)")
     path = str(tmp_path / where)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert cli_main(["bench", "--smoke", "--json", path]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--json" in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi"])

@@ -38,8 +38,10 @@ BANDS = checked(_bands, ("5,3", "a", "-1,4"), "band edges")
 
 
 def _out(text: str) -> str:
-    check_out_file(text, "--out")
-    return file_suffix(text, (".npz", ".safetensors"), "--out")
+    """--out: a .npz / .safetensors file that can be written and, if it exists, is one."""
+    suffix = file_suffix(text, (".npz", ".safetensors"), "--out")
+    check_out_file(text, "--out", suffix[1:])
+    return suffix
 
 
 def _seed_or_file(text: str) -> str:
@@ -77,7 +79,9 @@ def golden_parser() -> OneLineParser:
     parser.add_argument(
         "--out",
         default="golden.npz",
-        type=checked(_out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", "."), "a .npz file"),
+        type=checked(
+            _out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", ".", "AFILE.npz"), "a .npz file"
+        ),
         help="the file: .npz (numpy) or .safetensors (default golden.npz)",
     )
     parser.add_argument(
@@ -165,8 +169,7 @@ def main_golden(argv: list[str]) -> int:
     args = golden_parser().parse_args(argv)
     G = _golden()
     positions = G.parse_positions(args.positions)
-    check_out_file(args.out, "--out")
-    file_suffix(args.out, (".npz", ".safetensors"), "--out")
+    _out(args.out)
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
     config, reader = G.read_config(args.config)

@@ -210,7 +210,7 @@ def check_outputs(out: str, db: str, json_path: str | None) -> None:
     check_writable(out, "--out")
     check_out_file(db, "--db")
     if json_path:
-        check_out_file(json_path, "--json")
+        check_out_file(json_path, "--json", "json")
     check_distinct(**{"--db": db, "--json": json_path, "--out": out})
     check_db(db)
 
@@ -435,7 +435,7 @@ def main_report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     check_writable(args.out, "--out")
     if args.json:
-        check_out_file(args.json, "--json")
+        check_out_file(args.json, "--json", "json")
     check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
