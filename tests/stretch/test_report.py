@@ -18,8 +18,9 @@ CFG = {"python": json.dumps({"protocol": "stretch-2", "kind": "python"}),
 
 def rows(ppl: dict, retrieval: dict | None = None, windows: int = 8, spread: float = 0.01,
          texts=("python",), probes: int = 100, shift: int = 0) -> list[dict]:  # fmt: skip
-    """Store rows from {(label, length): perplexity} (each window's loss log(p) +- spread, so
-    the intervals are narrow) and {(label, length): exact-match rate} over `probes` probes."""
+    """Store rows from {(label, length): perplexity} (each window's loss log(p) +- spread, and
+    its blocks' +- spread again, so the intervals are narrow) and {(label, length): exact-match
+    rate} over `probes` probes."""
     out = []
     for text in texts:
         base = dict(seed=0, train_len=C, status="ok", reason=None, config=CFG[text])
@@ -32,9 +33,16 @@ def rows(ppl: dict, retrieval: dict | None = None, windows: int = 8, spread: flo
                     out.append(dict(base, task=f"ppl/{text}doc", encoding=f"m:{lb}", eval_len=n,
                                     metric=f"loss@{C}-{n}/w{k}", value=loss + 0.5))  # fmt: skip
                 for a in range(0, n, C // 8):
-                    out.append(dict(base, task=f"ppl/{text}doc", encoding=f"m:{lb}", eval_len=n,
-                                    metric=f"pos@{a}-{min(a + C // 8, n)}/w{k}",
-                                    value=loss + a / n))  # fmt: skip
+                    out.append(
+                        dict(
+                            base,
+                            task=f"ppl/{text}doc",
+                            encoding=f"m:{lb}",
+                            eval_len=n,
+                            metric=f"pos@{a}-{min(a + C // 8, n)}/w{k}",
+                            value=loss + spread * ((a // (C // 8)) % 2 * 2 - 1),
+                        )
+                    )
     base = dict(seed=0, train_len=C, status="ok", reason=None, config=CFG["python"])
     for (lb, n), v in (retrieval or {}).items():
         hits = round(v * probes)
