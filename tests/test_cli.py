@@ -1,11 +1,14 @@
 """End-to-end runs of the `posenc` command (list, show, errors)."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import posenc
+from posenc.cli import COMMANDS, FAMILIES, parsers
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -21,32 +24,92 @@ def test_help_lists_commands():
         assert name in out.stdout
 
 
-def imported(*args: str) -> set[str]:
-    """The modules `posenc ARGS` imports, read from `python -X importtime`."""
+SRC = Path(__file__).resolve().parents[1] / "src"
+HEAVY = ("torch", "triton", "sympy")  # what a --help or a usage error never imports
+
+
+def imported(*args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """`posenc ARGS` run from this tree, and the modules it imported (`python -X importtime`)."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "posenc", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)},
     )  # fmt: skip
     lines = [line.split("|")[-1] for line in proc.stderr.splitlines() if line.startswith("import")]
-    return {line.strip() for line in lines}
+    return proc, {line.strip() for line in lines}
 
 
-@pytest.mark.parametrize(
-    "args", [["--help"], ["-V"], ["lsit"], ["show", "--help"], ["bench", "-h"]]
-)
-def test_answers_without_importing_torch(args):
-    modules = imported(*args)
+def heavy(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+def errors(proc: subprocess.CompletedProcess) -> list[str]:
+    """stderr without importtime's lines."""
+    return [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+
+
+def test_every_command_is_walked():
+    """parsers() holds every command of COMMANDS (the tests below walk it)."""
+    assert {words.split()[0] for words in parsers()} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("words", list(parsers()))
+def test_every_command_help_imports_no_torch(words):
+    proc, modules = imported(*words.split(), "--help")
+    assert proc.returncode == 0, errors(proc)
+    assert proc.stdout.startswith(f"usage: posenc {words}")
     assert "posenc.cli" in modules  # the reading works
-    assert not {m for m in modules if m.split(".")[0] == "torch"}
+    assert not heavy(modules)
+
+
+def usage_errors() -> list[tuple[list[str], list[str]]]:
+    """(argv, the words its one-line error names): an unknown command; for every command an
+    unknown flag (named first, whatever else is missing) and its required arguments left out."""
+    out = [(["lsit"], ["'lsit'", "list"]), (["--no-such-flag"], ["'--no-such-flag'"])]
+    for words, parser in parsers().items():
+        out.append(([*words.split(), "--no-such-flag"], ["unrecognized", "--no-such-flag"]))
+        required = [a.option_strings[0] if a.option_strings else a.metavar or a.dest
+                    for a in parser._actions if a.required]  # fmt: skip
+        if required:
+            out.append((words.split(), ["required", *required]))
+    return out
+
+
+@pytest.mark.parametrize(("argv", "named"), usage_errors(), ids=lambda v: " ".join(v))
+def test_a_usage_error_is_one_line_without_torch(argv, named):
+    proc, modules = imported(*argv)
+    assert proc.returncode == 2
+    (line,) = errors(proc)
+    assert line.startswith("posenc") and all(word in line for word in named), line
+    assert not heavy(modules)
+
+
+def test_version_imports_no_torch():
+    proc, modules = imported("-V")
+    assert proc.returncode == 0 and proc.stdout.startswith("posenc ")
+    assert "posenc.cli" in modules and not heavy(modules)
 
 
 def test_list_imports_only_what_it_prints():
     """torch and the encodings; not the compiler stack (torch._dynamo pulls in sympy and
     triton), plotting or transformers."""
-    modules = imported("list")
+    proc, modules = imported("list")
+    assert proc.returncode == 0, errors(proc)
     assert "posenc.encodings.rotary" in modules
     heavy = {"torch._dynamo", "sympy", "triton", "matplotlib", "transformers", "posenc.arena"}
     assert not heavy & modules
+
+
+def test_torch_free_names_are_the_registries():
+    """What --help shows without torch is what the commands use: `posenc list --family`'s
+    families, `posenc conform --dtype`'s names, `posenc arena`'s defaults."""
+    from posenc.arena import cli as arena
+    from posenc.arena.config import ArenaConfig
+    from posenc.hf import cli as hf
+    from posenc.hf import golden
+
+    assert set(FAMILIES) == {cls.family for cls in posenc.ENCODINGS.values()}
+    assert tuple(golden.DTYPES) == hf.DTYPES
+    assert {key: getattr(ArenaConfig(), key) for key in arena.DEFAULTS} == arena.DEFAULTS
 
 
 def test_list_shows_every_registered_encoding():
@@ -89,11 +152,6 @@ def test_unknown_encoding_suggests_closest():
     assert out.returncode == 2
     assert "sinusoidal" in out.stderr
     assert "Traceback" not in out.stderr
-
-
-def test_unknown_command_suggests_closest():
-    out = run("lsit")
-    assert out.returncode == 2 and "list" in out.stderr
 
 
 @pytest.mark.parametrize("span", ["3:1", "a:b", "-1:4"])
@@ -186,12 +244,13 @@ class Reached(BaseException):
 
 def fixtures(cwd) -> dict:
     """What each command needs besides the flag under test: its positionals, on files written
-    in `cwd` (a config and a cache for golden / conform; AFILE, a plain file)."""
+    in `cwd` (a config and a cache for golden / conform; AFILE, AFILE.npz: plain text files)."""
     import json
 
     import torch
 
-    (cwd / "AFILE").write_text("a file, where a folder is needed\n")
+    for name in ("AFILE", "AFILE.npz"):  # a .npz or JSON output must not replace it
+        (cwd / name).write_text("a file, where a folder is needed\n")
     config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "num_hidden_layers": 1, "intermediate_size": 64,
               "vocab_size": 32, "max_position_embeddings": 64, "rope_theta": 10000.0}  # fmt: skip
@@ -277,3 +336,31 @@ def test_every_flag_refuses_a_bad_value_before_writing(words, flag, tmp_path, mo
         assert code == 2, f"{argv}: exit {code}, {err}"
         assert err.count("\n") == 1 and flag in err, f"{argv}: {err!r}"
         assert tree(tmp_path) == before, f"{argv} wrote {set(tree(tmp_path)) - set(before)}"
+
+
+def test_an_output_file_replaces_only_its_own_kind(tmp_path):
+    """An existing --json / golden --out is replaced only if it is an earlier output of that
+    kind (or empty): a SQLite database or a text is refused naming the flag, and left as it was."""
+    import json
+    import sqlite3
+
+    import numpy as np
+
+    from posenc.cliargs import check_out_file
+
+    ours = {"json": tmp_path / "rows.json", "npz": tmp_path / "g.npz"}
+    ours["json"].write_text(json.dumps([{"row": 1}]))
+    np.savez(ours["npz"], cos=np.ones(3))
+    with sqlite3.connect(tmp_path / "results.sqlite") as conn:
+        conn.execute("CREATE TABLE rows (x)")
+    (tmp_path / "notes.txt").write_text("{not json")
+    (tmp_path / "empty").touch()
+    for kind, path in ours.items():
+        assert check_out_file(path, "--out", kind) == str(path)
+        assert check_out_file(tmp_path / "empty", "--out", kind)  # nothing to lose
+        for other in ("results.sqlite", "notes.txt", *(p.name for p in ours.values() if p != path)):
+            before = (tmp_path / other).read_bytes()
+            with pytest.raises(ValueError, match=r"^--json .* exists and is") as err:
+                check_out_file(tmp_path / other, "--json", kind)
+            assert ("SQLite" in str(err.value)) == other.endswith(".sqlite")
+            assert (tmp_path / other).read_bytes() == before

@@ -25,6 +25,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 LAB_DEPENDENCIES = ("numpy", "matplotlib", "tqdm")  # pyproject's `lab` extra
+# the encodings' families, torch-free for `posenc list --help` (tests/test_cli.py checks them
+# against posenc.ENCODINGS)
+FAMILIES = ("absolute", "bias", "content", "none", "relative", "rotary")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +89,7 @@ def parsers() -> dict:
     from posenc.hf.cli import conform_parser, golden_parser
     from posenc.stretch.cli import parser as stretch
     from posenc.stretch.cli import report_parser as stretch_report
-    from posenc.stretch.engines import settings_parser
+    from posenc.stretch.cli import settings_parser
 
     return {"list": list_parser(), "show": show_parser(), "explain": explain(),
             "arena": arena(), "arena report": report_parser(), "bench": bench(),
@@ -96,22 +99,17 @@ def parsers() -> dict:
 
 
 def list_parser():
-    import posenc
     from posenc.cliargs import OneLineParser
 
     parser = OneLineParser(prog="posenc list", description=COMMANDS["list"][1])
-    families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
-    parser.add_argument("--family", choices=families, help="only this family")
+    parser.add_argument("--family", choices=FAMILIES, help="only this family")
     return parser
 
 
 def main_list(argv: list[str]) -> int:
+    args = list_parser().parse_args(argv)  # --help answers before torch is imported
     import posenc
 
-    args = list_parser().parse_args(argv)
-    families = sorted({cls.family for cls in posenc.ENCODINGS.values()})
-    if args.family is not None and args.family not in families:
-        raise ValueError(f"--family must be one of {', '.join(families)}, got {args.family!r}")
     rows = [
         (name, cls.family, cls.summary, cls.paper)
         for name, cls in sorted(posenc.ENCODINGS.items(), key=lambda kv: (kv[1].family, kv[0]))

@@ -6,8 +6,12 @@ command writes anything.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import tempfile
+
+SQLITE = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database
 
 
 def check_writable(path, flag: str = "--out"):
@@ -27,9 +31,27 @@ def check_writable(path, flag: str = "--out"):
     return path
 
 
-def check_out_file(path, flag: str):
+def _is_json(head: bytes, f) -> bool:
+    try:
+        json.loads(head + f.read())
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return False
+    return True
+
+
+# kind -> is(first 16 bytes, the file after them): what an output file may replace
+OURS = {
+    "json": _is_json,
+    "npz": lambda head, f: head.startswith(b"PK\x03\x04"),  # a zip, as numpy writes it
+    "safetensors": lambda head, f: len(head) >= 9 and head[8:9] == b"{",  # u64 size, then JSON
+}
+
+
+def check_out_file(path, flag: str, kind: str | None = None):
     """ValueError naming the flag unless `path` can be written (a file in an existing,
-    writable directory), before any work; the file itself is not created here."""
+    writable directory), before any work; the file itself is not created here. With `kind`
+    (a key of OURS), an existing non-empty file is replaced only if it is of that kind (an
+    earlier output): never a SQLite database or any other file it would silently destroy."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -38,7 +60,12 @@ def check_out_file(path, flag: str):
         raise ValueError(f"{flag} {path}: no such directory {folder}")
     try:
         if os.path.exists(path):
-            open(path, "r+b").close()  # writable, and left as it is
+            with open(path, "r+b") as f:  # writable, and left as it is
+                head = f.read(16)
+                if kind is not None and head and not OURS[kind](head, f):
+                    what = "a SQLite database" if head == SQLITE else f"not a {kind} file"
+                    raise ValueError(f"{flag} {path} exists and is {what}: give a new "
+                                     f"file, or a {kind} file to replace")  # fmt: skip
         else:
             with tempfile.TemporaryFile(dir=folder):
                 pass
@@ -64,6 +91,18 @@ class OneLineParser(argparse.ArgumentParser):
                                "the flag out")  # fmt: skip
         return super()._get_values(action, arg_strings)
 
+    def parse_args(self, args=None, namespace=None):
+        # an unknown flag is named first: argparse would name a required argument left out, or
+        # a default that is not valid here (--db's file), before it
+        argv = list(sys.argv[1:] if args is None else args)
+        argv = argv[: argv.index("--")] if "--" in argv else argv
+        flags = self._option_string_actions
+        unknown = [a for a in argv if a.startswith("--") and not any(
+                   f.startswith(a.split("=", 1)[0]) for f in flags)]  # fmt: skip
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return super().parse_args(args, namespace)
+
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
@@ -72,7 +111,8 @@ class OneLineParser(argparse.ArgumentParser):
 # Every value flag of every command takes its type= from here (tests/test_cli.py checks that):
 # each checks type, range and meaning when the command line is parsed, before anything is
 # written, and names a few values it refuses (`.bad`, which the test feeds to every flag;
-# "AFILE" stands for a file that exists, where a folder is needed).
+# "AFILE" stands for a file of text that exists, where a folder, or an output of another kind,
+# is needed).
 
 
 def _value(bad: tuple[str, ...], what: str):
@@ -185,6 +225,14 @@ def checked(fn, bad: tuple[str, ...], what: str):
     return parse
 
 
+def file_suffix(path, allowed: tuple[str, ...], what: str) -> str:
+    """The file name's suffix, lower case; ValueError naming `what` unless it is in `allowed`."""
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in allowed:
+        raise ValueError(f"{what} {path}: the name must end in {', '.join(allowed)}")
+    return suffix
+
+
 def _existing(text: str, kind: str = "file") -> str:
     if kind == "file" and not os.path.isfile(text):
         raise ValueError(f"not found: {text}" if not os.path.isdir(text) else
@@ -199,7 +247,8 @@ in_path = checked(lambda t: _existing(t, "path"), ("missing_x1",), "an existing 
 in_files = checked(lambda t: [_existing(s.strip()) for s in t.split(",") if s.strip()],
                    ("missing_x1.sqlite", "AFILE,missing_x1.sqlite"), "existing files")  # fmt: skip
 out_dir = checked(lambda t: check_writable(t, "folder"), ("AFILE", "AFILE/sub"), "a folder")
-out_file = checked(lambda t: check_out_file(t, "file"), (".", "AFILE/x", "missing_x1/x"), "a file")
+json_file = checked(lambda t: check_out_file(t, "file", "json"),
+                    (".", "AFILE", "AFILE/x", "missing_x1/x"), "a JSON file")  # fmt: skip
 
 
 def _db(text: str) -> str:
@@ -209,16 +258,6 @@ def _db(text: str) -> str:
 
 
 db_file = checked(_db, (".", "AFILE/x.sqlite"), "a database file")
-
-
-def _device(text: str) -> str:
-    kind, _, index = text.partition(":")
-    if kind not in ("cpu", "cuda") or (index and not (index.isdigit() and kind == "cuda")):
-        raise ValueError(f"must be cpu or cuda[:N], got {text!r}")
-    return text
-
-
-device = checked(_device, ("gpu", "cuda:x", "cuda:-1", "cpu:0"), "a device")
 
 
 def _address(text: str) -> str:
@@ -279,18 +318,21 @@ def positive(value, flag: str) -> None:
         raise ValueError(f"{flag} must be a positive integer, got {value}")
 
 
-def check_device(device: str, local: bool = True) -> None:
-    """ValueError naming --device unless it is cpu or cuda[:N] (local: and CUDA is here)."""
-    import torch
+def check_device(device: str, local: bool = True, flag: str = "--device") -> str:
+    """ValueError naming the flag unless `device` is cpu or cuda[:N] (local: and CUDA is here)."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not (index.isdigit() and kind == "cuda")):
+        raise ValueError(f"{flag} must be cpu or cuda[:N], got {device!r}".lstrip())
+    if local and kind == "cuda":
+        import torch
 
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be cpu or cuda[:N], got {device!r}")
-    if local and dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here; use cpu")
+        if not torch.cuda.is_available():
+            raise ValueError(f"{flag} {device}: no CUDA device is available here; use cpu")
+    return device
+
+
+device = checked(lambda t: check_device(t, local=False, flag=""),
+                 ("gpu", "cuda:x", "cuda:-1", "cpu:0"), "a device")  # fmt: skip
 
 
 def check_distinct(**paths) -> None:
@@ -309,8 +351,6 @@ def check_distinct(**paths) -> None:
 def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
     """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
     2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
-    import sys
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return report(argv[1:]) if argv[:1] == ["report"] else run(argv)

@@ -255,19 +255,3 @@ def binary_counter(table, *, bits: int = 4, title: str) -> Figure:
         fig.colorbar(im, ax=right, label="value", shrink=0.9)
         fig.suptitle(title)
     return fig
-
-
-def bars(labels, values, *, title: str, xlabel: str, log: bool = False) -> Figure:
-    """Horizontal bars, one per label (used on the comparison page)."""
-    v = _np(values)
-    fig = figure((6.4, 0.6 + 0.24 * len(labels)))
-    with matplotlib.rc_context(STYLE):
-        ax = fig.add_subplot()
-        y = np.arange(len(labels))
-        ax.barh(y, v, color=COLORS[0])
-        ax.set_yticks(y, labels)
-        ax.invert_yaxis()
-        if log:
-            ax.set_xscale("log")
-        ax.set(title=title, xlabel=xlabel)
-    return fig

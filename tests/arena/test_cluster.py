@@ -1,7 +1,7 @@
 """The arena on a Ray cluster: without Ray, --ray prints the install hint; on a two-node cluster
 on loopback (tests/support/ray_cluster.py, in its own network and PID namespaces) a grid equals
 the local run row for row, also when the worker node is killed mid-run and when the driver is
-killed and run again."""
+killed (its tasks end with it) and run again."""
 
 import json
 import os
@@ -115,4 +115,6 @@ def test_a_grid_on_a_two_node_cluster_equals_the_local_run_through_kills(tmp_pat
     assert rows(work / "plain.sqlite") == short and len(evaluated) == 2 * 4 * 6 * 2
     assert rows(work / "node.sqlite") == long  # nothing lost or doubled
     assert 0 < report["driver_rows_at_kill"] < len(long), report  # killed mid-run
+    assert report["driver_tasks_at_kill"] > 0, report  # its tasks were running: they end with it
+    assert report["driver_tasks_gone_s"] is not None and report["driver_tasks_gone_s"] < 10, report
     assert rows(work / "driver.sqlite") == long

@@ -9,51 +9,11 @@ import sys
 import time
 
 import pytest
+from support.procs import alive, children, comm, end, has_torch, spawned
 
 from posenc.arena.runner import stale
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
-
-
-def children(pid: int) -> set[int]:
-    """Every live descendant of `pid` (zombies count as gone)."""
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parent[int(entry)] = int(fields[1])
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out.update(kids)
-        todo += kids
-    return out
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def alive(pids) -> set[int]:
-    live = set()
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                if f.read().rpartition(")")[2].split()[0] != "Z":
-                    live.add(p)
-        except OSError:
-            pass
-    return live
 
 
 def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
@@ -76,8 +36,41 @@ def test_a_sigkilled_run_leaves_no_worker_and_stale_leases(tmp_path):
             time.sleep(0.2)
         assert not alive(everyone), f"left behind: {alive(everyone)}"
     finally:
-        for p in alive(children(run.pid)) | ({run.pid} if run.poll() is None else set()):
-            os.kill(p, signal.SIGKILL)
+        end(run, workers)
     with sqlite3.connect(db) as conn:
         owners = {r[0] for r in conn.execute("SELECT owner FROM leases")}
     assert owners and all(stale(o) for o in owners)  # a rerun takes them over at once
+
+
+@pytest.mark.parametrize("launch", ["module", "script"])
+def test_a_run_killed_while_its_workers_start_leaves_none(launch, tmp_path):
+    """Killed the moment its workers exist (they are still importing torch), a run leaves no
+    process behind: each worker ties itself to the run before any heavy import (before: they
+    lived on ~10 s until they armed). Both ways a run starts: `python -m posenc` and the
+    `posenc` console script (which the worker re-runs as its __main__)."""
+    script = tmp_path / "posenc-script"
+    script.write_text("import sys\nfrom posenc.cli import main\n\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")  # fmt: skip
+    head = [sys.executable, *(["-m", "posenc"] if launch == "module" else [str(script)])]
+    cmd = [*head, "arena", "--tasks", "copy", "--encodings", "nope,rope", "--seeds", "1",
+           "--steps", "100000", "--fixed-steps", "--workers", "2", "--db",
+           str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "o")]  # fmt: skip
+    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, workers = time.time() + 180, set()
+        while time.time() < deadline and len(workers) < 2 and run.poll() is None:
+            time.sleep(0.05)
+            workers = spawned(run.pid)
+        assert len(workers) == 2, "the workers never started"
+        everyone = children(run.pid)
+        assert not any(has_torch(p) for p in workers), "killed too late: torch is loaded"
+        os.kill(run.pid, signal.SIGKILL)
+        killed = time.time()
+        run.wait(timeout=10)
+        while alive(everyone) and time.time() < killed + 30:
+            time.sleep(0.05)
+        gone = time.time() - killed
+        print(f"{launch}: the last of {len(everyone)} processes ended {gone:.2f} s after the kill")
+        assert not alive(everyone) and gone < 2.0, f"{alive(everyone)} lived {gone:.1f} s"
+    finally:
+        end(run, workers)

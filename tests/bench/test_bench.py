@@ -48,11 +48,25 @@ def test_smoke_prints_table_targets_and_json(tmp_path, capsys):
     # every section module ran, and every target of the table was judged, in its order
     assert {r["section"] for r in data["rows"]} == set().union(*ROW_SECTIONS.values())
     assert [t["target"] for t in data["targets"]] == list(TARGETS)
-    # the command's start-up beside `import torch`, and where `posenc list` spends it
+
+
+def test_cli_section_times_every_help_beside_import_torch(tmp_path, capsys):
+    """The command's start-up beside `import torch`: `posenc --help`, the slowest command's
+    --help (every command of posenc.cli.parsers() timed), `posenc list`; where `posenc list`
+    spends it, and that no --help imports torch (python -X importtime)."""
+    from posenc.cli import parsers
+
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--sections", "cli", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
     cli = {r["case"]: r["note"] for r in data["rows"] if r["section"] == "cli"}
-    assert list(cli) == ["import torch", "posenc --help", "posenc arena --help", "posenc list"]
+    assert list(cli) == ["import torch", "posenc --help", "posenc COMMAND --help", "posenc list"]
     assert cli["posenc --help"].startswith("target <= 0.1x import torch: ")
-    assert any(n.startswith("cli: `python -X importtime -m posenc list`") for n in data["notes"])
+    assert cli["posenc COMMAND --help"].startswith(f"slowest of {len(parsers())}: `posenc ")
+    notes = data["notes"]
+    assert any(n.startswith("cli: `python -X importtime -m posenc list`") for n in notes)
+    (helps,) = [n for n in notes if n.startswith("cli: `python -X importtime -m posenc ... --help")]
+    assert helps.endswith(f"{len(parsers()) + 1} commands: none imports torch, triton, sympy")
 
 
 def test_one_section_runs_alone(tmp_path, capsys):
@@ -238,12 +252,15 @@ def test_hf_section_times_both_models_in_turn(tmp_path):
     assert all(r["ms"] > 0 for r in rows)
 
 
-@pytest.mark.parametrize("where", ["no-such-dir/out.json", "a-dir", "a-file/out.json"])
+@pytest.mark.parametrize("where", ["no-such-dir/out.json", "a-dir", "a-file/out.json", "a-file",
+                                   "a-db.sqlite"])  # fmt: skip
 def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path, capsys,
                                                                    monkeypatch):  # fmt: skip
-    """--json to a path that cannot be written: one line naming --json, exit 2, before any
-    section runs (a measuring section here would fail the test)."""
+    """--json to a path that cannot be written, or to a file that is not JSON (a database, a
+    text): one line naming --json, exit 2, before any section runs (a measuring section here
+    would fail the test), the file as it was."""
     import importlib
+    import sqlite3
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking --json")
@@ -254,11 +271,15 @@ def test_json_that_cannot_be_written_is_refused_before_measuring(where, tmp_path
                          ("startup", "bench_cli")):  # fmt: skip
         monkeypatch.setattr(importlib.import_module(f"posenc.bench.{module}"), name, measured)
     (tmp_path / "a-dir").mkdir()
-    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-file").write_text("not json")
+    with sqlite3.connect(tmp_path / "a-db.sqlite") as conn:
+        conn.execute("CREATE TABLE results (x)")
     path = str(tmp_path / where)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert cli_main(["bench", "--smoke", "--json", path]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--json" in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi"])

@@ -98,20 +98,26 @@ def test_dynamic_bias_depends_only_on_the_distance(pos, keys, shift, log_distanc
     """bias(i, j) = f(i - j): shifting every position leaves it, pairs at equal distance get
     equal values, and score_mod / distance_bias give bias()'s numbers at every pair."""
     enc, _ = dpb_and_reference(2, log_distance, False, seed=len(pos))
+    enc = enc.double()  # a float64 MLP (its table rounded to float32): the paths differ by
+    # rounding alone, ~1 float32 ulp (a float32 MLP over other row sets: up to 8e-6)
     qp, kp = torch.tensor(pos), torch.tensor(keys)
-    q, k = torch.zeros(1, H, len(pos), DH), torch.zeros(1, H, len(keys), DH)
+    q, k = (torch.zeros(1, H, n, DH, dtype=torch.float64) for n in (len(pos), len(keys)))
     with torch.no_grad():
         bias = enc.bias(q, k, qp, kp)[0]  # [H, Tq, Tk]
         torch.testing.assert_close(enc.bias(q, k, qp + shift, kp + shift)[0], bias)
         d = qp[:, None] - kp[None, :]
         table = enc.distance_bias(d.flatten(), qp).view(H, *d.shape)
-        torch.testing.assert_close(table, bias, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(table.double(), bias, atol=1e-7, rtol=3e-7)
         mod = enc.score_mod(qp, kp)
         h = torch.arange(H)[:, None, None]
         scored = mod(
-            torch.zeros(()), 0, h, torch.arange(len(pos))[:, None], torch.arange(len(keys))
+            torch.zeros((), dtype=torch.float64),
+            0,
+            h,
+            torch.arange(len(pos))[:, None],
+            torch.arange(len(keys)),
         )
-        torch.testing.assert_close(scored, bias, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(scored, bias, atol=1e-7, rtol=3e-7)
     for dist in d.unique():  # equal distance, equal value
         at = bias[:, d == dist]
         assert torch.equal(at, at[:, :1].expand_as(at))

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from posenc.cli import main
-from posenc.hf.patch import _with_scaling, rope_of
+from posenc.hf.config import with_scaling
+from posenc.hf.patch import rope_of
 from posenc.stretch import engines
 from posenc.stretch.engines import ModelInfo, plan_for
 
@@ -39,7 +40,7 @@ def measured(plan, pos=POS):
     cfg = engines._cfg(info)
     if plan.params is not None:
         scaling = {**info.rope_parameters, plan.target: plan.params} if plan.target else plan.params
-        cfg = _with_scaling(cfg, scaling, info.layer_types)
+        cfg = with_scaling(cfg, scaling, info.layer_types)
     return rope_of(cfg, plan.target).frequencies(pos)
 
 

@@ -32,7 +32,7 @@ RUN = {
     "--tolerance": [["-1"], ["nan"], ["x"]],
     "--db": [["{foreign_db}"], ["{folder}"], ["{missing}/x.sqlite"]],
     "--out": [["{notes}"]],
-    "--json": [["{db}"], ["{missing}/rows.json"], ["{folder}"]],
+    "--json": [["{db}"], ["{missing}/rows.json"], ["{folder}"], ["{foreign_db}"], ["{notes}"]],
     "--device": [["tpu"]],
     "--workers": [["0"]],
     "--ray": [[""]],
@@ -42,7 +42,7 @@ RUN = {
 REPORT = {
     "--db": [["{missing}/x.sqlite"], ["{foreign_db}"]],
     "--out": [["{notes}"]],
-    "--json": [["{db}"], ["{missing}/rows.json"]],
+    "--json": [["{db}"], ["{missing}/rows.json"], ["{foreign_db}"], ["{notes}"]],
     "--tolerance": [["-1"]],
 }
 NO_VALUE = {"--help", "-h", "--quick"}

@@ -18,8 +18,9 @@ CFG = {"python": json.dumps({"protocol": "stretch-2", "kind": "python"}),
 
 def rows(ppl: dict, retrieval: dict | None = None, windows: int = 8, spread: float = 0.01,
          texts=("python",), probes: int = 100, shift: int = 0) -> list[dict]:  # fmt: skip
-    """Store rows from {(label, length): perplexity} (each window's loss log(p) +- spread, so
-    the intervals are narrow) and {(label, length): exact-match rate} over `probes` probes."""
+    """Store rows from {(label, length): perplexity} (each window's loss log(p) +- spread, and
+    its blocks' +- spread again, so the intervals are narrow) and {(label, length): exact-match
+    rate} over `probes` probes."""
     out = []
     for text in texts:
         base = dict(seed=0, train_len=C, status="ok", reason=None, config=CFG[text])
@@ -32,9 +33,16 @@ def rows(ppl: dict, retrieval: dict | None = None, windows: int = 8, spread: flo
                     out.append(dict(base, task=f"ppl/{text}doc", encoding=f"m:{lb}", eval_len=n,
                                     metric=f"loss@{C}-{n}/w{k}", value=loss + 0.5))  # fmt: skip
                 for a in range(0, n, C // 8):
-                    out.append(dict(base, task=f"ppl/{text}doc", encoding=f"m:{lb}", eval_len=n,
-                                    metric=f"pos@{a}-{min(a + C // 8, n)}/w{k}",
-                                    value=loss + a / n))  # fmt: skip
+                    out.append(
+                        dict(
+                            base,
+                            task=f"ppl/{text}doc",
+                            encoding=f"m:{lb}",
+                            eval_len=n,
+                            metric=f"pos@{a}-{min(a + C // 8, n)}/w{k}",
+                            value=loss + spread * ((a // (C // 8)) % 2 * 2 - 1),
+                        )
+                    )
     base = dict(seed=0, train_len=C, status="ok", reason=None, config=CFG["python"])
     for (lb, n), v in (retrieval or {}).items():
         hits = round(v * probes)
@@ -255,3 +263,43 @@ def test_the_readme_tables_are_the_recorded_run():
     with Store(str(REPO / "docs/stretch/stretch.sqlite"), create=False) as store:
         want = report.readme_tables(store.all_rows())
     assert generated_block("stretch") == want
+
+
+def test_two_windows_take_their_interval_from_their_blocks():
+    """Two windows: the mean of their losses, with the spread of their 16 blocks (a t interval
+    over two values would be x 12.7 wide); no more blocks than windows: the windows' own."""
+    import numpy as np
+
+    from posenc.verdict import stats
+
+    blocks = dict(enumerate(np.random.default_rng(0).normal(2.1, 0.3, 16)))
+    got, b = report._spread([2.0, 2.2], blocks), stats.mean(list(blocks.values()))
+    assert (got.value, got.n) == (pytest.approx(2.1), 2)
+    assert got.hi - got.lo == pytest.approx(b.hi - b.lo)
+    assert got.hi - got.lo < stats.mean([2.0, 2.2]).hi - stats.mean([2.0, 2.2]).lo
+    assert report._spread([2.0, 2.2], {0: 2.0, 1: 2.2}) == stats.mean([2.0, 2.2])
+
+
+def test_a_ratio_across_lengths_reads_the_blocks_of_both():
+    """ppl at 2C over ppl at C: the longer windows' blocks past C count (their spread widens
+    the interval), though no block past C is paired with one at C."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    windows = [("d", "w0"), ("d", "w1")]
+    short = {(*w, a): 2.0 + rng.normal(0, 0.05) for w in windows for a in range(0, 8, 1)}
+    calm = dict(short) | {(*w, a): 2.0 + rng.normal(0, 0.05) for w in windows for a in range(8, 16)}
+    wild = dict(short) | {(*w, a): 2.0 + rng.normal(0, 1.0) for w in windows for a in range(8, 16)}
+
+    def grid(blocks16):
+        mean = {w: float(np.mean([v for k, v in blocks16.items() if k[:2] == w])) for w in windows}
+        at8 = {w: float(np.mean([v for k, v in short.items() if k[:2] == w])) for w in windows}
+        return report.Grid(
+            model="m", context=8, labels=["none"], lengths=[8, 16], texts=["python"],
+            loss={("python", "none", 8): at8, ("python", "none", 16): mean}, past={}, curve={},
+            blocks={("python", "none", 8): short, ("python", "none", 16): blocks16}, exact={},
+            logp={}, holes={}, tasks=[])  # fmt: skip
+
+    a, b = (grid(x).ratio("python", ("none", 16), ("none", 8)) for x in (calm, wild))
+    assert a.lo < a.value < a.hi and b.lo < b.value < b.hi
+    assert math.log(b.hi / b.lo) > 3 * math.log(a.hi / a.lo)  # the spread past C is read

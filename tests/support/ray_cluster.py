@@ -9,7 +9,8 @@ DRIVER, each writing WORKDIR/<name>.sqlite:
 
   plain   the grid on the cluster
   node    the worker node's processes killed (SIGKILL) once the first cell is written
-  driver  the driver killed once the first cell is written, then run again
+  driver  the driver killed once the first cell is written (its tasks must end with it: Ray
+          kills a dead driver's job), then run again
 
 and writes WORKDIR/report.json (what was killed, return codes). Every wait is bounded.
 """
@@ -90,6 +91,29 @@ def node_pids() -> list[int]:
     return found
 
 
+def arena_tasks() -> set[int]:
+    """The live processes running an arena task (Ray titles them ray::run_on_node)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z" and b"run_on_node" in Path(f"/proc/{d}/cmdline").read_bytes():
+                    out.add(int(d))
+            except (OSError, IndexError):
+                continue
+    return out
+
+
+def seconds_until_no_task(timeout: float = 30.0) -> float | None:
+    t0 = time.time()
+    while time.time() < t0 + timeout:
+        if not arena_tasks():
+            return round(time.time() - t0, 2)
+        time.sleep(0.1)
+    return None
+
+
 def main(work: str) -> None:
     sh("ip", "link", "set", "lo", "up")
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -117,8 +141,10 @@ def main(work: str) -> None:
             if wait_rows(os.path.join(work, "driver.sqlite"), p, time.time() + 120)
             else 0
         )
+        report["driver_tasks_at_kill"] = len(arena_tasks())
         p.kill()
         p.wait(timeout=30)
+        report["driver_tasks_gone_s"] = seconds_until_no_task()  # Ray ends a dead driver's job
         report["driver"] = driver(work, "driver", 300).wait(timeout=300)
     finally:
         with open(os.path.join(work, "report.json"), "w") as f:

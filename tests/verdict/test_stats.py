@@ -41,6 +41,26 @@ def test_the_bootstrap_is_seeded_and_covers_the_mean():
     assert (one.value, one.lo, one.hi, one.n) == (3.0, 3.0, 3.0, 1)
 
 
+@pytest.mark.parametrize("df", [1, 2, 4, 9, 30])
+def test_t95_is_the_975_point_of_students_t(df):
+    """P(T <= t95) = 0.975 for T = Z / sqrt(chi2_df / df), by simulation (5e5 draws)."""
+    rng = np.random.default_rng(df)
+    z, chi2 = rng.standard_normal(500_000), rng.chisquare(df, 500_000)
+    assert np.mean(z / np.sqrt(chi2 / df) <= stats.t95(df)) == pytest.approx(0.975, abs=2e-3)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 12])
+def test_the_mean_interval_covers_95_percent_of_small_samples(n):
+    """Over 4000 normal samples of n values, the interval holds the true mean ~95% of the time
+    (a percentile bootstrap of 2-5 values holds it far less often)."""
+    rng = np.random.default_rng(n)
+    hits = sum(r.lo <= 0.0 <= r.hi for r in map(stats.mean, rng.normal(0.0, 1.0, (4000, n))))
+    assert hits / 4000 == pytest.approx(0.95, abs=0.015)
+    assert stats.mean([3.0]) == stats.Interval(3.0, 3.0, 3.0, 1)
+    x = rng.normal(0.0, 1.0, stats.SMALL)  # from SMALL values on: the bootstrap
+    assert stats.mean(x) == stats.bootstrap(x)
+
+
 def test_separated_and_map():
     a, b = stats.Interval(1.0, 0.9, 1.1, 5), stats.Interval(1.3, 1.15, 1.4, 5)
     assert a.separated(b) and b.separated(a)
@@ -52,7 +72,8 @@ def test_separated_and_map():
     (stats.wilson, (7, 6), "k must be"), (stats.wilson, (1, 0), "n must be"),
     (stats.wilson, (math.nan, 6), "k must be"), (stats.wilson, (1, 2.5), "n must be"),
     (stats.bootstrap, ([],), "at least one"),
-    (stats.bootstrap, ([1.0, math.nan],), "finite")])  # fmt: skip
+    (stats.bootstrap, ([1.0, math.nan],), "finite"), (stats.mean, ([],), "at least one"),
+    (stats.t95, (0,), "df must be")])  # fmt: skip
 def test_bad_input_names_the_parameter(fn, args, match):
     with pytest.raises(ValueError, match=match):
         fn(*args)

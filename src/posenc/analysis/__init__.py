@@ -50,35 +50,12 @@ from posenc.analysis.probes import (
 )
 from posenc.base import PositionalEncoding
 
-__all__ = [
-    "LINEAR_TOL",
-    "SHIFT_TOL",
-    "Measure",
-    "beyond_length",
-    "boundedness",
-    "decay",
-    "describe_error",
-    "lay_out",
-    "linear_relation",
-    "linear_residual",
-    "measure",
-    "min_pairwise_distance",
-    "na",
-    "one_layer_attention",
-    "pair_angles",
-    "permutation_change",
-    "permutation_test",
-    "position_vectors",
-    "score_label",
-    "score_vs_distance",
-    "attention_weights",
-    "scores",
-    "shift_invariance",
-    "shift_residual",
-    "su_bound",
-    "uniqueness",
-    "wavelengths",
-]
+__all__ = ["LINEAR_TOL", "SHIFT_TOL", "Measure", "beyond_length", "boundedness", "decay",
+           "describe_error", "lay_out", "linear_relation", "linear_residual", "measure",
+           "min_pairwise_distance", "na", "one_layer_attention", "pair_angles",
+           "permutation_change", "permutation_test", "position_vectors", "score_label",
+           "score_vs_distance", "attention_weights", "scores", "shift_invariance", "shift_residual",
+           "su_bound", "uniqueness", "wavelengths"]  # fmt: skip
 
 
 def measure(

@@ -2,6 +2,7 @@
 
 tasks.py        the tasks: sample(rng, sizes) -> Batch, sizes in the task's unit
 corpus.py       byte-level corpora (default: the running Python's standard library)
+names.py        the task, variant and backbone names (torch-free: `posenc arena --help`)
 config.py       the default grid and the training recipe per task, encoding labels
 cells.py        cells (task, label, seed) and the models they train
 train.py        training one model, checkpointed so a kill loses nothing
@@ -16,6 +17,12 @@ report.py       index.html, PNG plots, results.md
 cli.py          `posenc arena ...`
 """
 
-from posenc.arena.tasks import TASK_NAMES, Batch, build_task
+import importlib
 
 __all__ = ["TASK_NAMES", "Batch", "build_task"]
+
+
+def __getattr__(name: str):  # PEP 562: `posenc arena --help` imports no torch
+    if name not in __all__:
+        raise AttributeError(f"module 'posenc.arena' has no attribute {name!r}")
+    return getattr(importlib.import_module("posenc.arena.tasks"), name)

@@ -16,22 +16,9 @@ import argparse
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import torch
-
-from posenc.arena.cells import check_builds
-from posenc.arena.cluster import import_ray
-from posenc.arena.config import (
-    BACKBONES,
-    DEFAULT_TASKS,
-    VARIANTS,
-    ArenaConfig,
-    task_config,
-    validate_encodings,
-    validate_tasks,
-)
-from posenc.arena.store import check_db
-from posenc.arena.tasks import TASK_NAMES, build_task
+from posenc.arena.names import BACKBONES, DEFAULT_TASKS, TASK_NAMES, VARIANTS
 from posenc.cliargs import (
     OneLineParser,
     check_device,
@@ -49,6 +36,25 @@ from posenc.cliargs import (
     positive,
     ray_address,
 )
+
+if TYPE_CHECKING:
+    from posenc.arena.config import ArenaConfig
+
+# ArenaConfig's defaults that --help shows (torch-free; tests/arena/test_cli.py checks them)
+DEFAULTS = dict(seeds=3, db="arena.sqlite", out="arena_out", device="cpu")
+
+
+def _tasks(items: list[str]) -> None:  # the registries (torch): once the flag is given
+    from posenc.arena.config import validate_tasks
+
+    validate_tasks(items)
+
+
+def _encodings(items: list[str]) -> None:
+    from posenc.arena.config import validate_encodings
+
+    validate_encodings(items)
+
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
 # encodings of Kazemnejad et al.'s ranking (trained to the stop, capped at 3000 steps instead of
@@ -76,7 +82,7 @@ QUICK = dict(
 
 
 def parser() -> argparse.ArgumentParser:
-    d = ArenaConfig()
+    d = argparse.Namespace(**DEFAULTS)
     p = OneLineParser(
         prog="posenc arena",
         description="Train small Transformers per encoding at length L, evaluate at L..8L, "
@@ -84,13 +90,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", type=names(check=validate_tasks),
+        "--tasks", type=names(check=_tasks),
         help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
         "--encodings",
-        type=names(check=validate_encodings),
+        type=names(check=_encodings),
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
@@ -154,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    d = ArenaConfig()
+    d = argparse.Namespace(**DEFAULTS)
     p = OneLineParser(prog="posenc arena report", description="redraw the report")
     p.add_argument("--db", default=d.db, type=in_file, help=f"SQLite results (default {d.db})")
     p.add_argument("--out", default=d.out, type=out_dir, help=f"output folder (default {d.out})")
@@ -163,6 +169,11 @@ def report_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
+    from posenc.arena.cells import check_builds
+    from posenc.arena.config import ArenaConfig, task_config, validate_tasks
+    from posenc.arena.store import check_db
+    from posenc.arena.tasks import build_task
+
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     kw = {}
     if args.tasks:  # each flag's type, range and names: checked as it was parsed (cliargs)
@@ -213,6 +224,8 @@ def ray_options(args, kw: dict) -> dict:
         return {"workers": kw.get("workers", os.cpu_count() or 1)}
     if not args.ray.strip():
         raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address for a local Ray")
+    from posenc.arena.cluster import import_ray
+
     import_ray()  # the install hint now, before anything runs
     if gpus and not args.device.startswith("cuda"):
         raise ValueError(f"--gpus-per-cell {gpus:g} needs --device cuda (got {args.device})")
@@ -223,7 +236,9 @@ def ray_options(args, kw: dict) -> dict:
 
 
 def load_tasks(cfg: ArenaConfig) -> dict:
+    from posenc.arena.config import task_config
     from posenc.arena.corpus import load_corpus
+    from posenc.arena.tasks import build_task
 
     corpus = None
     if "lm" in cfg.tasks:
@@ -243,10 +258,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)  # --help and usage errors answer before torch
     from posenc.arena import report, runner
     from posenc.arena.store import Store
 
-    args = parser().parse_args(argv)
     cfg = config_from_args(args)
     print(f"arena: preparing {', '.join(cfg.tasks)} ...", file=sys.stderr, flush=True)
     tasks = load_tasks(cfg)
@@ -268,6 +283,7 @@ def step_seconds(job, task) -> float:
     import time
 
     import numpy as np
+    import torch
     import torch.nn.functional as F
 
     from posenc.arena.backbones import build_model
@@ -336,10 +352,10 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
 
 
 def main_report(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
     from posenc.arena import report
     from posenc.arena.store import Store
 
-    args = report_parser().parse_args(argv)
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
     index = report.write_report(rows, args.out)

@@ -6,6 +6,11 @@ them as they come, with the same leases as the local path. Ray retries a task wh
 node died (`max_retries`); past those, the runner runs the group again. Every task sets the
 same thread count and determinism as a local worker, so a cluster's rows equal a local run's.
 
+A driver that dies (SIGKILL included) leaves no task running, by Ray's own rules: a dead
+driver's job ends, its workers killed by their raylet (0.1-0.2 s after the kill on a loopback
+cluster, tests/arena/test_cluster.py); a local Ray (`--ray` alone) dies with the run that
+started it, and its workers when they see their raylet gone (~1 s; its idle agents ~60 s).
+
 Checkpoints are written under `--out` on the node that trains: a shared `--out` (NFS, ...) lets a
 group moved to another node resume; otherwise it trains again from the start (same numbers).
 Ray is optional (`pip install 'posenc[ray]'`) and imported only here, only when asked.

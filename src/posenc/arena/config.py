@@ -22,15 +22,12 @@ import inspect
 from dataclasses import dataclass, field
 
 from posenc.arena.hybrid import HYBRIDS
-from posenc.arena.tasks import TASK_NAMES
+from posenc.arena.names import BACKBONES, DEFAULT_TASKS, TASK_NAMES, VARIANTS
 from posenc.checks import closest_names
 from posenc.cliargs import split_call
 from posenc.encodings import build_for, resolve
 
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
-# zero-shot rope scalings: labels "rope+ntk", ... (posenc.arena.cells.rope_scaling)
-VARIANTS = ("linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
-BACKBONES = ("posenc", "hf-llama", "lstm")  # posenc.arena.backbones
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
 # randomized: evaluation reads each instance under 8 position draws (its output is random: single
@@ -62,7 +59,6 @@ PASSKEY_ENCODINGS = ("nope", "rope") + tuple(f"rope+{v}" for v in VARIANTS)
 # DroPE and the RNoPE-SWA hybrid beside them, on context extension (passkey) and lm
 PASSKEY_ENCODINGS += ("rope+drope", "rnope-swa")
 LM_ENCODINGS += ("rope+drope", "rnope-swa")
-DEFAULT_TASKS = ("copy", "reverse", "sort", "addition", "lm")
 
 # Train to the bar (Kazemnejad et al. train every model to ~100% in distribution first): on the
 # algorithmic tasks a model trains until its exact match on a held-out validation set, VALID

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from posenc.arena.names import TASK_NAMES
 from posenc.checks import closest_names
 
 PAD = 0
@@ -208,9 +209,6 @@ class LMTask(_Task):
         inputs = x[:-1].view(n, length)
         targets = x[1:].view(n, length)
         return Batch(inputs, targets, torch.ones_like(inputs, dtype=torch.bool))
-
-
-TASK_NAMES = ("copy", "reverse", "sort", "addition", "passkey", "lm")
 
 
 def copy_rows(x: np.ndarray) -> np.ndarray:  # module-level functions: tasks go to workers

@@ -8,21 +8,18 @@ that had not come back (each resumes from its training checkpoint), so nothing i
 written twice. Every cell runs on one thread, so its numbers do not depend on the number of
 workers (a second thread buys ~4% per cell; a second process ~1.8x).
 
-A worker process ends with the run that started it, however the run ends (SIGKILL included):
-on Linux the kernel sends it SIGKILL when its parent dies (PR_SET_PDEATHSIG), elsewhere a
-thread watching its parent's pid ends it. The run's leases are then stale (runner.stale) and
-a rerun takes its jobs over at once.
+A worker process ends with the run that started it, however the run ends (SIGKILL included),
+and from its first step (posenc.lifeline: on Linux the kernel sends it SIGKILL when its parent
+dies, PR_SET_PDEATHSIG, elsewhere a thread watching its parent's pid ends it), before the
+seconds it spends importing torch. The run's leases are then stale (runner.stale) and a rerun
+takes its jobs over at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import multiprocessing
 import os
-import signal
-import sys
-import threading
+import pickle
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -30,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posenc import lifeline
 from posenc.arena.cells import Cell
 from posenc.arena.config import TaskConfig, split_label
 from posenc.arena.drope import recalibrate
@@ -68,35 +66,12 @@ class StopRun(ValueError):
 _TASKS: dict = {}  # a worker's tasks (the lm corpus is sent once per worker, not per job)
 
 
-def init_worker(tasks: dict, threads: int = 1, parent: int | None = None) -> None:
-    """A worker's state; with `parent` (a worker process), it dies with that process."""
-    if parent is not None:
-        die_with(parent)
+def init_worker(tasks: dict, threads: int = 1) -> None:
+    """A worker's state (a worker process is tied to its run first: posenc.lifeline)."""
     _TASKS.clear()
     _TASKS.update(tasks)
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
-
-
-def die_with(parent: int) -> None:
-    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux), and a thread
-    that checks every second that the parent is still ours (every platform). Armed once the
-    worker has imported torch (a worker orphaned while starting ends when it gets here); on
-    Linux the worker is then named posenc-worker (ps, top, /proc/PID/comm)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-            libc.prctl(15, b"posenc-worker")  # PR_SET_NAME
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        os._exit(1)
-    threading.Thread(target=watch, daemon=True, name="posenc-parent-watch").start()
 
 
 def run_job(job: Job) -> list[CellResult]:
@@ -162,8 +137,9 @@ class ProcessExecutor:
 
     def _start(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with OpenMP threads
-        return ProcessPoolExecutor(self.slots, mp_context=ctx, initializer=init_worker,
-                                   initargs=(self.tasks, self.threads, os.getpid()))  # fmt: skip
+        init = pickle.dumps((init_worker, (self.tasks, self.threads)))  # unpickled once tied
+        return ProcessPoolExecutor(self.slots, mp_context=ctx, initializer=lifeline.start,
+                                   initargs=(os.getpid(), init))  # fmt: skip
 
     def submit(self, fn, job) -> Future:
         return self.pool.submit(fn, job)

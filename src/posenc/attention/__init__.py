@@ -71,31 +71,11 @@ from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional, positions_given
 from posenc.checks import check_int
 
-__all__ = [
-    "AUTO_MATERIALIZE",
-    "AUTO_ORDER",
-    "BACKENDS",
-    "BLOCK_ELEMENTS",
-    "REGISTRY",
-    "Backend",
-    "BackendRefused",
-    "Call",
-    "allowed_mask",
-    "attend_block",
-    "attention",
-    "check_qkv",
-    "choose_backend",
-    "one_directional",
-    "chunked_backend",
-    "eager_backend",
-    "flex_backend",
-    "needs_grad",
-    "prepare",
-    "prepare_mask",
-    "prepare_positions",
-    "repeat_kv",
-    "sdpa_backend",
-]
+__all__ = ["AUTO_MATERIALIZE", "AUTO_ORDER", "BACKENDS", "BLOCK_ELEMENTS", "REGISTRY", "Backend",
+           "BackendRefused", "Call", "allowed_mask", "attend_block", "attention", "check_qkv",
+           "choose_backend", "one_directional", "chunked_backend", "eager_backend", "flex_backend",
+           "needs_grad", "prepare", "prepare_mask", "prepare_positions", "repeat_kv",
+           "sdpa_backend"]  # fmt: skip
 
 # The backends, name -> Backend (can_run / picks / run); `auto` tries AUTO_ORDER in turn.
 REGISTRY: dict[str, Backend] = {

@@ -47,19 +47,6 @@ def __getattr__(name: str):
     return getattr(importlib.import_module(f"posenc.bench.{_PUBLIC[name]}"), name)
 
 
-__all__ = [
-    "SECTIONS",
-    "TARGETS",
-    "Report",
-    "Row",
-    "Sizes",
-    "check_targets",
-    "main",
-    "parser",
-    "peak_extra_bytes",
-    "print_report",
-    "proc_status_kb",
-    "reset_peak_rss",
-    "sizes_for",
-    "timeit",
-]
+__all__ = ["SECTIONS", "TARGETS", "Report", "Row", "Sizes", "check_targets", "main", "parser",
+           "peak_extra_bytes", "print_report", "proc_status_kb", "reset_peak_rss", "sizes_for",
+           "timeit"]  # fmt: skip

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from posenc.cliargs import OneLineParser, checked, integer, integers, names, out_file
+from posenc.cliargs import OneLineParser, checked, integer, integers, json_file, names
 
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
@@ -90,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--quick", action="store_true", help="fewer repeats and lengths (about 3-4 min)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs")
-    p.add_argument("--json", metavar="FILE", type=out_file, help="also write every number to FILE")
+    p.add_argument("--json", metavar="FILE", type=json_file, help="also write every number to FILE")
     p.add_argument("--threads", type=integer(1), default=2, help="torch threads (default 2)")
     p.add_argument(
         "--sections",
@@ -112,9 +112,19 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)  # --help answers before torch is imported
+    if args.worker:  # one bias case (bench.workers), tied to the run that started it first
+        from posenc import lifeline
+
+        spec = json.loads(args.worker)
+        if "parent" in spec:
+            lifeline.die_with(spec.pop("parent"))
+        from posenc.bench.attention import bias_case_worker
+
+        print(json.dumps(bias_case_worker(spec)))
+        return 0
     import torch
 
-    from posenc.bench.attention import bench_bias, bias_case_worker
+    from posenc.bench.attention import bench_bias
     from posenc.bench.common import sizes_for
     from posenc.bench.hf import bench_hf
     from posenc.bench.precision import bench_precision
@@ -126,9 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     from posenc.bench.targets import check_targets
     from posenc.bench.train import bench_train
 
-    if args.worker:
-        print(json.dumps(bias_case_worker(json.loads(args.worker))))
-        return 0
     sections = args.sections  # each flag checked as it was parsed (posenc.cliargs)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")

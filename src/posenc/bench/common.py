@@ -64,16 +64,7 @@ def sync(device: str) -> None:
 
 def timeit(fn, device: str, repeats: int, warmup: int = 2) -> float:
     """Median wall time of fn() in ms, after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    return timeit_many({0: fn}, device, repeats, warmup)[0]
 
 
 def timeit_many(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:

@@ -10,14 +10,12 @@ error against float64 is measured at positions 10^3 .. 2^31 - 1.
 
 from __future__ import annotations
 
-import statistics
-import time
 from functools import partial
 
 import torch
 
 from posenc import kernels
-from posenc.bench.common import Sizes, sync
+from posenc.bench.common import Sizes, timeit_many
 from posenc.bench.report import Report, Row
 from posenc.functional import rope_align, rope_inv_freq, sinusoidal_inv_freq, sinusoidal_table
 from posenc.functional.rotary import _rope_qk_fast  # q and k in one call (one Triton launch)
@@ -36,22 +34,6 @@ def product_rope(q, k, pos, inv):
     angles = pos.float()[:, None] * inv  # [T, Dh/2]
     cs = tuple(rope_align(t, q, "positions") for t in (angles.cos(), angles.sin()))
     return kernels._rotate_qk(q, k, cs, cs, "half")
-
-
-def alternate(fns: list, device: str, repeats: int, warmup: int) -> list[float]:
-    """Median ms of each fn, calling them in turn (drift and noise hit all alike)."""
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
-            sync(device)
-            t0 = time.perf_counter()
-            fn()
-            sync(device)
-            ts.append(time.perf_counter() - t0)
-    return [1e3 * statistics.median(ts) for ts in times]
 
 
 def largest_error(fn, reference, device: str) -> float:
@@ -106,7 +88,7 @@ def bench_precision(rep: Report, s: Sizes, device: str) -> float:
             ),
         }
         for what, (case, ours, product) in cases.items():
-            ms = alternate([ours, product], device, s.repeats, s.warmup)
+            ms = list(timeit_many({0: ours, 1: product}, device, s.repeats, s.warmup).values())
             worst = max(worst, ms[0] / ms[1])
             impls = ("posenc (float64-reduced angles)", "float32 products")
             for impl, t, e in zip(impls, ms, errors[what], strict=True):

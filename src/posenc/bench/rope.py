@@ -50,10 +50,7 @@ def rope_impls(s: Sizes, device: str, notes: list[str]):
     impls = {
         "posenc": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv), True),
         "posenc out=": (None, False),  # filled in bench_rope (needs the buffers)
-        "posenc in-place": (
-            lambda q, k: _rope_qk_fast(q, k, pos, None, inv, inplace=True),
-            False,
-        ),
+        "posenc in-place": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv, inplace=True), False),
         "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
     }
     tf = optional("transformers.models.llama.modeling_llama")

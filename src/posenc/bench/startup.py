@@ -1,6 +1,7 @@
 """Section `cli`: how fast the `posenc` command answers, as ratios to `python -c "import torch"`
-measured in the same run (each a fresh interpreter, median of repeats), and the modules that
-`posenc list` spends its import time on (`python -X importtime`)."""
+measured in the same run (each a fresh interpreter, median of repeats): `posenc --help`, every
+command's `--help` (the slowest one's row) and `posenc list`; and what they import (`python -X
+importtime`): the modules `posenc list` spends its time on, and any torch a --help imported."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import sys
 import time
 
 from posenc.bench.report import Report, Row
+from posenc.cli import parsers
 
 # what is timed -> (argv after the interpreter, the target: at most this many times import torch)
 COMMANDS = {
     "import torch": (["-c", "import torch"], None),
     "posenc --help": (["-m", "posenc", "--help"], 0.1),
-    "posenc arena --help": (["-m", "posenc", "arena", "--help"], None),
+    "posenc COMMAND --help": (None, 0.1),  # each command's (HELPS): the slowest
     "posenc list": (["-m", "posenc", "list"], 1.2),
 }
+HELPS = {f"posenc {w} --help": ["-m", "posenc", *w.split(), "--help"] for w in parsers()}
+HEAVY = ("torch", "triton", "sympy")  # what no --help imports
 
 
 def run_ms(argv: list[str]) -> float:
@@ -26,9 +30,14 @@ def run_ms(argv: list[str]) -> float:
     return 1000 * (time.perf_counter() - start)
 
 
-def top_imports(argv: list[str], n: int = 8) -> list[tuple[str, float]]:
-    """The n modules with the largest cumulative import time (ms) of `python -X importtime ARGV`,
-    outermost first where nested."""
+def median_ms(argv: list[str], repeats: int) -> float:
+    if repeats > 1:
+        run_ms(argv)  # warm the file cache
+    return statistics.median(run_ms(argv) for _ in range(repeats))
+
+
+def imports(argv: list[str]) -> list[tuple[str, float]]:
+    """(module, cumulative import ms) for each module `python -X importtime ARGV` imports."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     found = []
@@ -37,25 +46,38 @@ def top_imports(argv: list[str], n: int = 8) -> list[tuple[str, float]]:
             _, cumulative, name = line[len("import time:") :].split("|")
             if cumulative.strip().isdigit():
                 found.append((name.strip(), int(cumulative) / 1000))
-    return sorted(found, key=lambda kv: -kv[1])[:n]
+    return found
+
+
+def top_imports(argv: list[str], n: int = 8) -> list[tuple[str, float]]:
+    """The n modules with the largest cumulative import time (ms), outermost first where nested."""
+    return sorted(imports(argv), key=lambda kv: -kv[1])[:n]
 
 
 def bench_cli(rep: Report, repeats: int) -> dict:
     """Rows of section `cli`; returns {command: ms}."""
-    ms = {}
-    for name, (argv, _) in COMMANDS.items():
-        if repeats > 1:
-            run_ms(argv)  # warm the file cache
-        ms[name] = statistics.median(run_ms(argv) for _ in range(repeats))
+    helps = {name: median_ms(argv, repeats) for name, argv in HELPS.items()}
+    slowest = max(helps, key=helps.get)
+    ms = {name: helps[slowest] if argv is None else median_ms(argv, repeats)
+          for name, (argv, _) in COMMANDS.items()}  # fmt: skip
     base = ms["import torch"]
-    for name, (_, target) in COMMANDS.items():
+    for name, (argv, target) in COMMANDS.items():
         ratio = ms[name] / base
         verdict = "PASS" if target is not None and ratio <= target else "FAIL"
         note = f"target <= {target:g}x import torch: {verdict}" if target is not None else ""
+        if argv is None:
+            note = f"slowest of {len(helps)}: `{slowest}`; {note}"
         rep.rows.append(Row("cli", name, "a fresh python", ms[name], None, None, note=note))
         if name != "import torch":
             rep.notes.append(f"cli: `{name}` takes {ratio:.2f}x the time of `import torch`")
     tops = top_imports(COMMANDS["posenc list"][0])
     rep.notes.append("cli: `python -X importtime -m posenc list`, largest cumulative: "
                      + ", ".join(f"{m} {t:.0f} ms" for m, t in tops))  # fmt: skip
+    bad = []
+    for name, argv in {"posenc --help": COMMANDS["posenc --help"][0], **HELPS}.items():
+        heavy = sorted({m.split(".")[0] for m, _ in imports(argv)} & set(HEAVY))
+        bad += [f"`{name}` imports {', '.join(heavy)}"] if heavy else []
+    none = "none imports " + ", ".join(HEAVY)
+    rep.notes.append(f"cli: `python -X importtime -m posenc ... --help`, {len(HELPS) + 1} "
+                     f"commands: {'; '.join(bad) or none}")  # fmt: skip
     return ms

@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import gc
 import json
+import os
 import subprocess
 import sys
 
@@ -86,7 +87,9 @@ def available_memory() -> float:
 
 
 def run_worker(spec: dict) -> list[dict]:
-    """Run one worker (`posenc.bench --worker`) in a fresh process; its JSON result."""
+    """Run one worker (`posenc.bench --worker`) in a fresh process, which ends if this one
+    does (posenc.lifeline); its JSON result."""
+    spec = dict(spec, parent=os.getpid())
     cmd = [sys.executable, "-m", "posenc.bench", "--worker", json.dumps(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:

@@ -171,13 +171,7 @@ class ScaledSinusoidal(AddedEncoding):
     summary = "sin/cos table [sin..., cos...] times a learned scalar initialised to D^-0.5"
     trainable = True
 
-    def __init__(
-        self,
-        *,
-        dim: int | None = None,
-        max_len=None,
-        base=10000.0,
-    ):
+    def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
         super().__init__(dim=dim)
         self.max_len = check_max_len(max_len)  # the hard limit
         if dim is not None and dim % 2:
@@ -202,13 +196,7 @@ class Sinusoidal2D(AddedEncoding):
     summary = "2-D sinusoids for images: first channels encode the row, the next the column"
     position_dims = 2
 
-    def __init__(
-        self,
-        *,
-        dim: int | None = None,
-        max_len=None,
-        base=10000.0,
-    ):
+    def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
         super().__init__(dim=dim)
         self.max_len = check_max_len(max_len)  # the hard limit
         self.base = check_base(base)

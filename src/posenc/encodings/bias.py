@@ -168,14 +168,7 @@ class KERPLE(DistanceBias):
     trainable = True
     VARIANTS = ("log", "power")
 
-    def __init__(
-        self,
-        *,
-        heads=None,
-        max_len=None,
-        variant="log",
-        eps=1e-2,
-    ):
+    def __init__(self, *, heads=None, max_len=None, variant="log", eps=1e-2):
         super().__init__(heads)
         self.max_len = check_max_len(max_len)  # the hard limit
         if variant not in self.VARIANTS:
@@ -238,14 +231,7 @@ class FIRE(PositionBias):
     trainable = True
 
     def __init__(
-        self,
-        *,
-        heads=None,
-        max_len=None,
-        train_len=None,
-        mlp_width=32,
-        init_c=0.1,
-        eps=1e-6,
+        self, *, heads=None, max_len=None, train_len=None, mlp_width=32, init_c=0.1, eps=1e-6
     ):
         super().__init__(heads)
         self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
@@ -316,13 +302,7 @@ class ALiBi(DistanceBias):
     paper = "Press et al. 2022"
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
 
-    def __init__(
-        self,
-        *,
-        heads=None,
-        max_len=None,
-        bidirectional=False,
-    ):
+    def __init__(self, *, heads=None, max_len=None, bidirectional=False):
         super().__init__(heads)
         self.max_len = check_max_len(max_len)  # the hard limit
         self.bidirectional = check_bool("bidirectional", bidirectional)

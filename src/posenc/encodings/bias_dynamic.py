@@ -16,8 +16,8 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_int, check_max_len, position_at
 from posenc.encodings.bias import PositionBias
-from posenc.encodings.content import rows
-from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.content import qk_rows
+from posenc.encodings.relative import resolve_dims
 from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
 
 
@@ -165,11 +165,7 @@ class DistanceBasisBias(PositionalEncoding):
         return w + self.weight_bias.float()[:, None]
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        check_qk(self, q, k)
-        q_pos = self.check_positions(q_pos, name="q_pos", integer=True)
-        k_pos = self.check_positions(k_pos, name="k_pos", integer=True)
-        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
-        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos, integer=True)
         distance = qp.long()[:, :, None] - kp.long()[:, None, :]  # [b, Tq, Tk]
         return distance_basis_bias(self.mix(q), self.bank, distance).to(q.dtype)
 

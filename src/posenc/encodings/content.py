@@ -26,14 +26,21 @@ from posenc.encodings.relative import check_qk, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
-def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int) -> torch.Tensor:
+def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int, integer=False) -> torch.Tensor:
     """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
-    pos = enc.check_positions(pos, name=name)
+    pos = enc.check_positions(pos, name=name, integer=integer)
     bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
     if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
         raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
                          f"{tuple(pos.shape)}")  # fmt: skip
     return pos if pos.dim() == 2 else pos[None]
+
+
+def qk_rows(enc, q, k, q_pos, k_pos, integer=False) -> tuple[torch.Tensor, torch.Tensor]:
+    """check_qk, then q_pos, k_pos as rows [B or 1, Tq], [B or 1, Tk] on q's device."""
+    check_qk(enc, q, k)
+    qp = rows(enc, q_pos, "q_pos", q.shape[2], q.shape[0], integer)
+    return qp.to(q.device), rows(enc, k_pos, "k_pos", k.shape[2], k.shape[0], integer).to(q.device)
 
 
 class FoX(PositionalEncoding):
@@ -72,9 +79,7 @@ class FoX(PositionalEncoding):
         return F.logsigmoid(logit + self.gate_bias.float()[:, None])
 
     def bias(self, q, k, q_pos, k_pos):
-        check_qk(self, q, k)
-        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
-        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
 
     def extra_repr(self) -> str:
@@ -148,12 +153,7 @@ class StickBreaking(PositionalEncoding):
     summary = "stick-breaking weights over preceding tokens in place of the softmax, no positions"
     bidirectional = False  # the stick is broken from the query backwards: causal only
 
-    def __init__(
-        self,
-        *,
-        max_len=None,
-        attend_current=False,
-    ):
+    def __init__(self, *, max_len=None, attend_current=False):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         self.attend_current = check_bool("attend_current", attend_current)

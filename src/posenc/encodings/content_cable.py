@@ -15,8 +15,8 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_max_len
-from posenc.encodings.content import rows
-from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.content import qk_rows
+from posenc.encodings.relative import resolve_dims
 from posenc.functional.content import forget_bias
 
 
@@ -59,9 +59,7 @@ class CABLE(PositionalEncoding):
 
     def bias(self, q, k, q_pos, k_pos):
         """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [B, H, Tq, Tk]."""
-        check_qk(self, q, k)
-        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
-        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(-self.penalties(k), qp, kp).to(q.dtype)
 
     def extra_repr(self) -> str:

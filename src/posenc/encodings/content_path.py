@@ -15,8 +15,8 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.content import rows
-from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.content import FoX, qk_rows
+from posenc.encodings.relative import resolve_dims
 from posenc.functional.content import forget_bias
 from posenc.functional.path import path_scores, short_conv
 
@@ -88,15 +88,10 @@ class PaTH(PositionalEncoding):
         logit = torch.einsum("bhtd,hd->bht", k, self.beta_weight.float())
         return w, 2 * torch.sigmoid(logit + self.beta_bias.float()[:, None])
 
-    def log_gates(self, k: torch.Tensor) -> torch.Tensor:
-        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32 (<= 0), FoX's gates."""
-        logit = torch.einsum("bhtd,hd->bht", k.float(), self.gate_weight.float())
-        return F.logsigmoid(logit + self.gate_bias.float()[:, None])
+    log_gates = FoX.log_gates  # k [B, H, Tk, Dh] -> log f [B, H, Tk] float32, FoX's gates
 
     def bias(self, q, k, q_pos, k_pos):
-        check_qk(self, q, k)
-        qp = rows(self, q_pos, "q_pos", q.shape[2], q.shape[0]).to(q.device)
-        kp = rows(self, k_pos, "k_pos", k.shape[2], k.shape[0]).to(q.device)
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         w, beta = self.reflections(k, kp)
         scores = path_scores(q, k, w, beta, qp, kp)  # [B, H, Tq, Tk]
         out = scores - torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float())

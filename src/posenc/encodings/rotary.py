@@ -366,8 +366,4 @@ class RoPE2D(MultiAxisRotary):
         return PF.position_angles(positions, inv_freq.to(positions.device), dtype).flatten(-2)
 
 
-ENCODINGS: dict[str, type[PositionalEncoding]] = {
-    "rope": RoPE,
-    "xpos": XPos,
-    "rope_2d": RoPE2D,
-}
+ENCODINGS: dict[str, type[PositionalEncoding]] = {"rope": RoPE, "xpos": XPos, "rope_2d": RoPE2D}

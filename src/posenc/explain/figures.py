@@ -156,9 +156,7 @@ def draw(
         put(
             "heatmap",
             plots.heatmap(
-                vectors.float(),
-                title=f"{name}: rotated query{title_state}",
-                cbar="component",
+                vectors.float(), title=f"{name}: rotated query{title_state}", cbar="component"
             ),
             "A fixed query (all ones) rotated to each position.",
         )
@@ -181,9 +179,7 @@ def draw(
         put(
             "heatmap",
             plots.head_matrices(
-                mats,
-                title=f"{name}: {what} per head{title_state}",
-                cbar=analysis.score_label(enc),
+                mats, title=f"{name}: {what} per head{title_state}", cbar=analysis.score_label(enc)
             ),
             lead + "; keys after the query (j > i, grey) are left out, as a causal model masks "
             "them.",

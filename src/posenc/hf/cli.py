@@ -11,17 +11,37 @@ from __future__ import annotations
 
 import os
 
-from posenc.cliargs import OneLineParser, check_out_file, checked, in_file, integer
-from posenc.hf import golden as G
+from posenc.cliargs import OneLineParser, check_out_file, checked, file_suffix, in_file, integer
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")  # posenc.hf.golden.DTYPES' names
+
+
+def _golden():
+    """posenc.hf.golden (torch): imported once a flag's value is checked or the command runs,
+    so that --help and a usage error answer at once."""
+    from posenc.hf import golden
+
+    return golden
+
+
+def _positions(text: str):
+    return _golden().parse_positions(text)
+
+
+def _bands(text: str):
+    return _golden().parse_bands(text)
+
 
 # the flags' values, checked as they are parsed (posenc.cliargs): before anything is read or written
-POSITIONS = checked(G.parse_positions, ("5:3", "a:b", "-4", "0:4,2147483648", "0:4:0"), "positions")
-BANDS = checked(G.parse_bands, ("5,3", "a", "-1,4"), "band edges")
+POSITIONS = checked(_positions, ("5:3", "a:b", "-4", "0:4,2147483648", "0:4:0"), "positions")
+BANDS = checked(_bands, ("5,3", "a", "-1,4"), "band edges")
 
 
 def _out(text: str) -> str:
-    check_out_file(text, "--out")
-    return G._suffix(text, (".npz", ".safetensors"), "--out")
+    """--out: a .npz / .safetensors file that can be written and, if it exists, is one."""
+    suffix = file_suffix(text, (".npz", ".safetensors"), "--out")
+    check_out_file(text, "--out", suffix[1:])
+    return suffix
 
 
 def _seed_or_file(text: str) -> str:
@@ -38,7 +58,7 @@ def _layer_type(text: str) -> str:
 
 def _golden_file(text: str) -> str:
     in_file(text)
-    return G._suffix(text, (".npz", ".safetensors"), "--golden")
+    return file_suffix(text, (".npz", ".safetensors"), "--golden")
 
 
 HELP = {
@@ -59,7 +79,9 @@ def golden_parser() -> OneLineParser:
     parser.add_argument(
         "--out",
         default="golden.npz",
-        type=checked(_out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", "."), "a .npz file"),
+        type=checked(
+            _out, ("g.txt", "AFILE/g.npz", "missing_x1/g.npz", ".", "AFILE.npz"), "a .npz file"
+        ),
         help="the file: .npz (numpy) or .safetensors (default golden.npz)",
     )
     parser.add_argument(
@@ -92,12 +114,12 @@ def conform_parser() -> OneLineParser:
     )
     parser.add_argument(
         "--dtype",
-        choices=tuple(G.DTYPES),
+        choices=DTYPES,
         help="the dtype the dump was stored in (default: its tensors')",
     )
     parser.add_argument(
         "--compute-dtype",
-        choices=tuple(G.DTYPES),
+        choices=DTYPES,
         help="the dtype the engine computed the angles in (default float32 for "
         "16-bit dumps, else the stored dtype)",
     )
@@ -145,9 +167,9 @@ def add_common(parser: OneLineParser) -> None:
 
 def main_golden(argv: list[str]) -> int:
     args = golden_parser().parse_args(argv)
+    G = _golden()
     positions = G.parse_positions(args.positions)
-    check_out_file(args.out, "--out")
-    G._suffix(args.out, (".npz", ".safetensors"), "--out")
+    _out(args.out)
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
     config, reader = G.read_config(args.config)
@@ -178,13 +200,14 @@ def _check_layer_type(config, layer_type: str | None) -> None:
     """--layer-type against the config, before anything is computed or written."""
     if layer_type is not None:
         try:
-            G._rope(config, layer_type)
+            _golden()._rope(config, layer_type)
         except (ValueError, TypeError) as err:
             raise ValueError(f"--layer-type {layer_type}: {err}") from None
 
 
 def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
     """--q-k: a seed (an int >= 0) or a file holding q and k."""
+    G = _golden()
     if value.strip().isdigit():
         return G.random_qk(positions, head_dim, heads, int(value))
     if not os.path.isfile(value):
@@ -199,6 +222,7 @@ def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
 
 def main_conform(argv: list[str]) -> int:
     args = conform_parser().parse_args(argv)
+    G = _golden()
     positions = G.parse_positions(args.positions) if args.positions else None
     bands = G.parse_bands(args.bands)
     golden_file = G.read_golden(args.golden) if args.golden else None

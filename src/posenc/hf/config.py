@@ -3,6 +3,7 @@
     from_config(config, layer_type=None, *, layer=None) -> PositionalEncoding
     to_rope_parameters(encoding) -> dict     the transformers v5 `rope_parameters` dict
     to_config(encoding) -> dict              rope_parameters plus the recorded extra keys
+    with_scaling(cfg, scaling, types) -> dict the config dict with a scaling's rope_parameters
 
 `config` is a transformers PretrainedConfig (read through its to_dict(): no transformers import
 here) or the plain dict of a config.json; a multimodal config without rope keys is read through
@@ -384,3 +385,32 @@ def _without_original(encoding: RoPE) -> RoPE:
         k: v for k, v in encoding.scaling.items() if k != "original_max_position_embeddings"
     }
     return clone
+
+
+def _merged(old: dict, new: dict) -> dict:
+    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
+    the mrope keys not given in it are the model's."""
+    if not isinstance(new, dict):
+        raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
+    if "rope_type" not in new and "type" not in new:
+        raise ValueError(f"scaling needs the key 'rope_type' (got keys: {sorted(new)})")
+    keep = ("rope_theta", "partial_rotary_factor", *MROPE_KEYS)
+    kept = {k: old[k] for k in keep if k in (old or {})}
+    return {**kept, **new}
+
+
+def with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
+    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
+    taken as given (not renamed as a model's config class renames what it loads)."""
+    params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
+    if types is None:
+        return {**cfg, "rope_parameters": _merged(params, scaling)}
+    if not isinstance(scaling, dict) or not all(
+        t in types and isinstance(v, dict) for t, v in scaling.items()
+    ):
+        raise ValueError(
+            f"scaling: this model has rope per layer type; pass {{layer_type: rope_parameters}} "
+            f"with layer types from {types} (types left out keep theirs), got {scaling!r}"
+        )
+    new = {t: _merged(params[t], scaling[t]) if t in scaling else params[t] for t in params}
+    return {**cfg, "rope_parameters": new}

@@ -51,8 +51,10 @@ import torch
 from posenc import __version__
 from posenc import functional as PF
 from posenc.checks import check_int
+from posenc.cliargs import file_suffix
 from posenc.encodings.rotary import RoPE
 from posenc.hf.config import from_config
+from posenc.hf.patch import spread
 
 FORMULA_VERSION = 1
 MAX_POSITION = 2**31  # positions below this (float64 angles p * w exact to ~2^-22 rad)
@@ -303,19 +305,12 @@ def _check_qk(name: str, x, t: int, head_dim: int) -> torch.Tensor:
 # ------------------------------------------------------------------------------ files
 
 
-def _suffix(path, allowed: tuple[str, ...], what: str) -> str:
-    suffix = os.path.splitext(os.fspath(path))[1].lower()
-    if suffix not in allowed:
-        raise ValueError(f"{what} {path}: the name must end in {', '.join(allowed)}")
-    return suffix
-
-
 def write_golden(g: Golden, path) -> None:
     """Write g to `path`: .npz (numpy) or .safetensors (the safetensors package)."""
     tensors = {"positions": g.positions, "inv_freq": g.inv_freq, "cos": g.cos, "sin": g.sin}
     tensors.update(g.qk)
     meta = json.dumps(g.meta)
-    if _suffix(path, (".npz", ".safetensors"), "--out") == ".safetensors":
+    if file_suffix(path, (".npz", ".safetensors"), "--out") == ".safetensors":
         save_file = _optional("safetensors.torch", ".safetensors").save_file
         save_file({k: v.contiguous() for k, v in tensors.items()}, path, metadata={"posenc": meta})
         return
@@ -326,7 +321,7 @@ def write_golden(g: Golden, path) -> None:
 
 def read_golden(path) -> Golden:
     """A file write_golden wrote; ValueError naming it for anything else."""
-    _suffix(path, (".npz", ".safetensors"), "--golden")
+    file_suffix(path, (".npz", ".safetensors"), "--golden")
     tensors, meta = _read_tensors(path, "--golden")
     need = ("positions", "inv_freq", "cos", "sin")
     if meta is None or any(k not in tensors for k in need):
@@ -365,7 +360,7 @@ def _optional(module: str, suffix: str):
 
 def _read_tensors(path, what: str) -> tuple[dict[str, torch.Tensor], dict | None]:
     path = os.fspath(path)
-    suffix = _suffix(path, DUMP_SUFFIXES, what)
+    suffix = file_suffix(path, DUMP_SUFFIXES, what)
     if not os.path.isfile(path):
         raise ValueError(f"{what} {path}: no such file")
     meta = None
@@ -512,13 +507,6 @@ def _pair_index(layout: str, r: int) -> torch.Tensor:
     """The rotary pair of each channel of a [.., R] cache (R/2 wide for 'pairs')."""
     j = torch.arange(r if layout != "pairs" else r // 2)
     return {"half": j % (r // 2), "interleaved": j // 2, "pairs": j}[layout]
-
-
-def _expand(c: torch.Tensor, layout: str) -> torch.Tensor:
-    """cos or sin [.., R/2] in a cache's layout."""
-    if layout == "half":
-        return torch.cat((c, c), -1)
-    return c.repeat_interleave(2, -1) if layout == "interleaved" else c
 
 
 class _Rows:
@@ -728,7 +716,7 @@ def _judge_cache(got, pos, freq, af, layout, r, store, compute, golden_file) -> 
             ref = cos_sin(pos[sl], freq, af)
         bud = budget(pos[sl], freq[idx], store, compute) * af
         for name, want in zip(("cos", "sin"), ref):
-            rows.add(sl, got[name][sl], _expand(want, layout), bud)
+            rows.add(sl, got[name][sl], spread(want, layout), bud)
     return rows
 
 

@@ -42,7 +42,6 @@ from posenc.base import PositionalEncoding
 from posenc.encodings.rotary import RoPE
 from posenc.functional.mrope import check_mrope_section
 from posenc.hf.config import (
-    AS_GIVEN,
     ATTENTION_KEYS,
     MROPE_KEYS,
     config_dict,
@@ -50,6 +49,7 @@ from posenc.hf.config import (
     head_dim_of,
     is_nope,
     layer_types_of,
+    with_scaling,
 )
 
 FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
@@ -105,14 +105,19 @@ class Rope:
         return angles.cos() * factor, angles.sin() * factor, inv_freq
 
 
+def spread(t: torch.Tensor, form: str) -> torch.Tensor:
+    """[.., R/2] per rotary pair -> [.., R] in `form`: half cat(t, t), interleaved t0 t0 t1 t1
+    ...; the pair forms as they are."""
+    if form == "half":
+        return torch.cat((t, t), -1)
+    return t.repeat_interleave(2, -1) if form == "interleaved" else t
+
+
 def render(cos: torch.Tensor, sin: torch.Tensor, form: str, dtype: torch.dtype):
     """cos, sin [B, T, R/2] -> the module output of `form` (see the module docstring)."""
     if form == "complex":
         return torch.complex(cos, sin)  # cos, sin carry the attention factor
-    if form == "half":
-        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
-    elif form == "interleaved":
-        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    cos, sin = spread(cos, form), spread(sin, form)
     if form == "pairs_sc":
         return sin.to(dtype), cos.to(dtype)
     return cos.to(dtype), sin.to(dtype)
@@ -267,12 +272,6 @@ def _tolerance(pos: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> torc
     return abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
 
 
-def _spread(t: torch.Tensor, form: str) -> torch.Tensor:
-    if form == "half":
-        return torch.cat((t, t), -1)
-    return t.repeat_interleave(2, -1) if form == "interleaved" else t
-
-
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
     """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
     the shapes of `form` do not match theirs."""
@@ -284,7 +283,7 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
         return None
     if form == "complex" and not theirs[0].is_complex():
         return None
-    tol = _spread(_tolerance(pos, inv_freq, factor), form)
+    tol = spread(_tolerance(pos, inv_freq, factor), form)
     worst = -1.0
     for a, b in zip(ours, theirs):
         b = b.to(torch.complex128 if b.is_complex() else torch.float64)
@@ -409,35 +408,6 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # scaling= and encoding=
-
-
-def _merged(old: dict, new: dict) -> dict:
-    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
-    the mrope keys not given in it are the model's."""
-    if not isinstance(new, dict):
-        raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
-    if "rope_type" not in new and "type" not in new:
-        raise ValueError(f"scaling needs the key 'rope_type' (got keys: {sorted(new)})")
-    keep = ("rope_theta", "partial_rotary_factor", *MROPE_KEYS)
-    kept = {k: old[k] for k in keep if k in (old or {})}
-    return {**kept, **new}
-
-
-def _with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
-    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
-    taken as given (not renamed as a model's config class renames what it loads)."""
-    params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
-    if types is None:
-        return {**cfg, "rope_parameters": _merged(params, scaling)}
-    if not isinstance(scaling, dict) or not all(
-        t in types and isinstance(v, dict) for t, v in scaling.items()
-    ):
-        raise ValueError(
-            f"scaling: this model has rope per layer type; pass {{layer_type: rope_parameters}} "
-            f"with layer types from {types} (types left out keep theirs), got {scaling!r}"
-        )
-    new = {t: _merged(params[t], scaling[t]) if t in scaling else params[t] for t in params}
-    return {**cfg, "rope_parameters": new}
 
 
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
@@ -662,7 +632,7 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
         if scaling is not None:
             _refuse_attention_keys(where, cfg.get("rope_parameters") or {})
             nested = layer_types_of(cfg.get("rope_parameters") or {})
-            new_cfg = _with_scaling(cfg, scaling, nested)
+            new_cfg = with_scaling(cfg, scaling, nested)
             try:
                 ropes = {t: rope_of(new_cfg, t, head_dims.get(t)) for t in own}
             except (ValueError, TypeError) as error:

@@ -168,11 +168,7 @@ def _build_kernel() -> ctypes.CDLL:
         fn.argtypes = (
             [ctypes.c_void_p] * 4
             + [ctypes.c_void_p] * 4
-            + [
-                ctypes.c_int,
-                ctypes.c_float,
-                ctypes.c_int,
-            ]
+            + [ctypes.c_int, ctypes.c_float, ctypes.c_int]
         )
     return lib
 
@@ -184,11 +180,10 @@ def _kernel() -> ctypes.CDLL:
     return LIB
 
 
-def _as4d(t: torch.Tensor) -> torch.Tensor:
-    """View t (rank <= 4) as 4-D by adding leading axes."""
-    while t.dim() < 4:
-        t = t.unsqueeze(0)
-    return t
+def views4d(x, cos, sin, out) -> tuple[torch.Tensor, ...]:
+    """4-D views (leading axes added) of x, out, and cos, sin [..., R/2] expanded to x's rows."""
+    c, s = (t.expand(*x.shape[:-1], t.shape[-1]) for t in (cos, sin))
+    return tuple(t[(None,) * (4 - t.dim())] for t in (x, out, c, s))
 
 
 def _i64(values) -> ctypes.Array:
@@ -197,9 +192,7 @@ def _i64(values) -> ctypes.Array:
 
 def rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
     """out[..., :R] = rotate(x[..., :R]); out[..., R:] = x[..., R:] (out may be x)."""
-    x4, o4 = _as4d(x), _as4d(out)
-    c4 = _as4d(cos.expand(*x.shape[:-1], cos.shape[-1]))
-    s4 = _as4d(sin.expand(*x.shape[:-1], sin.shape[-1]))
+    x4, o4, c4, s4 = views4d(x, cos, sin, out)
     fn = getattr(_kernel(), C_DTYPES[x.dtype])
     fn(
         x4.data_ptr(),

@@ -17,13 +17,15 @@ import torch
 import triton
 import triton.language as tl
 
+from posenc.kernels.cpu_rope import views4d
+
 
 @triton.jit
 def _rotate_rows(
     x_ptr, o_ptr, c_ptr, s_ptr, pid, rows, d1, d2,
     xs0, xs1, xs2, os0, os1, os2, cs0, cs1, cs2, half, dh, sign,
     INTERLEAVED: tl.constexpr, COPY_REST: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr
 ):  # fmt: skip
     """Rotate BLOCK_R rows (of the flattened leading dims d0*d1*d2) of one tensor."""
     r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -65,7 +67,7 @@ def _rope_qk_kernel(
     kxs0, kxs1, kxs2, kos0, kos1, kos2, kcs0, kcs1, kcs2,
     half, dh, sign,
     INTERLEAVED: tl.constexpr, Q_COPY_REST: tl.constexpr, K_COPY_REST: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr
 ):  # fmt: skip
     """Programs [0, q_progs) rotate q, the rest rotate k: one launch for both."""
     pid = tl.program_id(0)
@@ -83,21 +85,13 @@ def _rope_qk_kernel(
         )  # fmt: skip
 
 
-def _as4d(t: torch.Tensor) -> torch.Tensor:
-    while t.dim() < 4:
-        t = t.unsqueeze(0)
-    return t
-
-
 def _prep(x, cos, sin, out):
     """4-D views and their row counts / strides for the kernel."""
     if x.stride(-1) != 1 or out.stride(-1) != 1:
         raise ValueError("triton RoPE needs the head dim contiguous (stride 1)")
-    c4 = _as4d(cos.expand(*x.shape[:-1], cos.shape[-1]))
-    s4 = _as4d(sin.expand(*x.shape[:-1], sin.shape[-1]))
+    x4, o4, c4, s4 = views4d(x, cos, sin, out)
     if c4.stride() != s4.stride() or c4.stride(-1) != 1:
         c4, s4 = c4.contiguous(), s4.contiguous()
-    x4, o4 = _as4d(x), _as4d(out)
     rows = x4.shape[0] * x4.shape[1] * x4.shape[2]
     return x4, o4, c4, s4, rows
 

@@ -32,7 +32,7 @@ from posenc.cliargs import (
     split_items,
 )
 from posenc.stretch import data
-from posenc.stretch.scalings import FACTOR, QUICK, SCALINGS, parse_all
+from posenc.stretch.names import FACTOR, QUICK, SCALINGS
 
 DEFAULT_LENGTHS = "0.25x,0.5x,1x,1.5x,2x"
 DEFAULTS = dict(scalings=",".join(SCALINGS), lengths=DEFAULT_LENGTHS, tasks=",".join(data.TASKS),
@@ -145,6 +145,35 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def settings_parser() -> argparse.ArgumentParser:
+    """`posenc stretch settings` (posenc.stretch.engines.main_settings)."""
+    p = OneLineParser(
+        prog="posenc stretch settings",
+        description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
+        "Ollama apply a scaling to a model (each with its source, and what an engine cannot "
+        "express), and with --export a copy of the model that loads with it by default.",
+    )
+    p.add_argument(
+        "label",
+        metavar="LABEL",
+        help="a scaling label, e.g. yarn(factor=2), linear(factor=4), "
+        "llama3(factor=2), ntk(factor=2), dynamic; name@layer_type(...) for one "
+        "layer type (yarn@full_attention(factor=4))",
+    )
+    p.add_argument(
+        "--model",
+        help="a transformers model folder or a .gguf file (default: the "
+        "embedded SmolLM2-135M-Instruct)",
+    )
+    p.add_argument(
+        "--export",
+        metavar="DIR",
+        help="write a copy of the model with the scaling "
+        "as its default into the new folder DIR (a .gguf model: DIR/NAME.LABEL.gguf)",
+    )
+    return p
+
+
 def parse_lengths(text: str, context: int | None, flag: str = "--lengths") -> list[int]:
     """'2048,1.5x' -> token counts (multiples of the context rounded); ValueError naming
     `flag` below 1. context None checks the syntax only."""
@@ -181,13 +210,15 @@ def check_outputs(out: str, db: str, json_path: str | None) -> None:
     check_writable(out, "--out")
     check_out_file(db, "--db")
     if json_path:
-        check_out_file(json_path, "--json")
+        check_out_file(json_path, "--json", "json")
     check_distinct(**{"--db": db, "--json": json_path, "--out": out})
     check_db(db)
 
 
 def check_flags(args, d: dict) -> dict:
     """Every flag that needs no model, checked (ValueError naming it); their values."""
+    from posenc.stretch.scalings import parse_all
+
     v = dict(scalings=parse_all(args.scalings if args.scalings is not None else d["scalings"]))
     v["tasks"] = split_items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
     bad = [t for t in v["tasks"] if t not in data.TASKS]
@@ -292,6 +323,7 @@ def quick_grid(config, context: int, default_scalings: bool, scalings):
     Returns (lengths, tasks, scalings, a line saying which and the estimated time)."""
     from posenc.stretch import models
     from posenc.stretch.runner import RETRIEVAL_PASSES, cpu_rate
+    from posenc.stretch.scalings import parse_all
 
     rate = cpu_rate()
 
@@ -335,8 +367,7 @@ def read_config(spec):
 def check_scalings(config, scalings, context, head_dim, factor) -> None:
     """Each scaling's rope_parameters read by posenc.hf (ValueError naming the label)."""
     from posenc.hf import from_config
-    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of
-    from posenc.hf.patch import _with_scaling
+    from posenc.hf.config import config_dict, layer_types_of, rope_parameters_of, with_scaling
 
     cfg = config_dict(config)
     cfg = {**cfg, "rope_parameters": rope_parameters_of(cfg)}
@@ -346,7 +377,7 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
         if params is None:
             continue
         try:
-            new = _with_scaling(cfg, params, nested)
+            new = with_scaling(cfg, params, nested)
             for t in nested and list(params) or [None]:
                 from_config(new, t)
         except (ValueError, TypeError) as err:
@@ -355,12 +386,17 @@ def check_scalings(config, scalings, context, head_dim, factor) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["settings"]:  # posenc.stretch.engines
-        from posenc.stretch.engines import main_settings
-
+    if argv[:1] == ["settings"]:
         return dispatch("posenc stretch settings", "exports", main_settings, main_settings,
                         argv[1:])  # fmt: skip
     return dispatch("posenc stretch", "jobs", main_run, main_report, argv)
+
+
+def main_settings(argv: list[str]) -> int:
+    args = settings_parser().parse_args(argv)  # --help and usage errors answer before torch
+    from posenc.stretch import engines
+
+    return engines.main_settings(args)
 
 
 def finish(rows, out: str, json_path: str | None, tolerance: float) -> None:
@@ -377,10 +413,10 @@ def finish(rows, out: str, json_path: str | None, tolerance: float) -> None:
 
 
 def main_run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)  # --help and usage errors answer before torch
     from posenc.arena.store import Store
     from posenc.stretch import runner
 
-    args = parser().parse_args(argv)
     cfg = config_from_args(args)
     if cfg.workers == 1 and not cfg.ray and not os.path.exists(cfg.db):
         runner.preload(cfg)  # a fresh run: a model that does not load writes nothing
@@ -399,7 +435,7 @@ def main_report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     check_writable(args.out, "--out")
     if args.json:
-        check_out_file(args.json, "--json")
+        check_out_file(args.json, "--json", "json")
     check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")

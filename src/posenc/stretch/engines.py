@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from posenc.cliargs import OneLineParser, check_writable
+from posenc.cliargs import check_writable
 from posenc.functional.rope_scaling import default, llama3
 from posenc.hf.config import (
     config_dict,
@@ -37,8 +37,8 @@ from posenc.hf.config import (
     head_dim_of,
     layer_types_of,
     rope_parameters_of,
+    with_scaling,
 )
-from posenc.hf.patch import _with_scaling
 from posenc.stretch import models
 from posenc.stretch.scalings import FACTOR, Scaling, parse
 
@@ -197,7 +197,7 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
         params = {k: own[k] for k in ("rope_theta", "partial_rotary_factor") if k in own} | params
         nested = {**info.rope_parameters, target: params} if target else params
         try:
-            cfg = _with_scaling(_cfg(info), nested if target else params, types)
+            cfg = with_scaling(_cfg(info), nested if target else params, types)
             from_config(cfg, target)
         except (ValueError, TypeError) as err:
             raise ValueError(f"{label!r}: {err}") from None
@@ -293,16 +293,6 @@ def sglang_length(max_pos: int, rope_scaling: dict | None) -> float:
     return max_pos * factor
 
 
-def _with_length(override: dict, derive, plan: Plan) -> dict:
-    """`override` plus the max_position_embeddings the engine needs to derive plan.length."""
-    got = derive(plan.info.context)
-    if got >= plan.length:
-        return override
-    per = got / plan.info.context  # the engine's length per max_position_embeddings
-    need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
-    return {**override, "max_position_embeddings": need}
-
-
 def engine_override(plan: Plan) -> dict | None:
     """The config override vLLM (--hf-overrides) and SGLang (--json-model-override-args) apply
     with transformers' config.update: rope_scaling with rope_theta inside (transformers 5 maps
@@ -339,12 +329,19 @@ RUNTIME_NOTE = (
 )
 
 
+def _setting(engine: str, plan: Plan) -> Setting:
+    """The engine's Setting, its `cannot` filled where CANNOT lists the plan's scaling."""
+    s = Setting(engine, source=SOURCES[engine])
+    if (engine, plan.scaling.name) in CANNOT:
+        s.cannot.append(CANNOT[engine, plan.scaling.name])
+    return s
+
+
 def transformers_setting(plan: Plan) -> Setting:
-    s = Setting("transformers", source=SOURCES["transformers"])
-    params = hf_rope_parameters(plan)
-    if ("transformers", plan.scaling.name) in CANNOT:
-        s.cannot.append(CANNOT["transformers", plan.scaling.name])
+    s = _setting("transformers", plan)
+    if s.cannot:
         return s
+    params = hf_rope_parameters(plan)
     s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
     legacy = legacy_config(plan)
     if legacy is None:
@@ -376,17 +373,28 @@ def transformers_setting(plan: Plan) -> Setting:
     return s
 
 
+def _served(engine: str, plan: Plan, override: str, length: str, derive):
+    """(Setting, config override) of a server: engine_override plus the max_position_embeddings
+    the engine needs to derive plan.length (derive(m): its length for m), and the length flag."""
+    s = _setting(engine, plan)
+    if s.cannot:
+        return s, None
+    over, got = engine_override(plan), derive(plan.info.context)
+    if got < plan.length:
+        per = got / plan.info.context  # the engine's length per max_position_embeddings
+        need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
+        over = {**over, "max_position_embeddings": need}
+    s.flags = [override, _json(over)] if plan.scaling.name != "none" else []
+    s.flags += [length, str(plan.length)]
+    return s, over
+
+
 def vllm_setting(plan: Plan) -> Setting:
-    s = Setting("vllm", source=SOURCES["vllm"])
-    name = plan.scaling.name
-    if ("vllm", name) in CANNOT:
-        s.cannot.append(CANNOT["vllm", name])
+    flat, name = hf_rope_parameters(plan), plan.scaling.name
+    s, over = _served("vllm", plan, "--hf-overrides", "--max-model-len",
+                      lambda m: vllm_length(plan.info.model_type, m, flat))  # fmt: skip
+    if s.cannot:
         return s
-    over = engine_override(plan)
-    flat = hf_rope_parameters(plan)
-    over = _with_length(over, lambda m: vllm_length(plan.info.model_type, m, flat), plan)
-    s.flags = ["--hf-overrides", _json(over)] if name != "none" else []
-    s.flags += ["--max-model-len", str(plan.length)]
     if name != "none":
         s.notes.append(
             "the scaling is static: it applies to short prompts too (static YaRN x4 "
@@ -408,16 +416,11 @@ def vllm_setting(plan: Plan) -> Setting:
 
 
 def sglang_setting(plan: Plan) -> Setting:
-    s = Setting("sglang", source=SOURCES["sglang"])
-    name = plan.scaling.name
-    if ("sglang", name) in CANNOT:
-        s.cannot.append(CANNOT["sglang", name])
+    rs, name = (engine_override(plan) or {}).get("rope_scaling"), plan.scaling.name
+    s, over = _served("sglang", plan, "--json-model-override-args", "--context-length",
+                      lambda m: sglang_length(m, rs))  # fmt: skip
+    if s.cannot:
         return s
-    over = engine_override(plan)
-    rs = over.get("rope_scaling")
-    over = _with_length(over, lambda m: sglang_length(m, rs), plan)
-    s.flags = ["--json-model-override-args", _json(over)] if name != "none" else []
-    s.flags += ["--context-length", str(plan.length)]
     if "max_position_embeddings" in over and "original_max_position_embeddings" in (rs or {}):
         s.notes.append(
             "max_position_embeddings is raised too: SGLang's get_context_length "
@@ -441,7 +444,7 @@ def sglang_setting(plan: Plan) -> Setting:
 
 
 def llamacpp_setting(plan: Plan) -> Setting:
-    s = Setting("llama.cpp", source=SOURCES["llama.cpp"])
+    s = _setting("llama.cpp", plan)
     name, p = plan.scaling.name, plan.params or {}
     if name in DYNAMIC:
         s.cannot.append(
@@ -508,7 +511,7 @@ def llamacpp_setting(plan: Plan) -> Setting:
 
 
 def ollama_setting(plan: Plan) -> Setting:
-    s = Setting("ollama", source=SOURCES["ollama"])
+    s = _setting("ollama", plan)
     s.cannot.append(
         "a Modelfile sets no rope scaling or base: PARAMETER takes num_ctx and "
         "sampling options only (rope_frequency_base / _scale were removed in 2024); "
@@ -615,12 +618,16 @@ def model_info(spec) -> ModelInfo:
     return dataclasses.replace(info, gguf_rope=own)
 
 
+def _check_new_folder(out: str) -> None:
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
+
+
 def check_export(plan: Plan, spec, out: str) -> None:
     """ValueError naming --export unless `out` can take the export (absent or an empty
     folder, its parent writable) and the scaling can be written for this kind of model."""
 
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
+    _check_new_folder(out)
     check_writable(out, "--export")
     name = plan.scaling.name
     if spec.gguf:
@@ -822,48 +829,14 @@ def gguf_config(path) -> dict:
 # `posenc stretch settings LABEL [--model M] [--export DIR]`
 
 
-def settings_parser():
-
-    p = OneLineParser(
-        prog="posenc stretch settings",
-        description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
-        "Ollama apply a scaling to a model (each with its source, and what an engine cannot "
-        "express), and with --export a copy of the model that loads with it by default.",
-    )
-    p.add_argument(
-        "label",
-        metavar="LABEL",
-        help="a scaling label, e.g. yarn(factor=2), linear(factor=4), "
-        "llama3(factor=2), ntk(factor=2), dynamic; name@layer_type(...) for one "
-        "layer type (yarn@full_attention(factor=4))",
-    )
-    p.add_argument(
-        "--model",
-        help="a transformers model folder or a .gguf file (default: the "
-        "embedded SmolLM2-135M-Instruct)",
-    )
-    p.add_argument(
-        "--export",
-        metavar="DIR",
-        help="write a copy of the model with the scaling "
-        "as its default into the new folder DIR (a .gguf model: DIR/NAME.LABEL.gguf)",
-    )
-    return p
-
-
-def main_settings(argv: list[str]) -> int:
-
-    args = settings_parser().parse_args(argv)
+def main_settings(args) -> int:
+    """`posenc stretch settings`, its flags parsed (posenc.stretch.cli.settings_parser)."""
     try:
         parse(split_target(args.label)[0])  # the label's syntax, before the model is read
     except ValueError as err:
         raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
-    if (
-        args.export is not None
-        and os.path.exists(args.export)
-        and (not os.path.isdir(args.export) or os.listdir(args.export))
-    ):
-        raise ValueError(f"--export {args.export}: exists and is not an empty folder")
+    if args.export is not None:
+        _check_new_folder(args.export)
     spec = models.resolve(args.model)
     info = model_info(spec)
     try:

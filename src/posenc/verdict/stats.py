@@ -1,6 +1,8 @@
 """Intervals for numbers that are samples: a seeded percentile bootstrap and Wilson's interval.
 
     bootstrap(values, stat)   95% interval of stat(values) over resamples of the values
+    mean(values)              the mean and its 95% interval: Student's t below SMALL values
+                              (a percentile bootstrap under-covers there), else the bootstrap
     wilson(k, n)              95% interval of a rate of k successes in n trials
     Interval                  (value, lo, hi, n); `separated` says two do not overlap
 
@@ -10,6 +12,7 @@ regenerates to the same text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Sequence
@@ -19,6 +22,7 @@ import numpy as np
 
 Z95 = 1.959963984540054  # the 97.5% point of the standard normal
 RESAMPLES = 2000
+SMALL = 20  # fewer values: Student's t interval for a mean
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,37 @@ def bootstrap(values: Sequence[float], stat: Callable[[np.ndarray], np.ndarray] 
     draws = stat(x[rng.integers(0, x.size, size=(resamples, x.size))])
     lo, hi = np.quantile(draws, [0.025, 0.975])
     return Interval(value, float(min(lo, value)), float(max(hi, value)), int(x.size))
+
+
+@functools.lru_cache(maxsize=64)
+def t95(df: int) -> float:
+    """The 97.5% point of Student's t with `df` degrees of freedom (bisection on its CDF,
+    integrated by Simpson's rule on x = tan(u), which maps the heavy tail to a finite range)."""
+    if not isinstance(df, int) or df < 1:
+        raise ValueError(f"t95: df must be a whole number >= 1, got {df!r}")
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float) -> float:  # 0.5 + integral over [0, x] of the density
+        u = np.linspace(0.0, math.atan(x), 2001)
+        f = c * (1 + np.tan(u) ** 2 / df) ** (-(df + 1) / 2) / np.cos(u) ** 2
+        return 0.5 + (u[1] - u[0]) / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+
+    lo, hi = Z95, 100.0  # t95(1) = 12.7
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < 0.975 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def mean(values: Sequence[float]) -> Interval:
+    """The mean of the values and its 95% interval: Student's t (n < SMALL: a percentile
+    bootstrap of a few values spans little more than their range), else the bootstrap; one value
+    gives lo = hi = the value (n = 1 says it has no interval)."""
+    x = _finite(values, "mean")
+    if x.size == 1 or x.size >= SMALL:
+        return bootstrap(x)
+    m, half = float(x.mean()), t95(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return Interval(m, m - half, m + half, int(x.size))
 
 
 def wilson(k: float, n: int) -> Interval:

@@ -21,14 +21,7 @@ from pathlib import Path
 
 from posenc import verdict
 from posenc.arena.store import Store
-from posenc.explain.claims import (
-    seed000,
-    seed001,
-    seed002,
-    seed003,
-    seed004,
-    trained,
-)
+from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004, trained
 from posenc.explain.claims.arena import arena_results, databases, extrapolates
 from posenc.explain.claims.base import (
     CAVEAT,
@@ -45,14 +38,7 @@ from posenc.explain.claims.base import (
 )
 from posenc.explain.i18n import numbers, tr
 
-SEEDS = (
-    seed000,
-    seed001,
-    seed002,
-    seed003,
-    seed004,
-    trained,
-)
+SEEDS = (seed000, seed001, seed002, seed003, seed004, trained)
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim
 ARENA_CHECKS = trained.CHECKS  # these take arena= too
 
@@ -122,21 +108,6 @@ def markdown_table(claims: list[Claim], lang: str = "en") -> str:
     )  # fmt: skip
 
 
-__all__ = [
-    "ARENA_CHECKS",
-    "CAVEAT",
-    "CHECKS",
-    "ERROR",
-    "FAILS",
-    "HOLDS",
-    "SEEDS",
-    "UNMEASURED",
-    "VERDICTS",
-    "Claim",
-    "Rule",
-    "Table",
-    "check_all",
-    "decide",
-    "markdown_table",
-    "extrapolates",
-]
+__all__ = ["ARENA_CHECKS", "CAVEAT", "CHECKS", "ERROR", "FAILS", "HOLDS", "SEEDS", "UNMEASURED",
+           "VERDICTS", "Claim", "Rule", "Table", "check_all", "decide", "markdown_table",
+           "extrapolates"]  # fmt: skip

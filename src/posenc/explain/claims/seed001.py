@@ -33,16 +33,10 @@ def encoding_calls(dim: int, depth: int) -> int:
     return len(calls)
 
 
-@seed_claim(
-    "inv-001-04",
-    id="claim-001-every-block",
-    about=("sinusoidal", "learned"),
-    rules=(
-        Rule("encodings per forward / blocks", "<", 1, FAILS),
-        Rule("encodings per forward / blocks", ">", 1, FAILS),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-04", id="claim-001-every-block", about=("sinusoidal", "learned"),
+            rules=(Rule("encodings per forward / blocks", "<", 1, FAILS),
+                   Rule("encodings per forward / blocks", ">", 1, FAILS)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
     calls = encoding_calls(dim, depth)
     return Measured(
@@ -132,16 +126,9 @@ def claim_001_sqrt_dk(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-05",
-    id="claim-001-layernorm",
-    about=("sinusoidal", "learned"),
-    rules=(
-        Rule("LayerNorms per block", ">", 1, FAILS),
-        Rule("LayerNorms per block", "<", 1, FAILS),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-05", id="claim-001-layernorm", about=("sinusoidal", "learned"),
+            rules=(Rule("LayerNorms per block", ">", 1, FAILS),
+                   Rule("LayerNorms per block", "<", 1, FAILS)), otherwise=HOLDS)  # fmt: skip
 def claim_001_layernorm(dim: int, n: int) -> Measured:
     layer = torch.nn.TransformerEncoderLayer(dim, 4, batch_first=True)
     norms = sum(isinstance(m, torch.nn.LayerNorm) for m in layer.modules())
@@ -159,13 +146,8 @@ def claim_001_layernorm(dim: int, n: int) -> Measured:
 CHECKS = [claim_001_every_block, claim_001_noise, claim_001_sqrt_dk, claim_001_layernorm]
 
 
-@seed_claim(
-    "inv-001-09",
-    id="claim-001-attention-formula",
-    about=("nope",),
-    rules=(Rule("max |difference|", ">", 1e-12, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-09", id="claim-001-attention-formula", about=("nope",),
+            rules=(Rule("max |difference|", ">", 1e-12, FAILS),), otherwise=HOLDS)  # fmt: skip
 def claim_001_attention_formula(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     q, k, v = torch.randn(3, 2, 4, 16, dim // 4, generator=g, dtype=torch.float64)
@@ -180,16 +162,9 @@ def claim_001_attention_formula(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-10",
-    id="claim-001-source-target",
-    about=("nope",),
-    rules=(
-        Rule("query rows - target length", "<", 0, HOLDS),
-        Rule("query rows - target length", ">", 0, HOLDS),
-    ),
-    otherwise=FAILS,
-)
+@seed_claim("inv-001-10", id="claim-001-source-target", about=("nope",),
+            rules=(Rule("query rows - target length", "<", 0, HOLDS),
+                   Rule("query rows - target length", ">", 0, HOLDS)), otherwise=FAILS)  # fmt: skip
 def claim_001_source_target(dim: int, n: int) -> Measured:
     attn = torch.nn.MultiheadAttention(dim, 4, batch_first=True)
     target, source = torch.randn(1, 3, dim), torch.randn(1, 5, dim)  # decoder queries, encoder
@@ -206,13 +181,8 @@ def claim_001_source_target(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-15",
-    id="claim-001-matrix-as-written",
-    about=("sinusoidal",),
-    rules=(Rule("max |difference|", ">", 1e-6, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-15", id="claim-001-matrix-as-written", about=("sinusoidal",),
+            rules=(Rule("max |difference|", ">", 1e-6, FAILS),), otherwise=HOLDS)  # fmt: skip
 def claim_001_matrix_as_written(dim: int, n: int) -> Measured:
     d, L = 8, 6
     p = torch.arange(L, dtype=torch.float64)[:, None]  # row r holds position r
@@ -230,13 +200,9 @@ def claim_001_matrix_as_written(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-16",
-    id="claim-001-learned-init",
-    about=("learned",),
-    rules=(Rule("std of the initial table", ">", 0.0, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-16", id="claim-001-learned-init", about=("learned",),
+            rules=(Rule("std of the initial table", ">", 0.0, FAILS),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_001_learned_init(dim: int, n: int) -> Measured:
     tables = []
     for seed in (0, 1):
@@ -255,13 +221,8 @@ def claim_001_learned_init(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-12",
-    id="claim-001-formula",
-    about=("sinusoidal",),
-    rules=(Rule("max |difference|", ">", 1e-9, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-12", id="claim-001-formula", about=("sinusoidal",),
+            rules=(Rule("max |difference|", ">", 1e-9, FAILS),), otherwise=HOLDS)  # fmt: skip
 def claim_001_formula(dim: int, n: int) -> Measured:
     err = formula_error(torch.arange(n), dim)
     return Measured(
@@ -271,13 +232,9 @@ def claim_001_formula(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-001-19",
-    id="claim-001-window-reason",
-    about=("learned_window", "learned"),
-    rules=(Rule("influence of the tokens", "<", 1e-6, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-001-19", id="claim-001-window-reason", about=("learned_window", "learned"),
+            rules=(Rule("influence of the tokens", "<", 1e-6, FAILS),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_001_window_reason(dim: int, n: int) -> Measured:
     torch.manual_seed(0)
     enc = build("learned_window", dim=dim, max_len=n, window=5)

@@ -31,13 +31,9 @@ EXAMPLE = [  # p_1..p_5 as printed, d = 4
 ]
 
 
-@seed_claim(
-    "inv-003-17",
-    id="claim-003-worked-example",
-    about=("sinusoidal",),
-    rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-17", id="claim-003-worked-example", about=("sinusoidal",),
+            rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = EXAMPLE) -> Measured:
     seed = torch.tensor(example, dtype=torch.float64)
     t = torch.arange(1, 6, dtype=torch.float64)
@@ -83,13 +79,8 @@ def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = E
     )
 
 
-@seed_claim(
-    "inv-003-12",
-    id="claim-003-bounded",
-    about=("sinusoidal",),
-    rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-12", id="claim-003-bounded", about=("sinusoidal",),
+            rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),), otherwise=HOLDS)  # fmt: skip
 def claim_003_bounded(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(4096), dim)
     top = float(pe.abs().max())
@@ -101,13 +92,9 @@ def claim_003_bounded(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-11",
-    id="claim-003-near-similar",
-    about=("sinusoidal",),
-    rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-11", id="claim-003-near-similar", about=("sinusoidal",),
+            rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_near_similar(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(2 * n), dim)
     d = torch.stack([(pe[k:] - pe[: 2 * n - k]).norm(dim=-1).mean() for k in range(n)])
@@ -131,16 +118,10 @@ CHECKS = [claim_003_worked_example, claim_003_bounded, claim_003_near_similar]
 Q_ONEHOT = "one-hot floats per position / sinusoid's, T = 65536"
 
 
-@seed_claim(
-    "inv-003-03",
-    id="claim-003-pos-size",
-    about=("sinusoidal", "onehot", "index"),
-    rules=(
-        Rule("fusions that run with d_pos != d_x", "<", 1, FAILS),
-        Rule("fusions that run with d_pos != d_x", "<", 2, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-03", id="claim-003-pos-size", about=("sinusoidal", "onehot", "index"),
+            rules=(Rule("fusions that run with d_pos != d_x", "<", 1, FAILS),
+                   Rule("fusions that run with d_pos != d_x", "<", 2, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_pos_size(dim: int, n: int) -> Measured:
     x, p = torch.zeros(8, dim), PF.sinusoidal_table(torch.arange(8), dim // 2)  # d_pos = d_x / 2
     added, joined = seed_error(lambda: x + p), seed_error(lambda: torch.cat([x, p], -1))
@@ -156,13 +137,10 @@ def claim_003_pos_size(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-04",
-    id="claim-003-onehot-cost",
-    about=("onehot", "sinusoidal", "learned"),
-    rules=(Rule(Q_ONEHOT, "<=", 1, FAILS), Rule("max |onehot(t) W - W[t]|", "<", 1e-6, CAVEAT)),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-04", id="claim-003-onehot-cost", about=("onehot", "sinusoidal", "learned"),
+            rules=(Rule(Q_ONEHOT, "<=", 1, FAILS),
+                   Rule("max |onehot(t) W - W[t]|", "<", 1e-6, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_onehot_cost(dim: int, n: int) -> Measured:
     rows, width = [], 0
     for T in (512, 4096, 65536):
@@ -188,16 +166,10 @@ def claim_003_onehot_cost(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-05",
-    id="claim-003-index-relative",
-    about=("index", "alibi"),
-    rules=(
-        Rule("shift residual of t s", "<", analysis.SHIFT_TOL, FAILS),
-        Rule("shift residual of s - t", "<", analysis.SHIFT_TOL, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-05", id="claim-003-index-relative", about=("index", "alibi"),
+            rules=(Rule("shift residual of t s", "<", analysis.SHIFT_TOL, FAILS),
+                   Rule("shift residual of s - t", "<", analysis.SHIFT_TOL, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_index_relative(dim: int, n: int) -> Measured:
     pos, T = torch.arange(64), 64
     t = pos.double()
@@ -222,16 +194,10 @@ def claim_003_index_relative(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-08",
-    id="claim-003-formula",
-    about=("sinusoidal",),
-    rules=(
-        Rule("max |difference|", ">", 1e-6, FAILS),
-        Rule("elements undefined at odd d_pos", ">", 0, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-08", id="claim-003-formula", about=("sinusoidal",),
+            rules=(Rule("max |difference|", ">", 1e-6, FAILS),
+                   Rule("elements undefined at odd d_pos", ">", 0, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_formula(dim: int, n: int) -> Measured:
     t = torch.arange(1, n + 1)
     err = formula_error(t, dim)
@@ -250,16 +216,10 @@ def claim_003_formula(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-09",
-    id="claim-003-small-periodic",
-    about=("sinusoidal",),
-    rules=(
-        Rule("neighbour difference / |p|", ">", 0.5, FAILS),
-        Rule("closest return for k >= 64, in neighbour steps", ">", 1, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-09", id="claim-003-small-periodic", about=("sinusoidal",),
+            rules=(Rule("neighbour difference / |p|", ">", 0.5, FAILS),
+                   Rule("closest return for k >= 64, in neighbour steps", ">", 1, CAVEAT)),
+            otherwise=HOLDS)  # fmt: skip
 def claim_003_small_periodic(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(8192), dim)
     diff = (pe - pe[0]).norm(dim=-1)  # |p_(t+k) - p_t| depends on k alone
@@ -280,16 +240,9 @@ def claim_003_small_periodic(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-14",
-    id="claim-003-cheap",
-    about=("sinusoidal", "learned"),
-    rules=(
-        Rule("build / one D x D projection", ">", 12, FAILS),
-        Rule("build / lookup", ">", 1000, FAILS),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-14", id="claim-003-cheap", about=("sinusoidal", "learned"),
+            rules=(Rule("build / one D x D projection", ">", 12, FAILS),
+                   Rule("build / lookup", ">", 1000, FAILS)), otherwise=HOLDS)  # fmt: skip
 def claim_003_cheap(dim: int, n: int) -> Measured:
     T, D = 4096, 512
     pos, table, x, w = torch.arange(T), torch.randn(T, D), torch.randn(T, D), torch.randn(D, D)
@@ -316,16 +269,9 @@ def claim_003_cheap(dim: int, n: int) -> Measured:
     )
 
 
-@seed_claim(
-    "inv-003-18",
-    id="claim-003-example-distances",
-    about=("sinusoidal",),
-    rules=(
-        Rule("closest two vectors", "<", 5e-4, FAILS),
-        Rule("distance inversions", ">", 0, CAVEAT),
-    ),
-    otherwise=HOLDS,
-)
+@seed_claim("inv-003-18", id="claim-003-example-distances", about=("sinusoidal",),
+            rules=(Rule("closest two vectors", "<", 5e-4, FAILS),
+                   Rule("distance inversions", ">", 0, CAVEAT)), otherwise=HOLDS)  # fmt: skip
 def claim_003_example_distances(dim: int, n: int, *, example=EXAMPLE) -> Measured:
     def inversions(p: torch.Tensor) -> int:  # j nearer than k in position but farther in space
         d, idx = torch.cdist(p, p), range(len(p))

@@ -119,12 +119,9 @@ def claim_000_index_generalizes(dim: int, n: int, arena=None) -> Measured:
             f"{sin:.3f}; one symbol past L: index {near[0]:.3f}, sinusoidal {near[1]:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy trained at L = 8: the raw index (concatenated, projected) against "
-        "the sinusoid, exact match on held-out instances at L and at L + 1",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy trained at L = 8: the raw index "
+                      "(concatenated, projected) against the sinusoid, exact match on held-out "
+                      "instances at L and at L + 1")  # fmt: skip
 
 
 @seed_claim("inv-001-02", id="claim-001-rnn", about=("sinusoidal", "nope"),
@@ -139,13 +136,10 @@ def claim_001_rnn(dim: int, n: int, arena=None) -> Measured:
             f"without {without:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, an LSTM language model (lstm backbone, the Transformer's width and depth) "
-        "with the sinusoid added to its inputs and without, copy at L = 8; helps if the token "
-        "accuracy gains 0.02 or more",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, an LSTM language model (lstm backbone, the "
+                      "Transformer's width and depth) with the sinusoid added to its inputs and "
+                      "without, copy at L = 8; helps if the token accuracy gains 0.02 or "
+                      "more")  # fmt: skip
 
 
 @seed_claim("inv-001-07", id="claim-001-long-range", about=("sinusoidal", "learned"),
@@ -162,13 +156,9 @@ def claim_001_long_range(dim: int, n: int, arena=None) -> Measured:
             "sinusoid has no parameters"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, passkey (the key at any distance up to the length) trained at 32, "
-        "evaluated at 32..256: the sinusoid against a learned table large enough for every "
-        "length",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, passkey (the key at any distance up to the "
+                      "length) trained at 32, evaluated at 32..256: the sinusoid against a learned "
+                      "table large enough for every length")  # fmt: skip
 
 
 @seed_claim("inv-001-13", id="claim-001-trainable-scale", about=("sinusoidal",),
@@ -184,13 +174,9 @@ def claim_001_trainable_scale(dim: int, n: int, arena=None) -> Measured:
             f"{acc:.3f} with it, {fixed:.3f} without"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8: sinusoidal(learned_scale=true) (PE times a learned "
-        "scalar s, init 1) against the fixed sinusoid; training adjusts it if s moves 5% or "
-        "more",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8: sinusoidal(learned_scale=true) "
+                      "(PE times a learned scalar s, init 1) against the fixed sinusoid; training "
+                      "adjusts it if s moves 5% or more")  # fmt: skip
 
 
 @seed_claim("inv-001-17", id="claim-001-window", about=("learned_window", "learned"),
@@ -204,16 +190,13 @@ def claim_001_window(dim: int, n: int, arena=None) -> Measured:
             f"{plain:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8: the seed's formula implemented (learned_window: psi = f = "
-        "one table, beta_j scalars, w_j vectors, J = 5) against the plain table of the same "
-        "size; the formula works as an encoding if it trains within 0.05 of the table",
-        note="The seed leaves psi, pos', f, beta and w undefined; no published encoding of this "
-        "form is named. The window sum depends on t alone, so it is itself one learned table "
-        "(claim-001-window-reason).",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8: the seed's formula implemented "
+                      "(learned_window: psi = f = one table, beta_j scalars, w_j vectors, J = 5) "
+                      "against the plain table of the same size; the formula works as an encoding "
+                      "if it trains within 0.05 of the table",
+                      note="The seed leaves psi, pos', f, beta and w undefined; no published "
+                      "encoding of this form is named. The window sum depends on t alone, so it is "
+                      "itself one learned table (claim-001-window-reason).")  # fmt: skip
 
 
 ALGORITHMIC = ("copy", "reverse", "sort")
@@ -274,14 +257,12 @@ def claim_002_nope_drops(dim: int, n: int, arena=None) -> Measured:
             f"{t}: sinusoidal - nope = {g:+.3f}" for t, g in gaps.items()
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena (causal decoders), copy / reverse / sort at L = 8: NoPE against the "
-        "sinusoid, mean exact-match gap; drops if the gap exceeds 0.05",
-        note="A causal mask gives order by itself (Kazemnejad et al. 2023); without one, "
-        "attention without positions is permutation-equivariant (claim-000-rnn-order).",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena (causal decoders), copy / reverse / sort at L "
+                      "= 8: NoPE against the sinusoid, mean exact-match gap; drops if the gap "
+                      "exceeds 0.05",
+                      note="A causal mask gives order by itself (Kazemnejad et al. 2023); without "
+                      "one, attention without positions is permutation-equivariant "
+                      "(claim-000-rnn-order).")  # fmt: skip
 
 
 @seed_claim("inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
@@ -297,12 +278,9 @@ def claim_002_relative_long(dim: int, n: int, arena=None) -> Measured:
             f"lm trained at 32, perplexity at 256 (8L): {text}; sinusoidal {sin:.3g}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi and RoPE against "
-        "the absolute sinusoid (the learned table has no rows there)",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, lm trained at 32 tokens, perplexity at 256: "
+                      "T5, ALiBi and RoPE against the absolute sinusoid (the learned table has no "
+                      "rows there)")  # fmt: skip
 
 
 @seed_claim("inv-002-33", id="claim-002-learned-flexible", about=("learned", "sinusoidal"),
@@ -318,12 +296,9 @@ def claim_002_learned_flexible(dim: int, n: int, arena=None) -> Measured:
             f"match: learned {copy[0]:.3f}, sinusoidal {copy[1]:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, within the training length: lm perplexity at L = 32 (and copy's exact "
-        "match); more expressive if the learned table's perplexity is 2% lower or better",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, within the training length: lm perplexity at "
+                      "L = 32 (and copy's exact match); more expressive if the learned table's "
+                      "perplexity is 2% lower or better")  # fmt: skip
 
 
 @seed_claim("inv-002-35", id="claim-002-learned-distribution", about=("learned",),
@@ -338,14 +313,11 @@ def claim_002_learned_distribution(dim: int, n: int, arena=None) -> Measured:
             f"{seen:.3f} of their size from init, rows it never reached {unseen:.3g}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8 with a 64-row table: how far each row moved from its "
-        "init, rows the training sequences reached against rows they never reached",
-        note="The table learns only the positions its data covers: a row no sequence reaches "
-        "gets no gradient and keeps its random init.",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8 with a 64-row table: how far "
+                      "each row moved from its init, rows the training sequences reached against "
+                      "rows they never reached",
+                      note="The table learns only the positions its data covers: a row no sequence "
+                      "reaches gets no gradient and keeps its random init.")  # fmt: skip
 
 
 @seed_claim("inv-002-36", id="claim-002-learned-random", about=("learned",),
@@ -365,15 +337,12 @@ def claim_002_learned_random(dim: int, n: int, arena=None) -> Measured:
             f"its periodicity {period:.2f}x; it moved {drift:.2f} of its size from its init"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8: the trained table over the 18 positions training "
-        "reached, |p_(t+1) - p_t| / |p_t| and the share of each column's power in its top "
-        "frequency, against the sinusoid of the same size",
-        note="Training moves the rows far from their random init (the drift above), yet "
-        "neighbouring rows stay unrelated: nothing in training ties position t to t + 1.",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8: the trained table over the 18 "
+                      "positions training reached, |p_(t+1) - p_t| / |p_t| and the share of each "
+                      "column's power in its top frequency, against the sinusoid of the same size",
+                      note="Training moves the rows far from their random init (the drift above), "
+                      "yet neighbouring rows stay unrelated: nothing in training ties position t "
+                      "to t + 1.")  # fmt: skip
 
 
 @seed_claim("inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
@@ -386,12 +355,9 @@ def claim_003_fusion(dim: int, n: int, arena=None) -> Measured:
             f"copy at L = 8, exact match: concatenated [x, p] {cat:.3f}, added x + p {add:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8: the sinusoid concatenated (width 2D, projected back to "
-        "D) against added; both are working fusions if each reaches 0.5 exact match",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8: the sinusoid concatenated "
+                      "(width 2D, projected back to D) against added; both are working fusions if "
+                      "each reaches 0.5 exact match")  # fmt: skip
 
 
 @seed_claim("inv-003-02", id="claim-003-long-term", about=("nope", "sinusoidal", "learned"),
@@ -407,12 +373,9 @@ def claim_003_long_term(dim: int, n: int, arena=None) -> Measured:
             f"{e} {a:.3f}" for e, a in acc.items()
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, passkey trained at 32, accuracy averaged over 32..256 tokens: the better "
-        "of the sinusoid and a learned table against no positions",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, passkey trained at 32, accuracy averaged over "
+                      "32..256 tokens: the better of the sinusoid and a learned table against no "
+                      "positions")  # fmt: skip
 
 
 @seed_claim("inv-003-07", id="claim-003-learned-data", about=("learned", "sinusoidal"),
@@ -428,13 +391,10 @@ def claim_003_learned_data(dim: int, n: int, arena=None) -> Measured:
             f"steps, {end:.3f} at the end; the table adds 512 x 128 parameters"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, lm at L = 64 (fresh text every step, so data grows with steps): the "
-        "learning curves of a learned table and the sinusoid; needs more data if its loss "
-        "after 1/8 of the steps is 2% higher or more",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, lm at L = 64 (fresh text every step, so data "
+                      "grows with steps): the learning curves of a learned table and the sinusoid; "
+                      "needs more data if its loss after 1/8 of the steps is 2% higher or "
+                      "more")  # fmt: skip
 
 
 @seed_claim("inv-003-13", id="claim-003-bounded-trains", about=("index", "phase"),
@@ -450,12 +410,9 @@ def claim_003_bounded_trains(dim: int, n: int, arena=None) -> Measured:
             f"phase in [0, 1] {phase:.3f}; final exact match {acc[0]:.3f} / {acc[1]:.3f}"
         )
 
-    return from_arena(
-        arena,
-        measure,
-        method="arena, copy at L = 8: the unbounded raw index against the bounded phase t/T "
-        "(both one concatenated feature); bounded helps if the index's loss is 5% higher",
-    )  # fmt: skip
+    return from_arena(arena, measure, method="arena, copy at L = 8: the unbounded raw index "
+                      "against the bounded phase t/T (both one concatenated feature); bounded "
+                      "helps if the index's loss is 5% higher")  # fmt: skip
 
 
 CHECKS = [

@@ -13,14 +13,7 @@ only where a reader might take them for a claim.
 from __future__ import annotations
 
 from posenc.explain.claims.inventory import seed000, seed001, seed002, seed003, seed004
-from posenc.explain.claims.inventory.item import (
-    CHECKED,
-    HOW,
-    KINDS,
-    NOT_CHECKABLE,
-    STATUSES,
-    Item,
-)
+from posenc.explain.claims.inventory.item import CHECKED, HOW, KINDS, NOT_CHECKABLE, STATUSES, Item
 
 SEEDS = (seed000, seed001, seed002, seed003, seed004)
 ALL: tuple[Item, ...] = tuple(item for seed in SEEDS for item in seed.ITEMS)
@@ -31,14 +24,5 @@ def by_seed() -> dict[str, tuple[Item, ...]]:
     return {seed.SEED: seed.ITEMS for seed in SEEDS}
 
 
-__all__ = [
-    "ALL",
-    "CHECKED",
-    "HOW",
-    "KINDS",
-    "NOT_CHECKABLE",
-    "SEEDS",
-    "STATUSES",
-    "Item",
-    "by_seed",
-]
+__all__ = ["ALL", "CHECKED", "HOW", "KINDS", "NOT_CHECKABLE", "SEEDS", "STATUSES", "Item",
+           "by_seed"]  # fmt: skip
