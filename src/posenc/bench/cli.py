@@ -36,12 +36,24 @@ SECONDS = {
 }
 
 
+def bias_share(s, default) -> float:
+    """The share of the bias section's default time that `s` asks for: its encodings, its
+    lengths by T^2 (attention's work), its paths beside posenc and the limit (measured: the
+    two alone take ~1/9 of the time of the three paths)."""
+    enc = len(s.bias_encodings) / max(1, len(default.bias_encodings))
+    work = sum(t * t for t in s.bias_T) / max(1, sum(t * t for t in default.bias_T))
+    paths = (1 + 8 * len(s.bias_paths) / max(1, len(default.bias_paths))) / 9
+    return enc * work * paths
+
+
 class Progress:
     """A time estimate before the first section and, after each, how long it took and the
     time left at this run's pace (stderr; the rows themselves print as they are measured)."""
 
-    def __init__(self, sections: list[str], mode: str):
+    def __init__(self, sections: list[str], mode: str, bias_share: float = 1.0):
         self.plan = {name: SECONDS[mode].get(name, 0) for name in sections}
+        if "bias" in self.plan:  # a subset of its encodings, lengths or paths
+            self.plan["bias"] *= bias_share
         self.start, self.done = time.time(), 0.0
         print(f"bench: {mode} run of {', '.join(sections)}: about {fmt_s(sum(self.plan.values()))}"
               " on 2 quiet cores (more under load); each row prints as it is measured",
@@ -149,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
-    run = Progress(sections, "smoke" if args.smoke else "quick" if args.quick else "full")
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    run = Progress(sections, mode, bias_share(s, sizes_for(args)))
     if "cli" in sections:
         run.section("cli", bench_cli, rep, s.cli_repeats)
     if "copy" in sections or "rope" in sections:
