@@ -124,18 +124,19 @@ class Grid:
             return None
         return _spread(list(xs.values()), self._blocks(text, label, n, past)).map(_exp)
 
-    def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int]) -> Interval | None:
-        """ppl(a) / ppl(b) on the windows both measured, paired window by window (and block by
-        block for the interval at one length)."""
-        xa, xb = self.loss.get((text, *a)), self.loss.get((text, *b))
+    def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int],
+              past: bool = False) -> Interval | None:  # fmt: skip
+        """ppl(a) (of positions C..n with `past`) / ppl(b) on the windows both measured, paired
+        window by window (and block by block for the interval at one length)."""
+        xa, xb = (self.past if past else self.loss).get((text, *a)), self.loss.get((text, *b))
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
             return None
         d = [xa[w] - xb[w] for w in common]
         if not all(map(math.isfinite, d)):
             return None
-        ba, bb = self._blocks(text, *a), self._blocks(text, *b)
-        if a[1] == b[1]:  # the same positions: block by block
+        ba, bb = self._blocks(text, *a, past), self._blocks(text, *b)
+        if a[1] == b[1] and not past:  # the same positions: block by block
             blocks = {k: ba[k] - bb[k] for k in set(ba) & set(bb) if k[:2] in set(common)}
             return _spread(d, blocks).map(_exp)
         # other lengths hold other blocks: the two intervals' half-widths in quadrature
@@ -392,9 +393,11 @@ def _range(g: Grid, n: int | None = None) -> str:
     )
 
 
-def _worst(g: Grid, label: str, n: int | None, inside: int | None) -> Interval | None:
-    """The largest over the texts of label's ppl at n / the unscaled model's at `inside`."""
-    rs = [g.ratio(t, (label, n), ("none", inside)) for t in g.texts] if label and n else []
+def _worst(g: Grid, label: str, n: int | None, inside: int | None,
+           past: bool = False) -> Interval | None:  # fmt: skip
+    """The largest over the texts of label's ppl at n (of positions C..n with `past`) / the
+    unscaled model's at `inside`."""
+    rs = [g.ratio(t, (label, n), ("none", inside), past) for t in g.texts] if label and n else []
     rs = [r for r in rs if r is not None]
     return max(rs, key=lambda r: r.value) if rs else None
 
@@ -417,11 +420,12 @@ def _ends(name: str, x: Interval | None) -> dict:
 )  # fmt: skip
 def direct_extrapolation(g: Grid) -> Measured:
     inside, _, far = _lengths(g)
-    ratio = _worst(g, "none", far, inside)
+    ratio = _worst(g, "none", far, inside, past=True)  # where the extension acts: C..T alone
     _need(ppl_ratio=ratio)
     ret = retrieval_at(g, "none", max((m for m in g.lengths if m > g.context
                                        and retrieval_at(g, "none", m)), default=far))  # fmt: skip
-    text = f"unscaled ppl at {far} / at {inside} = {_fmt(ratio)}"
+    text = (f"unscaled ppl of positions {g.context}..{far} / of the first {inside} (worst "
+            f"text) = {_fmt(ratio)}")  # fmt: skip
     if ret is not None:
         text += f"; its retrieval past the context: {_fmt(ret)} (n={ret.n})"
     return Measured(measured=_ends("ppl_ratio", ratio) | _ends("retrieval_past", ret),
