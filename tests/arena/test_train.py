@@ -152,7 +152,7 @@ def test_the_default_recipe_learns_at_another_length(tmp_path, L):
     NoPE and ALiBi learn reverse to the bar in distribution (a small-scale check of issue 29)."""
     cfg = ArenaConfig(tasks=["reverse"], encodings=["nope", "alibi"], seeds=1, train_len=L,
                       eval_lens=[L], db=str(tmp_path / "a.sqlite"), out=str(tmp_path / "o"),
-                      workers=1)  # fmt: skip
+                      workers=2)  # fmt: skip
     with Store(cfg.db) as store:
         run(cfg, {"reverse": build_task("reverse")}, store)
     with sqlite3.connect(cfg.db) as conn:
