@@ -344,8 +344,9 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
         steps = ", ".join(f"{t} {1000 * s:.0f} ms" for t, s in per_step.items())
         slots = min(cfg.workers, len(jobs))
         print(
-            f"arena: estimate: at most ~{fmt_time(work / slots)} (one step measured now: "
-            f"{steps}; models that reach the stop end sooner)",
+            f"arena: estimate: ~{fmt_time(work / slots)} of training steps (one step measured "
+            f"now: {steps}; validation and evaluation add ~10%, models that reach the stop end "
+            "sooner)",
             file=sys.stderr,
             flush=True,
         )
