@@ -135,13 +135,13 @@ class Grid:
         d = [xa[w] - xb[w] for w in common]
         if not all(map(math.isfinite, d)):
             return None
-        ba, bb = self._blocks(text, *a, past), self._blocks(text, *b)
+        keep = set(common)
+        ba = {k: v for k, v in self._blocks(text, *a, past).items() if k[:2] in keep}
+        bb = {k: v for k, v in self._blocks(text, *b).items() if k[:2] in keep}
         if a[1] == b[1] and not past:  # the same positions: block by block
-            blocks = {k: ba[k] - bb[k] for k in set(ba) & set(bb) if k[:2] in set(common)}
-            return _spread(d, blocks).map(_exp)
-        # other lengths hold other blocks: the two intervals' half-widths in quadrature
-        ia = _spread([xa[w] for w in common], {k: v for k, v in ba.items() if k[:2] in common})
-        ib = _spread([xb[w] for w in common], {k: v for k, v in bb.items() if k[:2] in common})
+            return _spread(d, {k: ba[k] - bb[k] for k in ba.keys() & bb.keys()}).map(_exp)
+        # other positions hold other blocks: the two intervals' half-widths in quadrature
+        ia, ib = _spread([xa[w] for w in common], ba), _spread([xb[w] for w in common], bb)
         value = ia.value - ib.value
         lo = math.hypot(ia.value - ia.lo, ib.hi - ib.value)
         hi = math.hypot(ia.hi - ia.value, ib.value - ib.lo)
