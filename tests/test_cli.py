@@ -364,3 +364,26 @@ def test_an_output_file_replaces_only_its_own_kind(tmp_path):
                 check_out_file(tmp_path / other, "--json", kind)
             assert ("SQLite" in str(err.value)) == other.endswith(".sqlite")
             assert (tmp_path / other).read_bytes() == before
+
+
+def test_a_database_that_fails_under_a_run_is_one_line(monkeypatch, capsys, tmp_path):
+    """A results database deleted (read-only) under a run: one line naming it, exit 1."""
+    import sqlite3
+    import types
+
+    from posenc import cli
+
+    db = tmp_path / "r.sqlite"
+
+    def run(argv):
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE t (x)")
+        conn.close()
+        ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        ro.execute("INSERT INTO t VALUES (1)")  # sqlite3.OperationalError: readonly database
+
+    monkeypatch.setitem(cli.COMMANDS, "fake", ("fake_module", "a run"))
+    monkeypatch.setitem(sys.modules, "fake_module", types.SimpleNamespace(main=run))
+    assert cli.main(["fake"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "results database" in err and "readonly" in err

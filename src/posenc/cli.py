@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sqlite3
 import sys
 
 # name -> (module with main(argv), one line of help)
@@ -68,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"posenc {name}: error: {err}", file=sys.stderr)
         return 2
+    except sqlite3.Error as err:  # the results database changed under a run (deleted, locked)
+        if os.environ.get("POSENC_DEBUG"):
+            raise
+        print(f"posenc {name}: error: the results database: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"posenc {name}: interrupted", file=sys.stderr)
         return 130
