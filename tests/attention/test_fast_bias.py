@@ -4,6 +4,8 @@ cannot run."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -106,6 +108,14 @@ def test_distance_backend_equals_eager(name, kwargs, dtype, small_blocks):
             assert_same(got, want, dtype, f"{name} {backend} {causal} {Tq} {Tk} {kind}")
 
 
+def in_blocks(enc, q, k, v, block, **kw):
+    """The distance backend's outputs and grads with query blocks of `block` rows and backward
+    tiles of (block, block + 1), the distance path's and FIRE's."""
+    tile = (block, block + 1)
+    with mock.patch.multiple(fast_bias, QUERY_BLOCK=block, GRAD_TILE=tile, FIRE_GRAD_TILE=tile):
+        return outputs_and_grads(enc, q, k, v, "distance", **kw)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     Tq=st.integers(1, 12), Tk=st.integers(1, 12), q0=st.integers(0, 20), k0=st.integers(0, 20),
@@ -118,13 +128,7 @@ def test_any_offsets_and_blocks(Tq, Tk, q0, k0, causal, block, name):
     q, k, v = torch.randn(1, H, Tq, DH), torch.randn(1, H, Tk, DH), torch.randn(1, H, Tk, DH)
     kw = dict(causal=causal, q_pos=torch.arange(q0, q0 + Tq), k_pos=torch.arange(k0, k0 + Tk))
     want = outputs_and_grads(enc, q, k, v, "eager", **kw)
-    saved = fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE
-    fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE = block, (block, block + 1)
-    try:
-        got = outputs_and_grads(enc, q, k, v, "distance", **kw)
-    finally:
-        fast_bias.QUERY_BLOCK, fast_bias.GRAD_TILE = saved
-    assert_same(got, want, torch.float32)
+    assert_same(in_blocks(enc, q, k, v, block, **kw), want, torch.float32)
 
 
 # ---------------------------------------------------------------------------- fallback
@@ -323,13 +327,7 @@ def test_fire_any_positions_and_blocks(Tq, Tk, q0, k0, causal, block, L):
     q, k, v = torch.randn(1, H, Tq, DH), torch.randn(1, H, Tk, DH), torch.randn(1, H, Tk, DH)
     kw = dict(causal=causal, q_pos=torch.arange(q0, q0 + Tq), k_pos=torch.arange(k0, k0 + Tk))
     want = outputs_and_grads(enc, q, k, v, "eager", **kw)
-    saved = fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE
-    fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = block, (block, block + 1)
-    try:
-        got = outputs_and_grads(enc, q, k, v, "distance", **kw)
-    finally:
-        fast_bias.QUERY_BLOCK, fast_bias.FIRE_GRAD_TILE = saved
-    assert_same(got, want, torch.float32)
+    assert_same(in_blocks(enc, q, k, v, block, **kw), want, torch.float32)
 
 
 def test_fire_past_its_threshold_holds_no_full_score_matrix(fire_calls, monkeypatch):

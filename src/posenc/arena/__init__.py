@@ -17,12 +17,8 @@ report.py       index.html, PNG plots, results.md
 cli.py          `posenc arena ...`
 """
 
-import importlib
+from posenc.lazy import lazy_exports
 
-__all__ = ["TASK_NAMES", "Batch", "build_task"]
-
-
-def __getattr__(name: str):  # PEP 562: `posenc arena --help` imports no torch
-    if name not in __all__:
-        raise AttributeError(f"module 'posenc.arena' has no attribute {name!r}")
-    return getattr(importlib.import_module("posenc.arena.tasks"), name)
+# PEP 562: `posenc arena --help` imports no torch
+__all__ = lazy_exports(__name__, dict.fromkeys(["TASK_NAMES", "Batch", "build_task"],
+                                               "posenc.arena.tasks"))  # fmt: skip

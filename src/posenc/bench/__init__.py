@@ -29,7 +29,7 @@ Times are medians of repeats after warm-up. "ratio" = that row's time / posenc's
 posenc is faster). "of limit" = copy time / the row's time (1.0 = at the copy bandwidth).
 """
 
-import importlib
+from posenc.lazy import lazy_exports
 
 # public name -> its module, imported on first use (PEP 562): `posenc bench --help` imports
 # no torch
@@ -39,14 +39,4 @@ _PUBLIC = {
     "TARGETS": "targets", "check_targets": "targets", "peak_extra_bytes": "workers",
     "proc_status_kb": "workers", "reset_peak_rss": "workers",
 }  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'posenc.bench' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"posenc.bench.{_PUBLIC[name]}"), name)
-
-
-__all__ = ["SECTIONS", "TARGETS", "Report", "Row", "Sizes", "check_targets", "main", "parser",
-           "peak_extra_bytes", "print_report", "proc_status_kb", "reset_peak_rss", "sizes_for",
-           "timeit"]  # fmt: skip
+__all__ = lazy_exports(__name__, {name: f"posenc.bench.{m}" for name, m in _PUBLIC.items()})

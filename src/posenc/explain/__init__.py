@@ -11,14 +11,9 @@ names below are posenc.explain.pages', imported on first use (PEP 562), so that
 `posenc explain --help` imports no torch.
 """
 
-import importlib
+from posenc.lazy import lazy_exports
 
-__all__ = ["FAMILY_ORDER", "Page", "build", "check_sizes", "claims_mod", "compare_html",
-           "encoding_html", "explain", "explain_all", "index_html", "load_trained",
-           "registry_key", "relevant", "render_encoding"]  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name not in __all__:
-        raise AttributeError(f"module 'posenc.explain' has no attribute {name!r}")
-    return getattr(importlib.import_module("posenc.explain.pages"), name)
+__all__ = lazy_exports(__name__, dict.fromkeys(
+    ["FAMILY_ORDER", "Page", "build", "check_sizes", "claims_mod", "compare_html",
+     "encoding_html", "explain", "explain_all", "index_html", "load_trained", "registry_key",
+     "relevant", "render_encoding"], "posenc.explain.pages"))  # fmt: skip

@@ -13,9 +13,7 @@ on first use (PEP 562), so that `posenc golden --help` imports no torch.
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
+from posenc.lazy import lazy_exports
 
 # public name -> the module that defines it
 _PUBLIC = {
@@ -25,28 +23,4 @@ _PUBLIC = {
     "to_config": "posenc.hf.config",
     "to_rope_parameters": "posenc.hf.config",
 }
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'posenc.hf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
-
-
-class _Hf(types.ModuleType):
-    """`posenc.hf.patch` is the function, even once the submodule of that name is imported
-    (the import system binds a submodule to its parent's attribute: ignored here)."""
-
-    @property
-    def patch(self):
-        return importlib.import_module("posenc.hf.patch").patch
-
-    @patch.setter
-    def patch(self, submodule) -> None:
-        pass
-
-
-sys.modules[__name__].__class__ = _Hf
+__all__ = lazy_exports(__name__, _PUBLIC, over_submodules=("patch",))

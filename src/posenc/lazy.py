@@ -1,0 +1,39 @@
+"""Lazy exports (PEP 562): a package whose public names live in its submodules imports each
+one on first use, so that importing the package, and a command's --help, imports no torch.
+Torch-free, stdlib only: posenc/__init__ and the subpackages' call it at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+
+def lazy_exports(package: str, public: dict[str, str], *, over_submodules=()) -> list[str]:
+    """Make the package named `package` resolve each name of `public` (name -> the module that
+    defines it) on first use, then keep it, and list the names in dir(). A name in
+    `over_submodules` stays the function even once its namesake submodule is imported (the
+    import system binds a submodule to its parent's attribute: ignored for these). Returns the
+    sorted names: the package's __all__."""
+    module = sys.modules[package]
+
+    def __getattr__(name: str):
+        if name not in public:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(public[name]), name)
+        setattr(module, name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(module)) | set(public))
+
+    def function(name: str) -> property:
+        return property(lambda self: getattr(importlib.import_module(public[name]), name),
+                        lambda self, submodule: None)  # fmt: skip
+
+    module.__getattr__, module.__dir__ = __getattr__, __dir__
+    if over_submodules:
+        props = {name: function(name) for name in over_submodules}
+        module.__class__ = type(f"{package}.module", (types.ModuleType,), props)
+    return sorted(public)
