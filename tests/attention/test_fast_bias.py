@@ -90,9 +90,11 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(fast_bias, "FIRE_GRAD_TILE", (2, 3))
 
 
+@pytest.mark.parametrize("backward", ["flash", "tiled"])  # a fixed bias: narrow or wide span
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name, kwargs", SCORE, ids=str)
-def test_distance_backend_equals_eager(name, kwargs, dtype, small_blocks):
+def test_distance_backend_equals_eager(name, kwargs, dtype, backward, small_blocks, monkeypatch):
+    monkeypatch.setattr(fast_bias, "WIDE", float("inf") if backward == "flash" else -1.0)
     enc = make(name, **kwargs)
     for causal, Tq, Tk, kind in CASES:
         if not causal and not enc.bidirectional:
@@ -222,7 +224,7 @@ class LargestAllocation(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5"])  # flash backward / the tiled backward
+@pytest.mark.parametrize("name", ["sandwich", "alibi", "t5"])  # flash / tiled: wide, learned
 def test_no_tensor_of_a_full_score_matrix(name, calls):
     """Forward and backward hold O(T) and tile-sized tensors, never [H, Tq, Tk]."""
     T = 2048
@@ -232,6 +234,25 @@ def test_no_tensor_of_a_full_score_matrix(name, calls):
         posenc.attention(q, k, v, enc).sum().backward()
     assert calls and mode.largest < H * T * T // 8
     assert torch.isfinite(q.grad).all() and all(p.grad is not None for p in enc.parameters())
+
+
+def test_a_wide_bias_has_no_subnormal_probability_and_equals_eager(monkeypatch):
+    """ALiBi at T = 512 spans 255 nats on its steepest head: its backward is the tiled pass
+    (never torch's flash backward, which would compute with subnormals), equal to eager, and no
+    P or dS it hands the matmuls is subnormal."""
+    enc, T = make("alibi"), 512
+    q, k, v = (torch.randn(1, H, T, DH) for _ in range(3))
+    seen, grad = [], cpu_bias.bias_grad
+
+    def spy(S, dP, *args, **kw):
+        grad(S, dP, *args, **kw)
+        seen.extend(((t != 0) & (t.abs() < torch.finfo(t.dtype).tiny)).sum() for t in (S, dP))
+
+    monkeypatch.setattr(cpu_bias, "bias_grad", spy)
+    monkeypatch.setattr(fast_bias, "_BWD", None)  # taking flash's backward would fail
+    got = outputs_and_grads(enc, q, k, v, "distance")
+    assert seen and sum(seen) == 0
+    assert_same(got, outputs_and_grads(enc, q, k, v, "eager"), torch.float32)
 
 
 @pytest.mark.parametrize("name", sorted(posenc.ENCODINGS))

@@ -11,11 +11,12 @@ distances, as eager masks). torch's CPU flash kernel reads the view as its float
 call per query block of QUERY_BLOCK rows over the keys up to the block's last query, and
 returns the output and its logsumexp.
 
-Backward (_DistanceBias): a fixed bias (ALiBi, Sandwich) takes the CPU flash backward with the
-same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over i + j' = m of
-dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)): _tiled_backward computes everything per tile,
-five matmuls as flash's backward and one pass of the C kernel posenc.kernels.cpu_bias (P, dS
-and the anti-diagonal sums).
+Backward (_DistanceBias): a fixed bias of a narrow span (Sandwich, KERPLE's) takes the CPU
+flash backward with the same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over
+i + j' = m of dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)), and a wide one (ALiBi at long T)
+puts probabilities below float32's smallest normal, which slow the flash backward 4x:
+_tiled_backward computes both per tile, five matmuls as flash's backward and one pass of the C
+kernel posenc.kernels.cpu_bias (P and dS with no subnormal, the anti-diagonal sums).
 
 FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
 gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
@@ -42,7 +43,8 @@ ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
 # query rows per flash call (causal): None = Tk // 16 within 256..1024 (a long block runs the
 # kernel's 256-row tiles, >= 768 rows; a short one wastes less above the diagonal)
 QUERY_BLOCK: int | None = None
-GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the bias-gradient pass
+GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the tiled backward
+WIDE = 64.0  # a bias spanning more nats than this takes the tiled backward (_wide)
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 MASKED = torch.finfo(torch.float32).min
@@ -199,27 +201,28 @@ class _DistanceBias(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout):
         q, kr, vr, vec, out, lse = ctx.saved_tensors
-        Tk, scale = kr.shape[2], ctx.scale
-        if ctx.needs_input_grad[3]:  # a learned bias: one tiled pass gives every gradient
+        if ctx.needs_input_grad[3] or _wide(vec):  # one tiled pass gives every gradient
             return (*_tiled_backward(q, kr, vr, vec, out, lse, dout, ctx), None, None, None)
-        dq = dk = dv = None
-        if any(ctx.needs_input_grad[:3]) and ctx.blocks == [(0, q.shape[2], 0)]:
-            dq, dk, dv = _BWD(
-                dout, q, kr, vr, out, lse, 0.0, False,
-                attn_mask=_view(vec, 0, q.shape[2], 0, Tk), scale=scale,
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
+        for i0, i1, s in ctx.blocks:
+            gq, gk, gv = _BWD(
+                dout[:, :, i0:i1], q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:],
+                out[:, :, i0:i1], lse[:, :, i0:i1], 0.0, False,
+                attn_mask=_view(vec, i0, i1, s, kr.shape[2]), scale=ctx.scale,
             )  # fmt: skip
-        elif any(ctx.needs_input_grad[:3]):
-            dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
-            for i0, i1, s in ctx.blocks:
-                gq, gk, gv = _BWD(
-                    dout[:, :, i0:i1], q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:],
-                    out[:, :, i0:i1], lse[:, :, i0:i1], 0.0, False,
-                    attn_mask=_view(vec, i0, i1, s, Tk), scale=scale,
-                )  # fmt: skip
-                dq[:, :, i0:i1] = gq
-                dk[:, :, s:] += gk
-                dv[:, :, s:] += gv
+            dq[:, :, i0:i1] = gq
+            dk[:, :, s:] += gk
+            dv[:, :, s:] += gv
         return dq, dk, dv, None, None, None, None
+
+
+def _wide(vec: torch.Tensor) -> bool:
+    """Whether a head's bias spans more than WIDE nats (ALiBi's steep heads at long T): then
+    some probabilities fall below float32's smallest normal (e^-87.3) and torch's CPU flash
+    backward computes with subnormals (4.6x SDPA at T = 2048 on x86 without flush-to-zero),
+    where the tiled pass's C kernel sets them to 0."""
+    live = vec.masked_fill(vec == MASKED, float("inf"))
+    return bool((vec.amax(1) - live.amin(1)).max() > WIDE)
 
 
 def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
@@ -229,11 +232,12 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
     B, H, Tq, Dh = q.shape
     Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
     D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
-    acc = torch.zeros(vec.shape, dtype=torch.float64)
+    acc = torch.zeros(vec.shape, dtype=torch.float64) if ctx.needs_input_grad[3] else None
     dq, dk, dv = (torch.zeros(t.shape) for t in (q, kr, vr))  # contiguous
     q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
     k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
-    dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+    grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+    scaled = q3 * scale, k3 * scale
     rows, keys = GRAD_TILE
     for i0, i1, s in ctx.blocks:
         for r0 in range(i0, i1, rows):
@@ -249,10 +253,17 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
                     P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), vec,
                     lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, scale, write=True,
                 )  # fmt: skip
-                dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
-                dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
-                dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
-    return dq, dk, dv, acc.to(vec.dtype)
+                _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
+    return dq, dk, dv, None if acc is None else acc.to(vec.dtype)
+
+
+def _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1) -> None:
+    """dv += Pᵀ·dO, dq += dS·(scale k), dk += dSᵀ·(scale q) for one tile [B*H, r, t]: bmm then
+    add (an in-place baddbmm_ into a slice runs one small matmul per batch row)."""
+    (dq3, dk3, dv3), (qs3, ks3) = grads3, scaled
+    dv3[:, t0:t1] += torch.bmm(P.transpose(1, 2), dot)
+    dq3[:, r0:r1] += torch.bmm(dS, ks3[:, t0:t1])
+    dk3[:, t0:t1] += torch.bmm(dS.transpose(1, 2), qs3[:, r0:r1])
 
 
 # ---------------------------------------------------------------------------- FIRE
@@ -395,7 +406,8 @@ class _FireBias(torch.autograd.Function):
         dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
         q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
-        dq3, dk3, dv3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+        grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
+        scaled = q3 * scale, k3 * scale
         rows, keys = FIRE_GRAD_TILE
         buf = q.new_empty(H * rows * keys)
         for i0, i1, n in blocks:
@@ -419,8 +431,6 @@ class _FireBias(torch.autograd.Function):
                             g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
                             (grads[0], grads[1][r0:r1], *grads[2:]),
                         )  # fmt: skip
-                    dv3[:, t0:t1].baddbmm_(P.transpose(1, 2), dot)
-                    dq3[:, r0:r1].baddbmm_(dS, kt, alpha=scale)
-                    dk3[:, t0:t1].baddbmm_(dS.transpose(1, 2), qt, alpha=scale)
+                    _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
         dpsi, dden, dA, dB = (g.float() for g in grads)
         return dq, dk, dv, dpsi, dden, None, dA, dB, None, None, None, None, None, None

@@ -29,6 +29,7 @@ _C_SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <float.h>
 
 /* exp for x <= 88 (Cephes' expf: 2^n * poly(r), about 1 ulp), 0 below -87 (masked logits):
    inline so the loops below vectorize without -ffast-math, which would set the flush-to-zero
@@ -75,7 +76,7 @@ void bias_grad_f32(float* S, float* dP, const float* vec, const float* lse,
                     for (int64_t t = 0; t < N; t++) {
                         float p = exp_f(s[t] * scale + bias[t] - l), ds = p * (dp[t] - d);
                         s[t] = p;
-                        dp[t] = ds;
+                        dp[t] = fabsf(ds) < FLT_MIN ? 0.0f : ds;  /* no subnormal to the matmuls */
                     }
                     if (a)
                         for (int64_t t = 0; t < N; t++) a[t] += (double)dp[t];
