@@ -61,12 +61,7 @@ MAX_POSITION = 2**31  # positions below this (float64 angles p * w exact to ~2^-
 MAX_VALUES = 2**26  # T * R (and T * H * Dh for q / k) at most: ~0.5 GiB of float64
 BAND_EDGES = (0, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432, 134217728,
               536870912)  # fmt: skip  # [0, 2k), then powers of 4
-DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPES = {name: getattr(torch, name) for name in ("float64", "float32", "float16", "bfloat16")}
 DUMP_SUFFIXES = (".npz", ".safetensors", ".pt", ".pth", ".bin")
 ROWS = 4096  # positions per chunk in conform
 FREQ_EPS = torch.finfo(torch.float32).eps  # the precision of the golden (the model's) frequencies
@@ -167,12 +162,6 @@ def _rope(config, layer_type: str | None) -> RoPE:
     return enc
 
 
-def _check_seq_len(seq_len, positions: torch.Tensor) -> int:
-    if seq_len is None:
-        return int(positions.max()) + 1 if positions.numel() else 1
-    return check_int("seq_len", seq_len, low=1)
-
-
 # ------------------------------------------------------------------------------ golden
 
 
@@ -201,7 +190,7 @@ def rope_reference(
 ) -> tuple[torch.Tensor, dict]:
     """(inv_freq [R/2] float64, metadata) of the config's RoPE (see the module docstring)."""
     enc = _rope(config, layer_type)
-    seq_len = _check_seq_len(seq_len, positions)
+    seq_len = int(positions.max()) + 1 if seq_len is None else check_int("seq_len", seq_len, low=1)
     r = enc.rotary_dim()
     inv_freq, factor = PF.rope_inv_freq(r, enc.base, enc.scaling, seq_len)
     meta = {
@@ -331,15 +320,9 @@ def read_golden(path) -> Golden:
             f"--golden {path} has formula version {meta.get('formula_version')}; "
             f"this posenc reads {FORMULA_VERSION}: write it again"
         )
-    qk = {k: tensors[k].double() for k in ("q", "k", "q_rot", "k_rot") if k in tensors}
-    return Golden(
-        tensors["positions"].long(),
-        tensors["inv_freq"].double(),
-        tensors["cos"].double(),
-        tensors["sin"].double(),
-        meta,
-        qk,
-    )
+    t = {k: v.double() for k, v in tensors.items()}
+    qk = {k: t[k] for k in ("q", "k", "q_rot", "k_rot") if k in t}
+    return Golden(tensors["positions"].long(), t["inv_freq"], t["cos"], t["sin"], meta, qk)
 
 
 def read_dump(path) -> dict[str, torch.Tensor]:
@@ -471,17 +454,9 @@ def _short(n: int) -> str:
     return f"{n >> 10}k" if n and n % 1024 == 0 else str(n)
 
 
-def _pick(tensors: dict, names: tuple[str, ...]) -> torch.Tensor | None:
-    for name in names:
-        if name in tensors:
-            return tensors[name]
-    return None
-
-
 def _dump_kind(tensors: dict, path) -> dict[str, torch.Tensor]:
     """{'cos': .., 'sin': ..} or {'q_rot': .., 'k_rot': ..} (one or both) of a dump."""
-    cos = _pick(tensors, ("cos", "cos_cached"))
-    sin = _pick(tensors, ("sin", "sin_cached"))
+    cos, sin = (tensors.get(k, tensors.get(f"{k}_cached")) for k in ("cos", "sin"))
     if cos is None and sin is None and "cos_sin_cache" in tensors:  # vLLM: cat(cos, sin)
         cache = tensors["cos_sin_cache"]
         cos, sin = cache.chunk(2, dim=-1)
@@ -538,16 +513,8 @@ class _Rows:
                 continue
             err = self.err[mask]
             i = int(err.argmax())
-            out.append(
-                Band(
-                    lo,
-                    hi,
-                    int(mask.sum()),
-                    float(err[i]),
-                    float(self.at[mask][i]),
-                    float(self.worst[mask].max()),
-                )
-            )
+            at, worst = float(self.at[mask][i]), float(self.worst[mask].max())
+            out.append(Band(lo, hi, int(mask.sum()), float(err[i]), at, worst))
         return out
 
 
@@ -703,17 +670,20 @@ def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
     return pos
 
 
+def _reference(sl: slice, pos, freq, af: float, golden_file) -> tuple:
+    """cos, sin [c, R/2] of the positions pos[sl] times af: the golden file's, else computed."""
+    if golden_file is None:
+        return cos_sin(pos[sl], freq, af)
+    scale = af / golden_file.attention_factor  # stored with the attention factor
+    return golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
+
+
 def _judge_cache(got, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
     rows = _Rows(len(pos))
     idx = _pair_index(layout, r)
     for lo in range(0, len(pos), ROWS):
         sl = slice(lo, lo + ROWS)
-        if golden_file is not None:  # stored with the attention factor
-            ref = golden_file.cos[sl], golden_file.sin[sl]
-            scale = af / golden_file.attention_factor
-            ref = ref[0] * scale, ref[1] * scale
-        else:
-            ref = cos_sin(pos[sl], freq, af)
+        ref = _reference(sl, pos, freq, af, golden_file)
         bud = budget(pos[sl], freq[idx], store, compute) * af
         for name, want in zip(("cos", "sin"), ref):
             rows.add(sl, got[name][sl], spread(want, layout), bud)
@@ -753,11 +723,7 @@ def _judge_qk(got, inputs, pos, freq, af, layout, r, store, compute, golden_file
         idx = _pair_index(layout, r)  # [R]
         for lo in range(0, len(pos), ROWS):
             sl = slice(lo, lo + ROWS)
-            if golden_file is not None:
-                scale = af / golden_file.attention_factor
-                cos, sin = golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
-            else:
-                cos, sin = cos_sin(pos[sl], freq, af)
+            cos, sin = _reference(sl, pos, freq, af, golden_file)
             xs = x[sl]  # [c, H, Dh]
             want = rotate(xs, cos, sin, layout)
             a = xs[..., : r // 2] if layout == "half" else xs[..., 0:r:2]
