@@ -259,9 +259,7 @@ def config_from_args(args):
     d = QUICK_RUN if args.quick else DEFAULTS
     v = check_flags(args, d)
     spec = models.resolve(args.model)
-    if spec.gguf:
-        models.check_gguf(spec)
-    config = read_config(spec)
+    config = models.read_config(spec)
     types = models.rope_types(config, spec.name)
     context, head_dim = models.context_length(config), models.head_dim(config)
     scalings = v["scalings"]
@@ -349,19 +347,6 @@ def quick_grid(config, context: int, default_scalings: bool, scalings):
         f"static scalings cost inside it at {n // 2} and {n} tokens "
         f"(~{seconds(n, 'ppl,passkey') / 60:.1f} min); give --lengths past {context} for the "
         "extension itself")  # fmt: skip
-
-
-def read_config(spec):
-    """The model's transformers config, read without its weights."""
-    from posenc.stretch import models
-
-    transformers = models.transformers_module()
-    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
-    try:
-        return transformers.AutoConfig.from_pretrained(spec.path, **kw)
-    except Exception as err:  # noqa: BLE001 - struct.error of a damaged file, ...: one line
-        raise ValueError(f"--model {spec.name}: its config cannot be read "
-                         f"({type(err).__name__}: {err})") from None  # fmt: skip
 
 
 def check_scalings(config, scalings, context, head_dim, factor) -> None:

@@ -85,19 +85,32 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
 TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 
-def check_gguf(spec: ModelSpec) -> None:
-    """Read a .gguf's header, metadata and tensor table whole (memory-mapped, no weights
-    loaded): ValueError naming --model for a truncated or foreign file."""
+def gguf_module():
     try:
-        from gguf import GGUFReader
+        import gguf
     except ImportError:
         raise ValueError(f"loading a .gguf model needs gguf: {INSTALL_HINT}") from None
-    path = os.path.join(spec.path, spec.gguf)
+    return gguf
+
+
+def read_config(spec: ModelSpec):
+    """The model's transformers config, without its weights; a .gguf's header, metadata and
+    tensor table are read whole first (memory-mapped): ValueError naming --model for a truncated
+    or foreign file."""
+    transformers = transformers_module()
+    if spec.gguf:
+        reader = gguf_module().GGUFReader
+        try:
+            reader(os.path.join(spec.path, spec.gguf))
+        except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
+            raise ValueError(f"--model {spec.name}: not a readable .gguf file, truncated or "
+                             f"damaged ({type(err).__name__}: {err})") from None  # fmt: skip
+    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
     try:
-        GGUFReader(path)
-    except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
-        raise ValueError(f"--model {spec.name}: not a readable .gguf file, truncated or "
-                         f"damaged ({type(err).__name__}: {err})") from None  # fmt: skip
+        return transformers.AutoConfig.from_pretrained(spec.path, **kw)
+    except Exception as err:  # noqa: BLE001 - struct.error of a damaged file, ...: one line
+        raise ValueError(f"--model {spec.name}: its config cannot be read "
+                         f"({type(err).__name__}: {err})") from None  # fmt: skip
 
 
 def rope_types(config, name: str) -> list[str] | None:
