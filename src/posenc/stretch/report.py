@@ -90,13 +90,6 @@ def _exp(x: float) -> float:
     return math.exp(x) if x < 700 else math.inf
 
 
-def _metric(name: str) -> tuple[str, str, str]:
-    """'loss@8192-16384/w3' -> ('loss', '8192-16384', 'w3'); old rows have no '/...'."""
-    head, _, sample = str(name).partition("/")
-    what, _, at = head.partition("@")
-    return what, at, sample
-
-
 @dataclass
 class Grid:
     """The rows of one model, per sample: window losses per text kind, probe scores per task."""
@@ -194,7 +187,9 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         labels.add(label)
         lengths.add(n)
         value = _num(r.get("value"))
-        what, at, sample = _metric(r.get("metric", ""))
+        head, _, sample = str(r.get("metric", "")).partition("/")  # 'loss@8192-16384/w3'
+        what, _, at = head.partition("@")  # old rows have no '/...'
+
         if value is None or r.get("status") != "ok":
             holes[(task, label, n)].add(str(r.get("reason") or "no reason given"))
             continue
@@ -302,15 +297,8 @@ def same_ppl(g: Grid, a: str, b: str, n: int) -> bool:
 
 
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
-    """(length, recommendation, the numbers behind it) for each length past the context.
-
-    Candidates: eligible (short-context cost <= tolerance on every text, retrieval lost within
-    the context <= tolerance) and working at T (perplexity <= (1 + WORKS) x the unscaled
-    model's at C on every text; retrieval at least half the unscaled model's within). The best
-    is the one with the highest retrieval, then the lowest perplexity on the first text; a
-    candidate whose retrieval interval overlaps the best's and whose paired perplexity ratio to
-    the best's holds 1 (on every text) ties with it, and a tie is named as such, with the
-    short-context costs that separate its members."""
+    """(length, recommendation, the numbers behind it) for each length past the context, by the
+    rule of the module docstring (ties named with the short-context costs that separate them)."""
     strong = strong_tasks(g)
     base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
     base_ret = [r.value for r in base_ret if r is not None]
@@ -622,17 +610,13 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
     return out
 
 
-def _finding_rows(g: Grid):
-    return [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
-
-
 def terminal(g: Grid, tolerance: float) -> str:
     """The findings and the tables as plain text, for the end of a run."""
     lines = [f"posenc stretch: {g.model} (context {g.context})", ""]
     for title, h, r, notes in tables(g, tolerance):
         lines += [title, _md_table(h, r)] + ([notes] if notes else []) + [""]
-    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"],
-                                              _finding_rows(g))]  # fmt: skip
+    rows = [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
+    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"], rows)]
     return "\n".join(lines)
 
 
