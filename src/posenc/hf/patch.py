@@ -186,16 +186,6 @@ def _params(forward) -> list[str]:
     return list(inspect.signature(forward).parameters)
 
 
-def _mrope_free(params: dict) -> tuple[dict, list[int] | None, bool]:
-    """(rope_parameters without the mrope keys, mrope_section or None, interleaved); an mrope
-    config's "interleaved" (Qwen3-Omni's, beside or instead of mrope_interleaved) counts too."""
-    section = params.get("mrope_section")
-    keys = (*MROPE_KEYS, "interleaved") if section is not None else MROPE_KEYS
-    rest = {k: v for k, v in params.items() if k not in keys}
-    interleaved = params.get("mrope_interleaved") or (section and params.get("interleaved"))
-    return rest, section, bool(interleaved)
-
-
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
     """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
     pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
@@ -208,7 +198,9 @@ def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> R
     flat = params[layer_type] if layer_type is not None else params
     head_dim = head_dim_of(cfg)
     if isinstance(flat, dict) and flat.get("mrope_section") is not None:
-        rest, section, interleaved = _mrope_free(flat)
+        section = flat["mrope_section"]  # Qwen3-Omni's "interleaved" counts as mrope_interleaved
+        rest = {k: v for k, v in flat.items() if k not in (*MROPE_KEYS, "interleaved")}
+        interleaved = bool(flat.get("mrope_interleaved") or flat.get("interleaved"))
         if isinstance(section, list | tuple) and len(section) != 3:
             raise ValueError(
                 f"mrope_section {list(section)} has {len(section)} axes (HunYuan-VL's xdrope, "
@@ -239,11 +231,6 @@ def _probe_positions(cfg: dict) -> list[torch.Tensor]:
     return [row[None] for row in (short, edge, long)]
 
 
-def _mrope_ids(row: torch.Tensor) -> torch.Tensor:
-    """[1, T] -> [3, 1, T] (t, h, w) that differ per axis, as an image block's would."""
-    return torch.stack((row, row // 2 + 1, row % 5 + row // 3))
-
-
 def _fresh(module: nn.Module) -> nn.Module:
     """A copy of the module with a dynamic rope's grown state reset to its original one."""
     clone = copy.deepcopy(module)
@@ -261,17 +248,6 @@ def _fresh(module: nn.Module) -> nn.Module:
     return clone
 
 
-def _outputs(out) -> list[torch.Tensor] | None:
-    items = list(out) if isinstance(out, tuple | list) else [out]
-    return items if all(isinstance(t, torch.Tensor) for t in items) else None
-
-
-def _tolerance(pos: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
-    """[B, T, R/2]: the float32 rounding bound of transformers' angles, times the factor."""
-    p = pos.abs().amax(0) if pos.dim() == 3 else pos.abs()  # [B, T]
-    return abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
-
-
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
     """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
     the shapes of `form` do not match theirs."""
@@ -283,16 +259,14 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
         return None
     if form == "complex" and not theirs[0].is_complex():
         return None
-    tol = spread(_tolerance(pos, inv_freq, factor), form)
+    p = pos.abs().amax(0) if pos.dim() == 3 else pos.abs()  # [B, T]
+    tol = abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
+    tol = spread(tol, form)  # the float32 rounding bound of their angles, times the factor
     worst = -1.0
     for a, b in zip(ours, theirs):
         b = b.to(torch.complex128 if b.is_complex() else torch.float64)
         worst = max(worst, ((a - b).abs() - tol).max().item())
     return worst
-
-
-def _describe(theirs) -> str:
-    return ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
 
 
 def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
@@ -304,19 +278,22 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
     form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
     for layer_type, rope in ropes.items():
         for row in _probe_positions(cfg):
-            pos = _mrope_ids(row) if rope.axes is not None else row
+            pos = row  # mrope: (t, h, w) [3, 1, T] that differ per axis, as an image's would
+            if rope.axes is not None:
+                pos = torch.stack((row, row // 2 + 1, row % 5 + row // 3))
             x = torch.zeros(1, row.shape[-1], hidden)
             args = (x, pos, layer_type) if takes_type else (x, pos)
             try:
                 with torch.no_grad():
-                    theirs = _outputs(_fresh(module)(*args))
+                    out = _fresh(module)(*args)
             except Exception as error:  # the module's own limits (a table of max positions)
                 if row[0, -1] < 8:
                     raise ValueError(f"{where}: calling it as forward(x, position_ids"
                                      f"{', layer_type' if takes_type else ''}) fails: "
                                      f"{type(error).__name__}: {error}") from None  # fmt: skip
                 continue
-            if theirs is None:
+            theirs = list(out) if isinstance(out, tuple | list) else [out]
+            if not all(isinstance(t, torch.Tensor) for t in theirs):
                 raise ValueError(f"{where}: its output is not a tensor or a tuple of tensors")
             width = theirs[0].shape[-1]
             forms = [form] if form else FORMS
@@ -397,8 +374,9 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
     )  # fmt: skip
     lt = f" layer_type {layer_type!r}:" if layer_type is not None else ""
     fitting = {f: s for f, s in scores.items() if s is not None}
+    shapes = ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
     if not fitting:
-        return (f"{where}:{lt} its output ({_describe(theirs)}) has the shape of no form posenc "
+        return (f"{where}:{lt} its output ({shapes}) has the shape of no form posenc "
                 f"renders for its config's {what}; not patched")  # fmt: skip
     best = min(fitting, key=fitting.get)
     return (f"{where}:{lt} its output differs from posenc's {what} by up to "
@@ -465,8 +443,13 @@ def _with_module_sections(cfg: dict, section) -> dict:
     return {**cfg, "rope_parameters": new}
 
 
-def _user_encodings(encoding, own: dict, layout: str | None, head_dim: int) -> dict:
-    """{layer_type: Rope} of encoding= over the module's own ropes `own`."""
+def _user_encodings(encoding, own: dict, form: str, head_dim: int) -> dict:
+    """{layer_type: Rope} of encoding= over the module's own ropes `own` (output `form`)."""
+    first, layout = next(iter(own.values())).encoding, None  # the pairs its attention rotates
+    if form in ("interleaved", "complex"):
+        layout = "interleaved"
+    elif form == "half" and not is_nope(first):
+        layout = first.layout  # DeepSeek-V3's rope_interleave: from_config says so
     types = [t for t in own if t is not None]
     if isinstance(encoding, dict):
         if not types or not set(encoding) <= set(types):
@@ -513,15 +496,6 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
             f"channels (rotary_dim must be {theirs}); partial rotary: phi3, gpt_neox and other "
             "models built with it"
         )
-
-
-def _layout(form: str, own: Rope) -> str | None:
-    """The pairs the model's attention rotates: "half" or "interleaved" (None: unknown)."""
-    if form in ("interleaved", "complex"):
-        return "interleaved"
-    if form == "half" and not is_nope(own.encoding):
-        return own.encoding.layout  # DeepSeek-V3's rope_interleave: from_config says so
-    return None
 
 
 def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
@@ -642,12 +616,14 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
                     rope.axes = own[t].axes
             cfg_obj = getattr(module, "config", None) or model.config
             ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
-            if ref is not None:
-                identify_as(ref, name, new_cfg, ropes, form)
+            if ref is not None:  # transformers' module rebuilt with it must give the same
+                got, _ = identify(ref, f"{name} rebuilt with the scaling", new_cfg, dict(ropes))
+                if got != form:
+                    raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
+                                     f"the model's own {form!r}; not patched")  # fmt: skip
             rescale.update(_attention_rescale(model, cfg_obj, new_cfg["rope_parameters"]))
         elif encoding is not None:
-            layout = _layout(form, next(iter(own.values())))
-            ropes = _user_encodings(encoding, own, layout, head_dim_of(cfg))
+            ropes = _user_encodings(encoding, own, form, head_dim_of(cfg))
         plan.append((name, module, ropes, form, cfg))
     for name, module, ropes, form, cfg in plan:
         new = PosencRotaryEmbedding(ropes, head_dim_of(cfg), form)
@@ -659,12 +635,3 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
         for key, value in diff.items():
             setattr(module, key, value)
     return model
-
-
-def identify_as(module, name, cfg, ropes, form) -> None:
-    """ValueError unless `module` (transformers' rotary module rebuilt with a scaling) gives
-    posenc's output for `ropes` in `form`."""
-    got, _ = identify(module, f"{name} rebuilt with the scaling", cfg, dict(ropes))
-    if got != form:
-        raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
-                         f"the model's own {form!r}; not patched")  # fmt: skip

@@ -255,6 +255,7 @@ def config_from_args(args):
     config, RoPE per layer type, memory at the longest length), build the run's config."""
     from posenc.stretch import models
     from posenc.stretch.runner import StretchConfig
+    from posenc.stretch.scalings import flat_targets
 
     d = QUICK_RUN if args.quick else DEFAULTS
     v = check_flags(args, d)
@@ -286,7 +287,7 @@ def config_from_args(args):
         )
     models.check_memory(config, lengths, args.device)
     factor = round(max(1.0, max(lengths) / context), 4)
-    flat = models_flat(config, types)
+    flat = None if types is None else flat_targets(config)
     scalings = [s.resolved(factor).for_model(types, flat) for s in scalings]
     scalings = list(dict.fromkeys(scalings))
     check_scalings(config, scalings, context, head_dim, factor)
@@ -303,12 +304,6 @@ def config_from_args(args):
         tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
         config=config,
     )  # fmt: skip
-
-
-def models_flat(config, types):
-    from posenc.stretch.scalings import flat_targets
-
-    return None if types is None else flat_targets(config)
 
 
 QUICK_SECONDS = 420.0  # --quick's estimated budget (the target: <= 8 min with the loading)
@@ -404,7 +399,7 @@ def main_run(argv: list[str]) -> int:
 
     cfg = config_from_args(args)
     if cfg.workers == 1 and not cfg.ray and not os.path.exists(cfg.db):
-        runner.preload(cfg)  # a fresh run: a model that does not load writes nothing
+        runner.loaded(cfg.model, cfg.device)  # a fresh run: a model that fails writes nothing
     os.makedirs(cfg.out, exist_ok=True)
     with Store(cfg.db) as store:
         n = runner.run(cfg, store)

@@ -154,26 +154,20 @@ _LOADED: dict = {}  # (model path, device) -> (model, tokenizer), kept across jo
 _MEMO: dict = {}  # (what, fingerprint, ...) -> a measured result, kept across jobs
 
 
-def loaded(job: Job):
-    key = (job.model, job.device)
+def loaded(spec: models.ModelSpec, device: str):
+    """(model, tokenizer) of the spec on the device, loaded once per process."""
+    key = (spec, device)
     if key not in _LOADED:
         _LOADED.clear()
         _MEMO.clear()
         try:
-            model, tokenizer = models.load(job.model, job.device)
+            model, tokenizer = models.load(spec, device)
         except ValueError as err:  # every job would fail the same way: the run stops
             raise StopRun(str(err)) from None
         # retrieval prompts share their prefixes on a CPU; a GPU's SDPA runs in O(T) memory
         measure.use_prefix_attention(model) or measure.use_repeat_attention(model)
         _LOADED[key] = model, tokenizer
     return _LOADED[key]
-
-
-def preload(cfg: StretchConfig) -> None:
-    """Load the model in this process now (workers=1: its jobs run here and take it)."""
-    loaded(Job(task="load", scaling=None, params=None, encoding="", seed=0, lengths=(),
-               depths=(), model=cfg.model, device=cfg.device, context=cfg.context,
-               head_dim=cfg.head_dim, threads=1, cfg={}))  # fmt: skip
 
 
 def repatch(model, params: dict | None):
@@ -187,7 +181,7 @@ def repatch(model, params: dict | None):
 
 
 def patched(job: Job):
-    model, tokenizer = loaded(job)
+    model, tokenizer = loaded(job.model, job.device)
     return repatch(model, job.params), tokenizer
 
 
