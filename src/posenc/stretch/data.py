@@ -214,11 +214,11 @@ def _probe(tokenizer, question: str, answer: str, depth: float) -> Probe:
     return Probe(q, answer, a, depth)
 
 
-def _assemble(tokenizer, length: int, head: str, needles, probes):
-    """BOS (where the tokenizer adds one) + head + filler with each (depth, text) needle at its
+def _assemble(tokenizer, length: int, needles, probes):
+    """BOS (where the tokenizer adds one) + HEAD + filler with each (depth, text) needle at its
     depth: a Context whose prefix leaves room for the longest question in `length` tokens."""
     bos = specials(tokenizer)[0]
-    head_ids = bos + _encode(tokenizer, head)
+    head_ids = bos + _encode(tokenizer, HEAD)
     needle_ids = [(d, _encode(tokenizer, t)) for d, t in sorted(needles)]
     q_max = max(len(p.question) for p in probes)
     fixed = len(head_ids) + q_max + sum(len(n) for _, n in needle_ids)
@@ -251,29 +251,29 @@ def context(task: str, tokenizer, length: int, depths, seed: int) -> Context:
     rng = random.Random(f"{task}:{seed}:{depths}:{length}")
     if task == "passkey":
         key, d = str(rng.randint(10000, 99999)), depths[0]
-        needle = f" The pass key is {key}. Remember it. {key} is the pass key. "
+        needles = [(d, f" The pass key is {key}. Remember it. {key} is the pass key. ")]
         probes = [_probe(tokenizer, "\nWhat is the pass key? The pass key is", key, d)]
-        return Context(_assemble(tokenizer, length, HEAD, [(d, needle)], probes), tuple(probes), 8)
-    if len(depths) > len(WORDS) and task == "multikey":
-        raise ValueError(f"multikey holds at most {len(WORDS)} keys, got {len(depths)} depths")
-    needles, probes = [], []
-    if task == "multikey":
+    elif task == "multikey":
+        if len(depths) > len(WORDS):
+            raise ValueError(f"multikey holds at most {len(WORDS)} keys, got {len(depths)} depths")
+        needles, probes = [], []
         for d, word in zip(depths, rng.sample(WORDS, len(depths))):
             v = str(rng.randint(10000, 99999))
             needles.append((d, f" Pass key: {word} {v} {word} {v}. "))
             probes.append(_probe(tokenizer, f"\nRecall the pass key. Pass key: {word}", v, d))
-        return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
-    names = set()
-    while len(names) < 2 * len(depths):
-        names.add("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)))
-    names = sorted(names)
-    rng.shuffle(names)
-    for i, d in enumerate(depths):
-        a, b, v = names[2 * i], names[2 * i + 1], str(rng.randint(10000, 99999))
-        needles += [(d, f" VAR {a} = {v}. "), (d + (1 - d) * rng.random(), f" VAR {b} = VAR {a}. ")]
-        q = f"\nQuestion: what is the value of VAR {b}? Answer: The value of VAR {b} is"
-        probes.append(_probe(tokenizer, q, v, d))
-    return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
+    else:
+        needles, probes, names = [], [], set()
+        while len(names) < 2 * len(depths):
+            names.add("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)))
+        names = sorted(names)
+        rng.shuffle(names)
+        for i, d in enumerate(depths):
+            a, b, v = names[2 * i], names[2 * i + 1], str(rng.randint(10000, 99999))
+            later = d + (1 - d) * rng.random()
+            needles += [(d, f" VAR {a} = {v}. "), (later, f" VAR {b} = VAR {a}. ")]
+            q = f"\nQuestion: what is the value of VAR {b}? Answer: The value of VAR {b} is"
+            probes.append(_probe(tokenizer, q, v, d))
+    return Context(_assemble(tokenizer, length, needles, probes), tuple(probes), 8)
 
 
 def first_number(text: str) -> str | None:
