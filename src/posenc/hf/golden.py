@@ -458,8 +458,7 @@ def _dump_kind(tensors: dict, path) -> dict[str, torch.Tensor]:
     """{'cos': .., 'sin': ..} or {'q_rot': .., 'k_rot': ..} (one or both) of a dump."""
     cos, sin = (tensors.get(k, tensors.get(f"{k}_cached")) for k in ("cos", "sin"))
     if cos is None and sin is None and "cos_sin_cache" in tensors:  # vLLM: cat(cos, sin)
-        cache = tensors["cos_sin_cache"]
-        cos, sin = cache.chunk(2, dim=-1)
+        cos, sin = tensors["cos_sin_cache"].chunk(2, dim=-1)
     if cos is not None and sin is not None:
         return {"cos": cos, "sin": sin}
     rotated = {k: tensors[k] for k in ("q_rot", "k_rot") if k in tensors}
@@ -582,9 +581,10 @@ def conform(
     af = meta["attention_factor"] if attention_factor == "included" else 1.0
     r = meta["rotary_dim"]
     what = "rotated q / k" if qk_mode else "cos / sin cache"
+    names = [str(d).removeprefix("torch.") for d in (store, compute)]
     header = [
-        f"posenc conform: {path}: {what} {list(first.shape)}, budget of {_name(store)} stored, "
-        f"{_name(compute)} computed; attention factor {meta['attention_factor']:g} "
+        f"posenc conform: {path}: {what} {list(first.shape)}, budget of {names[0]} stored, "
+        f"{names[1]} computed; attention factor {meta['attention_factor']:g} "
         f"{attention_factor}",
         f"golden: {'file' if golden_file is not None else 'on the fly'}, rope_type "
         f"{meta['scaling']['rope_type']}, R={r}, seq_len {meta['seq_len']}, posenc "
@@ -632,7 +632,8 @@ def conform(
     out = Conformance(results[used].bands(pos, bands), header, [])
     if not out.ok:  # say what would fit: the other layout of q / k, the other attention factor
         other_af = 1.0 if attention_factor == "included" else meta["attention_factor"]
-        tries = [(_other(used), af, f"in the {_other(used)} layout")] if qk_mode else []
+        other = "interleaved" if used == "half" else "half"
+        tries = [(other, af, f"in the {other} layout")] if qk_mode else []
         if other_af != af:
             flip = "excluded" if attention_factor == "included" else "included"
             tries.append((used, other_af, f"with the attention factor {flip}"))
@@ -640,14 +641,6 @@ def conform(
             if lay != "pairs" and float(judge(lay, factor).worst.max()) <= 1.0:
                 out.notes.append(f"note: the dump is within budget {words}")
     return out
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _other(layout: str) -> str:
-    return "interleaved" if layout == "half" else "half"
 
 
 def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
