@@ -169,13 +169,9 @@ def _order(label: str) -> tuple:
 
 
 def _grid(model: str, rows: list[dict]) -> Grid:
-    loss, past, exact, logp = (defaultdict(dict), defaultdict(dict), defaultdict(list),
-                               defaultdict(list))  # fmt: skip
-    curve, holes, blocks = (
-        defaultdict(lambda: defaultdict(list)),
-        defaultdict(set),
-        defaultdict(dict),
-    )
+    loss, past, blocks = defaultdict(dict), defaultdict(dict), defaultdict(dict)
+    exact, logp, holes = defaultdict(list), defaultdict(list), defaultdict(set)
+    curve = defaultdict(lambda: defaultdict(list))
     contexts = [r["train_len"] for r in rows if isinstance(r.get("train_len"), int)]
     context = max(set(contexts), key=contexts.count) if contexts else 0
     labels, lengths = set(), set()
@@ -553,11 +549,9 @@ def _ppl_table(g: Grid, text: str, past: bool):
         rows.append([lb] + cells)
     ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
                    for n in lens)  # fmt: skip
-    what = (
-        f"positions {g.context}..T only (the tokens past the context)"
-        if past
-        else "the first T tokens of each window"
-    )
+    what = "the first T tokens of each window"
+    if past:
+        what = f"positions {g.context}..T only (the tokens past the context)"
     title = (f"{text} text: perplexity of {what} [95% interval over blocks of C/8 tokens] "
              f"(windows per length: {ns})")  # fmt: skip
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
@@ -598,16 +592,10 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
                     "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
                     _holes(g, t, empty)))  # fmt: skip
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
-    out.append(
-        (
-            f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
-            "a tie where the intervals overlap)",
-            ["target", "recommendation", "numbers"],
-            rec,
-            "" if rec else "– no length past the context has perplexity on every text",
-        )
-    )
-    return out
+    title = f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
+    none = "" if rec else "– no length past the context has perplexity on every text"
+    head = ["target", "recommendation", "numbers"]
+    return [*out, (title + "a tie where the intervals overlap)", head, rec, none)]
 
 
 def terminal(g: Grid, tolerance: float) -> str:
