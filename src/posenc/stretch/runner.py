@@ -112,8 +112,7 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
     then retrieval by length, scaling, task, seed (a job: one context and its probes; passkey:
     a context per depth, sharing their prefixes: measure.PromptCache)."""
     jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
-    if cfg.ray:
-        threads = cfg.cpus_per_cell
+    threads = cfg.cpus_per_cell if cfg.ray else threads
     common = dict(model=cfg.model, device=cfg.device, context=cfg.context,
                   head_dim=cfg.head_dim, threads=threads)  # fmt: skip
     base = {"protocol": PROTOCOL, "model": cfg.model.name, "context": cfg.context}
@@ -125,14 +124,8 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
         stride = max(cfg.lengths)
         for doc in cfg.documents:
             for s in cfg.scalings:
-                c = base | {
-                    "task": "ppl",
-                    "document": doc.name,
-                    "text": doc.digest,
-                    "kind": doc.kind,
-                    "windows": cfg.windows,
-                    "scaling": params(s),
-                }
+                c = base | dict(task="ppl", document=doc.name, text=doc.digest, kind=doc.kind)
+                c |= {"windows": cfg.windows, "scaling": params(s)}
                 if cfg.windows > 1:  # one window is the first T tokens whatever the stride
                     c["stride"] = stride  # (a length added later reuses the rows)
                 jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,

@@ -199,17 +199,12 @@ def parse(label: str) -> Scaling:
         if (key in BOOLS) != isinstance(value, bool) or isinstance(value, str):
             kind = "true or false" if key in BOOLS else "a number"
             raise ValueError(f"{where}: {key} must be {kind}, got {value!r}")
-    _check_ranges(where, name, kwargs)
-    return Scaling(name, tuple(sorted(kwargs.items())), layer_type or None)
-
-
-def _check_ranges(where: str, name: str, kwargs: dict) -> None:
-    if not kwargs:
-        return
     try:
-        check_values(kwargs, name)
+        if kwargs:
+            check_values(kwargs, name)
     except (ValueError, TypeError) as err:
         raise ValueError(f"{where}: {str(err).partition(': ')[2] or err}") from None
+    return Scaling(name, tuple(sorted(kwargs.items())), layer_type or None)
 
 
 def parse_all(text: str) -> list[Scaling]:
