@@ -70,9 +70,7 @@ class Rope:
     """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE)
     encoding, and for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
 
-    def __init__(
-        self, encoding: PositionalEncoding, axes: list[int] | None = None, head_dim=None
-    ) -> None:
+    def __init__(self, encoding, axes: list[int] | None = None, head_dim=None) -> None:
         self.encoding, self.axes = encoding, axes
         self.head_dim = getattr(encoding, "head_dim", None) or head_dim
 
@@ -182,10 +180,6 @@ def rotary_modules(model) -> list[tuple[str, nn.Module]]:
     return found
 
 
-def _params(forward) -> list[str]:
-    return list(inspect.signature(forward).parameters)
-
-
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
     """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
     pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
@@ -234,11 +228,8 @@ def _probe_positions(cfg: dict) -> list[torch.Tensor]:
 def _fresh(module: nn.Module) -> nn.Module:
     """A copy of the module with a dynamic rope's grown state reset to its original one."""
     clone = copy.deepcopy(module)
-    grown = getattr(clone, "max_seq_len_cached", None) != getattr(
-        clone, "original_max_seq_len", None
-    )
-    if not grown:
-        return clone
+    if getattr(clone, "max_seq_len_cached", None) == getattr(clone, "original_max_seq_len", None):
+        return clone  # not grown
     if isinstance(getattr(clone, "original_inv_freq", None), torch.Tensor):
         clone.inv_freq = clone.original_inv_freq.clone()
     for key in [k for k in vars(clone).get("_buffers", {}) if k.endswith("_original_inv_freq")]:
@@ -274,7 +265,7 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
     shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
     every probe; ValueError saying what does not match."""
     hidden = cfg.get("hidden_size") or 8
-    takes_type = "layer_type" in _params(module.forward)
+    takes_type = "layer_type" in inspect.signature(module.forward).parameters
     form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
     for layer_type, rope in ropes.items():
         for row in _probe_positions(cfg):
@@ -391,14 +382,12 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
     """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
     nested per layer type, else the config's layer_types), None for a module with one rope."""
-    if "layer_type" not in _params(module.forward):
+    if "layer_type" not in inspect.signature(module.forward).parameters:
         return None
-    own = getattr(module, "layer_types", None)
+    own, params = getattr(module, "layer_types", None), cfg.get("rope_parameters") or {}
     if isinstance(own, list | tuple) and own and all(isinstance(t, str) for t in own):
-        params = cfg.get("rope_parameters") or {}
         nested = layer_types_of(params) or []
         return [t for t in dict.fromkeys(own) if t not in nested or params[t] is not None]
-    params = cfg.get("rope_parameters") or {}
     types = [t for t in layer_types_of(params) or [] if params[t] is not None]  # None: NoPE
     return types or list(dict.fromkeys(cfg.get("layer_types") or [])) or [None]
 
