@@ -203,16 +203,21 @@ def parse_depths(text: str) -> list[float]:
     return sorted(set(out))
 
 
-def check_outputs(out: str, db: str, json_path: str | None) -> None:
-    """--out, --db and --json writable, distinct, and --db new or one of ours: nothing made."""
+def check_common(args, run: bool = True) -> None:
+    """The flags a run and a report share: --out, --db and --json writable and distinct (a run's
+    --db new or one of ours), nothing made; --tolerance >= 0."""
     from posenc.arena.store import check_db
 
-    check_writable(out, "--out")
-    check_out_file(db, "--db")
-    if json_path:
-        check_out_file(json_path, "--json", "json")
-    check_distinct(**{"--db": db, "--json": json_path, "--out": out})
-    check_db(db)
+    check_writable(args.out, "--out")
+    if run:
+        check_out_file(args.db, "--db")
+    if args.json:
+        check_out_file(args.json, "--json", "json")
+    check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
+    if run:
+        check_db(args.db)
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
 
 
 def check_flags(args, d: dict) -> dict:
@@ -230,8 +235,6 @@ def check_flags(args, d: dict) -> dict:
     gpus = args.gpus_per_cell
     if gpus is not None and not (math.isfinite(gpus) and gpus >= 0):
         raise ValueError(f"--gpus-per-cell must be a finite number >= 0, got {gpus}")
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
     v["lengths"] = args.lengths if args.lengths is not None else d["lengths"]
     parse_lengths(v["lengths"], None)  # the syntax now, before the model is read
     if args.retrieval_lengths is not None:
@@ -246,7 +249,7 @@ def check_flags(args, d: dict) -> dict:
         from posenc.arena.cluster import import_ray
 
         import_ray()
-    check_outputs(args.out, args.db, args.json)
+    check_common(args)
     return v
 
 
@@ -413,12 +416,7 @@ def main_report(argv: list[str]) -> int:
     from posenc.arena.store import Store
 
     args = report_parser().parse_args(argv)
-    check_writable(args.out, "--out")
-    if args.json:
-        check_out_file(args.json, "--json", "json")
-    check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
+    check_common(args, run=False)
     from posenc.stretch.report import require_stretch
 
     with Store(args.db, create=False) as store:

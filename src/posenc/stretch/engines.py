@@ -337,16 +337,13 @@ def transformers_setting(plan: Plan) -> Setting:
     s = _setting("transformers", plan)
     if s.cannot:
         return s
-    params = hf_rope_parameters(plan)
-    s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
+    length = {"max_position_embeddings": plan.length}
+    s.config = {"rope_parameters": hf_rope_parameters(plan), **length}
     legacy = legacy_config(plan)
     if legacy is None:
         s.notes.append("transformers 4.x cannot express this (rope_parameters needs 5.x)")
     else:
-        s.lines.append(
-            "transformers 4.x config.json: "
-            + _json({**legacy, "max_position_embeddings": plan.length})
-        )
+        s.lines.append(f"transformers 4.x config.json: {_json({**legacy, **length})}")
     name = plan.scaling.name
     if name == "dynamic":
         s.notes.append(
