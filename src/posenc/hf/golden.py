@@ -597,12 +597,6 @@ def conform(
             if name[0] not in inputs:
                 raise ValueError(f"DUMP {path} holds {name} but no input {name[0]} to rotate")
         got = {k: _qk_shape(v, inputs[k[0]].shape, path, k) for k, v in parts.items()}
-
-        def judge(lay: str, factor: float) -> _Rows:
-            return _judge_qk(
-                got, inputs, pos, ref_freq, factor, lay, r, store, compute, golden_file
-            )
-
         # q / k pair channels as the model does: the config's layout, not detected
         layouts, how = [layout or meta["layout"]], "given" if layout else "the config's"
     else:
@@ -616,16 +610,16 @@ def conform(
                 f"or interleaved) nor [T, R/2] = [{t}, {r // 2}] (per pair), R the "
                 "config's rotary dim"
             )
-
-        def judge(lay: str, factor: float) -> _Rows:
-            return _judge_cache(got, pos, ref_freq, factor, lay, r, store, compute, golden_file)
-
         # a cache's layout is how it is stored: detected (the one that fits better)
         layouts, how = (["half", "interleaved"], "detected") if width == r else (["pairs"], "")
         if layout is not None and layout != "pairs" and width == r:
             layouts, how = [layout], "given"
         elif layout is not None and layout not in layouts:
             raise ValueError(f"--layout {layout}: the cache is {width} wide, R = {r}")
+
+    def judge(lay: str, factor: float) -> _Rows:
+        return _judge(got, inputs, pos, ref_freq, factor, lay, r, store, compute, golden_file)
+
     results = {lay: judge(lay, af) for lay in layouts}
     used = min(results, key=lambda lay: float(results[lay].worst.max()))
     header[0] += f"; layout {used}" + (f" ({how})" if how else " (one column per pair)")
@@ -671,18 +665,6 @@ def _reference(sl: slice, pos, freq, af: float, golden_file) -> tuple:
     return golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
 
 
-def _judge_cache(got, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
-    rows = _Rows(len(pos))
-    idx = _pair_index(layout, r)
-    for lo in range(0, len(pos), ROWS):
-        sl = slice(lo, lo + ROWS)
-        ref = _reference(sl, pos, freq, af, golden_file)
-        bud = budget(pos[sl], freq[idx], store, compute) * af
-        for name, want in zip(("cos", "sin"), ref):
-            rows.add(sl, got[name][sl], spread(want, layout), bud)
-    return rows
-
-
 def _inputs(dump, golden_file, path) -> dict[str, torch.Tensor]:
     for source in (dump, golden_file.qk if golden_file is not None else {}):
         if "q" in source or "k" in source:
@@ -709,23 +691,25 @@ def _qk_shape(x: torch.Tensor, want: tuple, path, name: str) -> torch.Tensor:
     )
 
 
-def _judge_qk(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
-    rows = _Rows(len(pos))
-    for name, out in got.items():
-        x = inputs[name[0]]
-        idx = _pair_index(layout, r)  # [R]
-        for lo in range(0, len(pos), ROWS):
-            sl = slice(lo, lo + ROWS)
-            cos, sin = _reference(sl, pos, freq, af, golden_file)
-            xs = x[sl]  # [c, H, Dh]
-            want = rotate(xs, cos, sin, layout)
+def _judge(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
+    """Per position, the dump's largest errors against the golden values and their budgets:
+    `got` a cos / sin cache, or q_rot / k_rot that rotate `inputs` (q, k [T, H, Dh])."""
+    rows, idx = _Rows(len(pos)), _pair_index(layout, r)  # idx [R]: the pair of each channel
+    for lo in range(0, len(pos), ROWS):
+        sl = slice(lo, lo + ROWS)
+        ref = dict(zip(("cos", "sin"), _reference(sl, pos, freq, af, golden_file)))
+        cache = budget(pos[sl], freq[idx], store, compute) * af if "cos" in got else None
+        for name, out in got.items():
+            if name in ref:
+                rows.add(sl, out[sl], spread(ref[name], layout), cache)
+                continue
+            xs = inputs[name[0]][sl]  # [c, H, Dh]
             a = xs[..., : r // 2] if layout == "half" else xs[..., 0:r:2]
             b = xs[..., r // 2 : r] if layout == "half" else xs[..., 1:r:2]
-            norm = torch.hypot(a, b)  # [c, H, R/2]
             bud = torch.empty_like(xs)
             pair = budget(pos[sl], freq, store, compute)[:, None]  # [c, 1, R/2]
-            bud[..., :r] = 2 * af * (norm * pair)[..., idx]
+            bud[..., :r] = 2 * af * (torch.hypot(a, b) * pair)[..., idx]  # |(a, b)| [c, H, R/2]
             rest = budget(pos[sl], torch.zeros(1), store, compute)[:, None]  # w = 0, af = 1
             bud[..., r:] = 2 * xs[..., r:].abs() * rest
-            rows.add(sl, out[sl], want, bud)
+            rows.add(sl, out[sl], rotate(xs, ref["cos"], ref["sin"], layout), bud)
     return rows
