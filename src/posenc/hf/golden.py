@@ -432,18 +432,15 @@ class Conformance:
 
     def lines(self) -> list[str]:
         rows = [f"{'band':<16} {'positions':>9}  {'max|err|':>9}  {'budget there':>12}  err/budget"]
-        for b in self.bands:
-            rows.append(
-                f"{b.label():<16} {b.count:>9}  {b.max_err:>9.2e}  "
-                f"{b.budget_at_max:>12.2e}  {b.worst:>10.3g}  "
-                f"{'ok' if b.ok else 'OVER'}"
-            )
+        rows += [
+            f"{b.label():<16} {b.count:>9}  {b.max_err:>9.2e}  {b.budget_at_max:>12.2e}  "
+            f"{b.worst:>10.3g}  {'ok' if b.ok else 'OVER'}"
+            for b in self.bands
+        ]
         over = [b for b in self.bands if not b.ok]
-        end = (
-            f"within budget in all {len(self.bands)} bands"
-            if not over
-            else f"over budget in {len(over)} of {len(self.bands)} bands, from {over[0].label()}"
-        )
+        end = f"within budget in all {len(self.bands)} bands"
+        if over:
+            end = f"over budget in {len(over)} of {len(self.bands)} bands, from {over[0].label()}"
         return [*self.header, *rows, end, *self.notes]
 
 
