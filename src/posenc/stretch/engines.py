@@ -652,7 +652,12 @@ def write_folder(plan: Plan, src: str, dst: str) -> None:
     """A copy of the model folder `src` in `dst` with config.json saying the scaling, in the
     form the source uses (v5 rope_parameters, or 4.x rope_scaling + rope_theta where it can),
     and tokenizer_config.json's model_max_length raised to the new length if below it."""
-    shutil.copytree(src, dst, dirs_exist_ok=True)
+    for entry in os.listdir(src):
+        path = os.path.join(src, entry)
+        if os.path.isdir(path):
+            shutil.copytree(path, os.path.join(dst, entry))
+        else:
+            shutil.copy2(path, os.path.join(dst, entry))
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
     text = cfg.get("text_config") if "max_position_embeddings" not in cfg else None
