@@ -60,7 +60,7 @@ INTERLEAVED_MODELS = (
     "deepseek_v3",
     "gptj",
     "codegen",
-)  # rope_interleave wins
+)  # `rope_interleave` overrides
 ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only

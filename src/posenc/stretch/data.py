@@ -140,7 +140,7 @@ def specials(tokenizer) -> tuple[list[int], list[int]]:
     return full[:at], full[at + len(bare) :]
 
 
-def _whole(value, name: str, low: int = 1) -> int:
+def check_whole(value, name: str, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
     return value
@@ -149,9 +149,9 @@ def _whole(value, name: str, low: int = 1) -> int:
 def window(body: list[int], head: list[int], length: int, stride: int, k: int) -> list[int] | None:
     """The k-th window of `length` tokens: `head` (what the tokenizer puts before a text) then
     body's tokens from the k-th stride of `stride` tokens; None where the body is too short."""
-    _whole(length, "length", 2)
-    _whole(stride, "stride", length)
-    _whole(k, "window index", 0)
+    check_whole(length, "length", 2)
+    check_whole(stride, "stride", length)
+    check_whole(k, "window index", 0)
     step, need = stride - len(head), length - len(head)
     if need < 1:
         raise ValueError(f"length {length} leaves no text after the {len(head)} special tokens")
@@ -204,7 +204,7 @@ def check_depths(depths) -> list[float]:
 
 def spread(k: int) -> list[float]:
     """k needle depths evenly spread over the filler: (i + 0.5) / k."""
-    return [round((i + 0.5) / _whole(k, "probes"), 4) for i in range(k)]
+    return [round((i + 0.5) / check_whole(k, "probes"), 4) for i in range(k)]
 
 
 def _probe(tokenizer, question: str, answer: str, depth: float) -> Probe:
@@ -245,8 +245,8 @@ def context(task: str, tokenizer, length: int, depths, seed: int) -> Context:
     needle at each depth (passkey: the first depth only), from `seed`."""
     if task not in RETRIEVAL:
         raise ValueError(f"unknown retrieval task {task!r}; allowed: {', '.join(RETRIEVAL)}")
-    _whole(length, "length")
-    _whole(seed, "seed", 0)
+    check_whole(length, "length")
+    check_whole(seed, "seed", 0)
     depths = check_depths(depths)
     rng = random.Random(f"{task}:{seed}:{depths}:{length}")
     if task == "passkey":

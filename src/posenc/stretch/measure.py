@@ -28,7 +28,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface
 
 from posenc.hf.patch import PosencRotaryEmbedding
-from posenc.stretch.data import _whole, first_number
+from posenc.stretch.data import check_whole, first_number
 
 LOGIT_CHUNK = 1024  # positions per LM-head chunk: [1024, V] float32 logits at a time
 
@@ -71,8 +71,8 @@ def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) ->
     """The metrics of the first `length` tokens of a window from its pass's nll [>= length - 1]:
     loss (mean nll), the loss of the tokens within the context and past it (loss@0-C,
     loss@C-T), and with `width` > 0 the loss of each bin of `width` positions (pos@a-b)."""
-    _whole(length, "length", 2)
-    _whole(context, "context")
+    check_whole(length, "length", 2)
+    check_whole(context, "context")
     if length - 1 > nll.numel():
         raise ValueError(f"length {length} is longer than the pass ({nll.numel() + 1} tokens)")
     x = nll[: length - 1]  # x[t]: the loss of the token at position t + 1
@@ -81,7 +81,7 @@ def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) ->
     if length > context:
         rows[f"loss@{context}-{length}"] = float(x[context - 1 :].mean())
     if width:
-        for a in range(0, length, _whole(width, "width")):
+        for a in range(0, length, check_whole(width, "width")):
             b = min(a + width, length)
             rows[f"pos@{a}-{b}"] = float(x[max(a - 1, 0) : b - 1].mean())
     return rows
@@ -239,7 +239,7 @@ def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: in
     gives (25x slower on a loaded 2-core CPU)."""
     if not question or not answer:
         raise ValueError("ask: the question and the answer need at least one token each")
-    _whole(max_new_tokens, "max_new_tokens")
+    check_whole(max_new_tokens, "max_new_tokens")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
