@@ -17,24 +17,19 @@ DTYPES = ("float64", "float32", "float16", "bfloat16")  # posenc.hf.golden.DTYPE
 
 
 def _golden():
-    """posenc.hf.golden (torch): imported once a flag's value is checked or the command runs,
-    so that --help and a usage error answer at once."""
+    """posenc.hf.golden (torch), imported once a flag's value is checked or the command runs."""
     from posenc.hf import golden
 
     return golden
 
 
-def _positions(text: str):
-    return _golden().parse_positions(text)
-
-
-def _bands(text: str):
-    return _golden().parse_bands(text)
-
-
 # the flags' values, checked as they are parsed (posenc.cliargs): before anything is read or written
-POSITIONS = checked(_positions, ("5:3", "a:b", "-4", "0:4,2147483648", "0:4:0"), "positions")
-BANDS = checked(_bands, ("5,3", "a", "-1,4"), "band edges")
+POSITIONS = checked(
+    lambda t: _golden().parse_positions(t),
+    ("5:3", "a:b", "-4", "0:4,2147483648", "0:4:0"),
+    "positions",
+)
+BANDS = checked(lambda t: _golden().parse_bands(t), ("5,3", "a", "-1,4"), "band edges")
 
 
 def _out(text: str) -> str:
@@ -169,9 +164,6 @@ def main_golden(argv: list[str]) -> int:
     args = golden_parser().parse_args(argv)
     G = _golden()
     positions = G.parse_positions(args.positions)
-    _out(args.out)
-    if args.seq_len is not None and args.seq_len < 1:
-        raise ValueError(f"--seq-len must be >= 1, got {args.seq_len}")
     config, reader = G.read_config(args.config)
     _check_layer_type(config, args.layer_type)
     qk = None
@@ -206,14 +198,10 @@ def _check_layer_type(config, layer_type: str | None) -> None:
 
 
 def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
-    """--q-k: a seed (an int >= 0) or a file holding q and k."""
+    """--q-k: a seed (an int >= 0) or a file holding q and k (checked by _seed_or_file)."""
     G = _golden()
     if value.strip().isdigit():
         return G.random_qk(positions, head_dim, heads, int(value))
-    if not os.path.isfile(value):
-        raise ValueError(
-            f"--q-k must be a seed (an int >= 0) or a file with q and k, got {value!r}"
-        )
     tensors = G.read_dump(value)
     if "q" not in tensors or "k" not in tensors:
         raise ValueError(f"--q-k {value} holds {sorted(tensors)}; it needs q and k [T, H, Dh]")
@@ -223,25 +211,14 @@ def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
 def main_conform(argv: list[str]) -> int:
     args = conform_parser().parse_args(argv)
     G = _golden()
-    positions = G.parse_positions(args.positions) if args.positions else None
-    bands = G.parse_bands(args.bands)
-    golden_file = G.read_golden(args.golden) if args.golden else None
+    kw = {k: getattr(args, k) for k in ("layout", "attention_factor", "seq_len", "layer_type")}
+    kw |= {k: G.DTYPES[v] for k in ("dtype", "compute_dtype") if (v := getattr(args, k))}
+    kw["positions"] = G.parse_positions(args.positions) if args.positions else None
+    kw["bands"] = G.parse_bands(args.bands)
+    kw["golden_file"] = G.read_golden(args.golden) if args.golden else None
     dump = G.read_dump(args.dump)
     config, _ = G.read_config(args.config)
     _check_layer_type(config, args.layer_type)
-    result = G.conform(
-        config,
-        dump,
-        path=args.dump,
-        golden_file=golden_file,
-        positions=positions,
-        dtype=G.DTYPES[args.dtype] if args.dtype else None,
-        compute_dtype=G.DTYPES[args.compute_dtype] if args.compute_dtype else None,
-        layout=args.layout,
-        attention_factor=args.attention_factor,
-        bands=bands,
-        seq_len=args.seq_len,
-        layer_type=args.layer_type,
-    )
+    result = G.conform(config, dump, path=args.dump, **kw)
     print("\n".join(result.lines()))
     return 0 if result.ok else 1

@@ -98,7 +98,7 @@ def rope_parameters_of(cfg: dict) -> dict:
                 f"config key {key!r} must be a dict (flat, or one per layer type), got "
                 f"{type(cfg[key]).__name__}"
             )
-    if _nested(params):
+    if params and any(isinstance(v, dict) for v in params.values()):  # per layer type
         for key, value in params.items():
             if value is not None and not isinstance(value, dict):
                 raise TypeError(
@@ -135,11 +135,6 @@ def _partial(cfg: dict) -> float | None:
     if prf is None and legacy and cfg.get("rotary_dim"):
         prf = check_int("rotary_dim", cfg["rotary_dim"], low=2) / head_dim_of(cfg)
     return prf
-
-
-def _nested(params: dict | None) -> bool:
-    """Whether rope_parameters are nested per layer type (some value a dict or None)."""
-    return bool(params) and any(isinstance(v, dict) for v in params.values())
 
 
 def layer_types_of(params: dict) -> list[str] | None:
@@ -251,13 +246,6 @@ def head_dim_of(cfg: dict) -> int:
     return check_int("hidden_size", hidden, low=1) // check_int("num_attention_heads", heads, low=1)
 
 
-def _layout(cfg: dict) -> str:
-    interleave = cfg.get("rope_interleave")
-    if interleave is None:
-        interleave = cfg.get("model_type") in INTERLEAVED_MODELS
-    return "interleaved" if interleave else "half"
-
-
 def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> PositionalEncoding:
     """posenc's "mrope" encoding with the mrope keys, if it is registered now."""
     if "mrope" not in ENCODINGS:
@@ -269,14 +257,11 @@ def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> Positional
     missing = [k for k in mrope if k not in accepted]
     if missing:
         raise ValueError(f"rope_parameters key {missing[0]!r}: posenc's mrope does not take it")
-    kwargs = dict(head_dim=head_dim, layout=layout, **mrope)
-    if "scaling" in accepted:
-        return build("mrope", **kwargs, scaling=scaling)
     scaled = sorted(set(scaling) - {"rope_type", "rope_theta"})
     if scaling["rope_type"] != "default" or scaled:
         key = scaled[0] if scaled else "rope_type"
         raise ValueError(f"rope_parameters key {key!r}: posenc's mrope takes no rope scaling")
-    return build("mrope", **kwargs, base=scaling["rope_theta"])
+    return build("mrope", head_dim=head_dim, layout=layout, **mrope, base=scaling["rope_theta"])
 
 
 def from_config(config, layer_type: str | None = None, *, layer: int | None = None):
@@ -300,7 +285,10 @@ def from_config(config, layer_type: str | None = None, *, layer: int | None = No
         encoding = build("nope", head_dim=head_dim)
     else:
         scaling, mrope = _scaling(selected, cfg)
-        layout = _layout(cfg)
+        interleave = cfg.get("rope_interleave")
+        if interleave is None:
+            interleave = cfg.get("model_type") in INTERLEAVED_MODELS
+        layout = "interleaved" if interleave else "half"
         if mrope:
             encoding = _mrope(head_dim, layout, scaling, mrope)
         else:
@@ -357,34 +345,20 @@ def to_config(encoding: PositionalEncoding) -> dict:
     """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
     from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
     NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
-    out = {}
-    if not is_nope(encoding):
-        scaling = getattr(encoding, "scaling", None) or {}
-        if getattr(encoding, "rope_type", None) == "dynamic" and (
-            scaling.get("original_max_position_embeddings")
-            or scaling.get("max_position_embeddings")
-        ):
-            original = scaling.get("original_max_position_embeddings")
-            original = original or scaling["max_position_embeddings"]
-            params = (
-                copy.deepcopy(encoding.hf_rope_parameters)
-                if getattr(encoding, "hf_rope_parameters", None) is not None
-                else to_rope_parameters(_without_original(encoding))
-            )
-            params.pop("original_max_position_embeddings", None)
-            out = {"rope_parameters": params, "max_position_embeddings": original}
-        else:
-            out = {"rope_parameters": to_rope_parameters(encoding)}
-    return {**out, **copy.deepcopy(getattr(encoding, "hf_extras", {}))}
-
-
-def _without_original(encoding: RoPE) -> RoPE:
-    """The encoding with original_max_position_embeddings left out of its scaling (a copy)."""
-    clone = copy.copy(encoding)
-    clone.scaling = {
-        k: v for k, v in encoding.scaling.items() if k != "original_max_position_embeddings"
-    }
-    return clone
+    extras = copy.deepcopy(getattr(encoding, "hf_extras", {}))
+    if is_nope(encoding):
+        return extras
+    scaling, orig = getattr(encoding, "scaling", None) or {}, "original_max_position_embeddings"
+    original = scaling.get(orig) or scaling.get("max_position_embeddings")
+    if getattr(encoding, "rope_type", None) != "dynamic" or not original:
+        return {"rope_parameters": to_rope_parameters(encoding), **extras}
+    params = getattr(encoding, "hf_rope_parameters", None)
+    if params is None:  # to_rope_parameters refuses dynamic with an original length
+        clone = copy.copy(encoding)
+        clone.scaling = {k: v for k, v in scaling.items() if k != orig}
+        params = to_rope_parameters(clone)
+    params = {k: v for k, v in copy.deepcopy(params).items() if k != orig}
+    return {"rope_parameters": params, "max_position_embeddings": original, **extras}
 
 
 def _merged(old: dict, new: dict) -> dict:

@@ -58,19 +58,10 @@ OTHER = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=1, head
              full_attention_interval=2, attn_layer_period=2, attn_layer_offset=1,
              rotary_dim=16, global_head_dim=64, qk_rope_head_dim=8, qk_nope_head_dim=24,
              v_head_dim=32)  # fmt: skip
-OTHER_VARIANTS = tuple(
-    {**v, **extra}
-    for extra in (
-        OTHER,
-        {
-            "head_dim": 16,
-            "partial_rotary_factor": 0.25,
-            "num_hidden_layers": 4,
-            "full_attention_interval": 2,
-        },
-    )  # fmt: skip
-    for v in VARIANTS
+QUARTER = dict(
+    head_dim=16, partial_rotary_factor=0.25, num_hidden_layers=4, full_attention_interval=2
 )
+OTHER_VARIANTS = tuple({**v, **extra} for extra in (OTHER, QUARTER) for v in VARIANTS)
 SIZES = {"default": VARIANTS, "other": OTHER_VARIANTS}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 DYNAMIC = {"rope_type": "dynamic", "factor": 2.0}
@@ -196,42 +187,33 @@ def check(model_type: str, cls: str, variants=VARIANTS) -> dict:
         except Exception:
             break
     want = _logits(model, calls)
-    try:
-        patch(model)
-    except ValueError as error:
-        return {**row, "status": "refused", "reason": str(error).splitlines()[0]}
-    except Exception as error:
-        return {**row, "status": "failed", "reason": f"{type(error).__name__}: {error}"[:200]}
-    try:
-        row["plain"] = _diff(_logits(model, calls), want)
-    except Exception as error:
-        return {**row, "status": "failed", "reason": f"after patch: {type(error).__name__}: "
-                f"{error}".splitlines()[0][:200]}  # fmt: skip
-    if row["plain"] > TOL:
-        return {**row, "status": "wrong", "reason": f"logits differ by {row['plain']:.2g}"}
-    for name, scaling in SCALINGS.items():
+    for name, scaling in [("plain", None), *SCALINGS.items()]:
+        pre = "" if scaling is None else f"{name}: "
+        after = "after patch" if scaling is None else f"{name}, after patch"
+        mine, theirs = model, want
+        if scaling is not None:
+            try:
+                ref = _build(model_type, cls, _config(model_type, kwargs, scaling))
+                mine = _build(model_type, cls, _config(model_type, kwargs))
+                ref.load_state_dict(mine.state_dict())
+                theirs = _logits(ref, calls)
+            except Exception:
+                row[name] = "-"  # transformers does not build or run this type with the scaling
+                continue
         try:
-            ref = _build(model_type, cls, _config(model_type, kwargs, scaling))
-            mine = _build(model_type, cls, _config(model_type, kwargs))
-            ref.load_state_dict(mine.state_dict())
-            theirs = _logits(ref, calls)
-        except Exception:
-            row[name] = "-"  # transformers does not build or run this type with the scaling
-            continue
-        try:
-            patch(mine, scaling=_scaling_for(mine, scaling))
+            patch(mine, scaling=None if scaling is None else _scaling_for(mine, scaling))
         except ValueError as error:
-            return {**row, "status": "refused", "reason": f"{name}: {error}".splitlines()[0]}
+            return {**row, "status": "refused", "reason": f"{pre}{error}".splitlines()[0]}
         except Exception as error:
-            reason = f"{name}: {type(error).__name__}: {error}"[:200]
-            return {**row, "status": "failed", "reason": reason}
+            reason = f"{pre}{type(error).__name__}: {error}"
+            return {**row, "status": "failed", "reason": reason[:200]}
         try:
             row[name] = _diff(_logits(mine, calls), theirs)
         except Exception as error:
-            reason = f"{name}, after patch: {type(error).__name__}: {error}".splitlines()[0]
+            reason = f"{after}: {type(error).__name__}: {error}".splitlines()[0]
             return {**row, "status": "failed", "reason": reason[:200]}
         if row[name] > TOL:
-            return {**row, "status": "wrong", "reason": f"{name}: logits differ by {row[name]:.2g}"}
+            return {**row, "status": "wrong", "reason": f"{pre}logits differ by {row[name]:.2g}"}
     return {**row, "status": "parity"}
 
 

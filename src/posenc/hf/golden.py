@@ -61,12 +61,7 @@ MAX_POSITION = 2**31  # positions below this (float64 angles p * w exact to ~2^-
 MAX_VALUES = 2**26  # T * R (and T * H * Dh for q / k) at most: ~0.5 GiB of float64
 BAND_EDGES = (0, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432, 134217728,
               536870912)  # fmt: skip  # [0, 2k), then powers of 4
-DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPES = {name: getattr(torch, name) for name in ("float64", "float32", "float16", "bfloat16")}
 DUMP_SUFFIXES = (".npz", ".safetensors", ".pt", ".pth", ".bin")
 ROWS = 4096  # positions per chunk in conform
 FREQ_EPS = torch.finfo(torch.float32).eps  # the precision of the golden (the model's) frequencies
@@ -167,12 +162,6 @@ def _rope(config, layer_type: str | None) -> RoPE:
     return enc
 
 
-def _check_seq_len(seq_len, positions: torch.Tensor) -> int:
-    if seq_len is None:
-        return int(positions.max()) + 1 if positions.numel() else 1
-    return check_int("seq_len", seq_len, low=1)
-
-
 # ------------------------------------------------------------------------------ golden
 
 
@@ -201,7 +190,7 @@ def rope_reference(
 ) -> tuple[torch.Tensor, dict]:
     """(inv_freq [R/2] float64, metadata) of the config's RoPE (see the module docstring)."""
     enc = _rope(config, layer_type)
-    seq_len = _check_seq_len(seq_len, positions)
+    seq_len = int(positions.max()) + 1 if seq_len is None else check_int("seq_len", seq_len, low=1)
     r = enc.rotary_dim()
     inv_freq, factor = PF.rope_inv_freq(r, enc.base, enc.scaling, seq_len)
     meta = {
@@ -331,15 +320,9 @@ def read_golden(path) -> Golden:
             f"--golden {path} has formula version {meta.get('formula_version')}; "
             f"this posenc reads {FORMULA_VERSION}: write it again"
         )
-    qk = {k: tensors[k].double() for k in ("q", "k", "q_rot", "k_rot") if k in tensors}
-    return Golden(
-        tensors["positions"].long(),
-        tensors["inv_freq"].double(),
-        tensors["cos"].double(),
-        tensors["sin"].double(),
-        meta,
-        qk,
-    )
+    t = {k: v.double() for k, v in tensors.items()}
+    qk = {k: t[k] for k in ("q", "k", "q_rot", "k_rot") if k in t}
+    return Golden(tensors["positions"].long(), t["inv_freq"], t["cos"], t["sin"], meta, qk)
 
 
 def read_dump(path) -> dict[str, torch.Tensor]:
@@ -449,18 +432,15 @@ class Conformance:
 
     def lines(self) -> list[str]:
         rows = [f"{'band':<16} {'positions':>9}  {'max|err|':>9}  {'budget there':>12}  err/budget"]
-        for b in self.bands:
-            rows.append(
-                f"{b.label():<16} {b.count:>9}  {b.max_err:>9.2e}  "
-                f"{b.budget_at_max:>12.2e}  {b.worst:>10.3g}  "
-                f"{'ok' if b.ok else 'OVER'}"
-            )
+        rows += [
+            f"{b.label():<16} {b.count:>9}  {b.max_err:>9.2e}  {b.budget_at_max:>12.2e}  "
+            f"{b.worst:>10.3g}  {'ok' if b.ok else 'OVER'}"
+            for b in self.bands
+        ]
         over = [b for b in self.bands if not b.ok]
-        end = (
-            f"within budget in all {len(self.bands)} bands"
-            if not over
-            else f"over budget in {len(over)} of {len(self.bands)} bands, from {over[0].label()}"
-        )
+        end = f"within budget in all {len(self.bands)} bands"
+        if over:
+            end = f"over budget in {len(over)} of {len(self.bands)} bands, from {over[0].label()}"
         return [*self.header, *rows, end, *self.notes]
 
 
@@ -471,20 +451,11 @@ def _short(n: int) -> str:
     return f"{n >> 10}k" if n and n % 1024 == 0 else str(n)
 
 
-def _pick(tensors: dict, names: tuple[str, ...]) -> torch.Tensor | None:
-    for name in names:
-        if name in tensors:
-            return tensors[name]
-    return None
-
-
 def _dump_kind(tensors: dict, path) -> dict[str, torch.Tensor]:
     """{'cos': .., 'sin': ..} or {'q_rot': .., 'k_rot': ..} (one or both) of a dump."""
-    cos = _pick(tensors, ("cos", "cos_cached"))
-    sin = _pick(tensors, ("sin", "sin_cached"))
+    cos, sin = (tensors.get(k, tensors.get(f"{k}_cached")) for k in ("cos", "sin"))
     if cos is None and sin is None and "cos_sin_cache" in tensors:  # vLLM: cat(cos, sin)
-        cache = tensors["cos_sin_cache"]
-        cos, sin = cache.chunk(2, dim=-1)
+        cos, sin = tensors["cos_sin_cache"].chunk(2, dim=-1)
     if cos is not None and sin is not None:
         return {"cos": cos, "sin": sin}
     rotated = {k: tensors[k] for k in ("q_rot", "k_rot") if k in tensors}
@@ -538,16 +509,8 @@ class _Rows:
                 continue
             err = self.err[mask]
             i = int(err.argmax())
-            out.append(
-                Band(
-                    lo,
-                    hi,
-                    int(mask.sum()),
-                    float(err[i]),
-                    float(self.at[mask][i]),
-                    float(self.worst[mask].max()),
-                )
-            )
+            at, worst = float(self.at[mask][i]), float(self.worst[mask].max())
+            out.append(Band(lo, hi, int(mask.sum()), float(err[i]), at, worst))
         return out
 
 
@@ -615,9 +578,10 @@ def conform(
     af = meta["attention_factor"] if attention_factor == "included" else 1.0
     r = meta["rotary_dim"]
     what = "rotated q / k" if qk_mode else "cos / sin cache"
+    names = [str(d).removeprefix("torch.") for d in (store, compute)]
     header = [
-        f"posenc conform: {path}: {what} {list(first.shape)}, budget of {_name(store)} stored, "
-        f"{_name(compute)} computed; attention factor {meta['attention_factor']:g} "
+        f"posenc conform: {path}: {what} {list(first.shape)}, budget of {names[0]} stored, "
+        f"{names[1]} computed; attention factor {meta['attention_factor']:g} "
         f"{attention_factor}",
         f"golden: {'file' if golden_file is not None else 'on the fly'}, rope_type "
         f"{meta['scaling']['rope_type']}, R={r}, seq_len {meta['seq_len']}, posenc "
@@ -630,12 +594,6 @@ def conform(
             if name[0] not in inputs:
                 raise ValueError(f"DUMP {path} holds {name} but no input {name[0]} to rotate")
         got = {k: _qk_shape(v, inputs[k[0]].shape, path, k) for k, v in parts.items()}
-
-        def judge(lay: str, factor: float) -> _Rows:
-            return _judge_qk(
-                got, inputs, pos, ref_freq, factor, lay, r, store, compute, golden_file
-            )
-
         # q / k pair channels as the model does: the config's layout, not detected
         layouts, how = [layout or meta["layout"]], "given" if layout else "the config's"
     else:
@@ -649,23 +607,24 @@ def conform(
                 f"or interleaved) nor [T, R/2] = [{t}, {r // 2}] (per pair), R the "
                 "config's rotary dim"
             )
-
-        def judge(lay: str, factor: float) -> _Rows:
-            return _judge_cache(got, pos, ref_freq, factor, lay, r, store, compute, golden_file)
-
         # a cache's layout is how it is stored: detected (the one that fits better)
         layouts, how = (["half", "interleaved"], "detected") if width == r else (["pairs"], "")
         if layout is not None and layout != "pairs" and width == r:
             layouts, how = [layout], "given"
         elif layout is not None and layout not in layouts:
             raise ValueError(f"--layout {layout}: the cache is {width} wide, R = {r}")
+
+    def judge(lay: str, factor: float) -> _Rows:
+        return _judge(got, inputs, pos, ref_freq, factor, lay, r, store, compute, golden_file)
+
     results = {lay: judge(lay, af) for lay in layouts}
     used = min(results, key=lambda lay: float(results[lay].worst.max()))
     header[0] += f"; layout {used}" + (f" ({how})" if how else " (one column per pair)")
     out = Conformance(results[used].bands(pos, bands), header, [])
     if not out.ok:  # say what would fit: the other layout of q / k, the other attention factor
         other_af = 1.0 if attention_factor == "included" else meta["attention_factor"]
-        tries = [(_other(used), af, f"in the {_other(used)} layout")] if qk_mode else []
+        other = "interleaved" if used == "half" else "half"
+        tries = [(other, af, f"in the {other} layout")] if qk_mode else []
         if other_af != af:
             flip = "excluded" if attention_factor == "included" else "included"
             tries.append((used, other_af, f"with the attention factor {flip}"))
@@ -673,14 +632,6 @@ def conform(
             if lay != "pairs" and float(judge(lay, factor).worst.max()) <= 1.0:
                 out.notes.append(f"note: the dump is within budget {words}")
     return out
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _other(layout: str) -> str:
-    return "interleaved" if layout == "half" else "half"
 
 
 def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
@@ -703,21 +654,12 @@ def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
     return pos
 
 
-def _judge_cache(got, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
-    rows = _Rows(len(pos))
-    idx = _pair_index(layout, r)
-    for lo in range(0, len(pos), ROWS):
-        sl = slice(lo, lo + ROWS)
-        if golden_file is not None:  # stored with the attention factor
-            ref = golden_file.cos[sl], golden_file.sin[sl]
-            scale = af / golden_file.attention_factor
-            ref = ref[0] * scale, ref[1] * scale
-        else:
-            ref = cos_sin(pos[sl], freq, af)
-        bud = budget(pos[sl], freq[idx], store, compute) * af
-        for name, want in zip(("cos", "sin"), ref):
-            rows.add(sl, got[name][sl], spread(want, layout), bud)
-    return rows
+def _reference(sl: slice, pos, freq, af: float, golden_file) -> tuple:
+    """cos, sin [c, R/2] of the positions pos[sl] times af: the golden file's, else computed."""
+    if golden_file is None:
+        return cos_sin(pos[sl], freq, af)
+    scale = af / golden_file.attention_factor  # stored with the attention factor
+    return golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
 
 
 def _inputs(dump, golden_file, path) -> dict[str, torch.Tensor]:
@@ -746,27 +688,25 @@ def _qk_shape(x: torch.Tensor, want: tuple, path, name: str) -> torch.Tensor:
     )
 
 
-def _judge_qk(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
-    rows = _Rows(len(pos))
-    for name, out in got.items():
-        x = inputs[name[0]]
-        idx = _pair_index(layout, r)  # [R]
-        for lo in range(0, len(pos), ROWS):
-            sl = slice(lo, lo + ROWS)
-            if golden_file is not None:
-                scale = af / golden_file.attention_factor
-                cos, sin = golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
-            else:
-                cos, sin = cos_sin(pos[sl], freq, af)
-            xs = x[sl]  # [c, H, Dh]
-            want = rotate(xs, cos, sin, layout)
+def _judge(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -> _Rows:
+    """Per position, the dump's largest errors against the golden values and their budgets:
+    `got` a cos / sin cache, or q_rot / k_rot that rotate `inputs` (q, k [T, H, Dh])."""
+    rows, idx = _Rows(len(pos)), _pair_index(layout, r)  # idx [R]: the pair of each channel
+    for lo in range(0, len(pos), ROWS):
+        sl = slice(lo, lo + ROWS)
+        ref = dict(zip(("cos", "sin"), _reference(sl, pos, freq, af, golden_file)))
+        cache = budget(pos[sl], freq[idx], store, compute) * af if "cos" in got else None
+        for name, out in got.items():
+            if name in ref:
+                rows.add(sl, out[sl], spread(ref[name], layout), cache)
+                continue
+            xs = inputs[name[0]][sl]  # [c, H, Dh]
             a = xs[..., : r // 2] if layout == "half" else xs[..., 0:r:2]
             b = xs[..., r // 2 : r] if layout == "half" else xs[..., 1:r:2]
-            norm = torch.hypot(a, b)  # [c, H, R/2]
             bud = torch.empty_like(xs)
             pair = budget(pos[sl], freq, store, compute)[:, None]  # [c, 1, R/2]
-            bud[..., :r] = 2 * af * (norm * pair)[..., idx]
+            bud[..., :r] = 2 * af * (torch.hypot(a, b) * pair)[..., idx]  # |(a, b)| [c, H, R/2]
             rest = budget(pos[sl], torch.zeros(1), store, compute)[:, None]  # w = 0, af = 1
             bud[..., r:] = 2 * xs[..., r:].abs() * rest
-            rows.add(sl, out[sl], want, bud)
+            rows.add(sl, out[sl], rotate(xs, ref["cos"], ref["sin"], layout), bud)
     return rows

@@ -70,9 +70,7 @@ class Rope:
     """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE)
     encoding, and for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
 
-    def __init__(
-        self, encoding: PositionalEncoding, axes: list[int] | None = None, head_dim=None
-    ) -> None:
+    def __init__(self, encoding, axes: list[int] | None = None, head_dim=None) -> None:
         self.encoding, self.axes = encoding, axes
         self.head_dim = getattr(encoding, "head_dim", None) or head_dim
 
@@ -182,20 +180,6 @@ def rotary_modules(model) -> list[tuple[str, nn.Module]]:
     return found
 
 
-def _params(forward) -> list[str]:
-    return list(inspect.signature(forward).parameters)
-
-
-def _mrope_free(params: dict) -> tuple[dict, list[int] | None, bool]:
-    """(rope_parameters without the mrope keys, mrope_section or None, interleaved); an mrope
-    config's "interleaved" (Qwen3-Omni's, beside or instead of mrope_interleaved) counts too."""
-    section = params.get("mrope_section")
-    keys = (*MROPE_KEYS, "interleaved") if section is not None else MROPE_KEYS
-    rest = {k: v for k, v in params.items() if k not in keys}
-    interleaved = params.get("mrope_interleaved") or (section and params.get("interleaved"))
-    return rest, section, bool(interleaved)
-
-
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
     """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
     pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
@@ -208,7 +192,9 @@ def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> R
     flat = params[layer_type] if layer_type is not None else params
     head_dim = head_dim_of(cfg)
     if isinstance(flat, dict) and flat.get("mrope_section") is not None:
-        rest, section, interleaved = _mrope_free(flat)
+        section = flat["mrope_section"]  # Qwen3-Omni's "interleaved" counts as mrope_interleaved
+        rest = {k: v for k, v in flat.items() if k not in (*MROPE_KEYS, "interleaved")}
+        interleaved = bool(flat.get("mrope_interleaved") or flat.get("interleaved"))
         if isinstance(section, list | tuple) and len(section) != 3:
             raise ValueError(
                 f"mrope_section {list(section)} has {len(section)} axes (HunYuan-VL's xdrope, "
@@ -239,19 +225,11 @@ def _probe_positions(cfg: dict) -> list[torch.Tensor]:
     return [row[None] for row in (short, edge, long)]
 
 
-def _mrope_ids(row: torch.Tensor) -> torch.Tensor:
-    """[1, T] -> [3, 1, T] (t, h, w) that differ per axis, as an image block's would."""
-    return torch.stack((row, row // 2 + 1, row % 5 + row // 3))
-
-
 def _fresh(module: nn.Module) -> nn.Module:
     """A copy of the module with a dynamic rope's grown state reset to its original one."""
     clone = copy.deepcopy(module)
-    grown = getattr(clone, "max_seq_len_cached", None) != getattr(
-        clone, "original_max_seq_len", None
-    )
-    if not grown:
-        return clone
+    if getattr(clone, "max_seq_len_cached", None) == getattr(clone, "original_max_seq_len", None):
+        return clone  # not grown
     if isinstance(getattr(clone, "original_inv_freq", None), torch.Tensor):
         clone.inv_freq = clone.original_inv_freq.clone()
     for key in [k for k in vars(clone).get("_buffers", {}) if k.endswith("_original_inv_freq")]:
@@ -259,17 +237,6 @@ def _fresh(module: nn.Module) -> nn.Module:
     if hasattr(clone, "original_max_seq_len"):
         clone.max_seq_len_cached = clone.original_max_seq_len
     return clone
-
-
-def _outputs(out) -> list[torch.Tensor] | None:
-    items = list(out) if isinstance(out, tuple | list) else [out]
-    return items if all(isinstance(t, torch.Tensor) for t in items) else None
-
-
-def _tolerance(pos: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
-    """[B, T, R/2]: the float32 rounding bound of transformers' angles, times the factor."""
-    p = pos.abs().amax(0) if pos.dim() == 3 else pos.abs()  # [B, T]
-    return abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
 
 
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
@@ -283,7 +250,9 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
         return None
     if form == "complex" and not theirs[0].is_complex():
         return None
-    tol = spread(_tolerance(pos, inv_freq, factor), form)
+    p = pos.abs().amax(0) if pos.dim() == 3 else pos.abs()  # [B, T]
+    tol = abs(factor) * (4e-6 + 4 * p[..., None].double() * inv_freq.double() * 2.0**-24)
+    tol = spread(tol, form)  # the float32 rounding bound of their angles, times the factor
     worst = -1.0
     for a, b in zip(ours, theirs):
         b = b.to(torch.complex128 if b.is_complex() else torch.float64)
@@ -291,32 +260,31 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
     return worst
 
 
-def _describe(theirs) -> str:
-    return ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
-
-
 def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
     """(the form of `module`'s output, {layer_type: head dim} where a layer type's output width
     shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
     every probe; ValueError saying what does not match."""
     hidden = cfg.get("hidden_size") or 8
-    takes_type = "layer_type" in _params(module.forward)
+    takes_type = "layer_type" in inspect.signature(module.forward).parameters
     form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
     for layer_type, rope in ropes.items():
         for row in _probe_positions(cfg):
-            pos = _mrope_ids(row) if rope.axes is not None else row
+            pos = row  # mrope: (t, h, w) [3, 1, T] that differ per axis, as an image's would
+            if rope.axes is not None:
+                pos = torch.stack((row, row // 2 + 1, row % 5 + row // 3))
             x = torch.zeros(1, row.shape[-1], hidden)
             args = (x, pos, layer_type) if takes_type else (x, pos)
             try:
                 with torch.no_grad():
-                    theirs = _outputs(_fresh(module)(*args))
+                    out = _fresh(module)(*args)
             except Exception as error:  # the module's own limits (a table of max positions)
                 if row[0, -1] < 8:
                     raise ValueError(f"{where}: calling it as forward(x, position_ids"
                                      f"{', layer_type' if takes_type else ''}) fails: "
                                      f"{type(error).__name__}: {error}") from None  # fmt: skip
                 continue
-            if theirs is None:
+            theirs = list(out) if isinstance(out, tuple | list) else [out]
+            if not all(isinstance(t, torch.Tensor) for t in theirs):
                 raise ValueError(f"{where}: its output is not a tensor or a tuple of tensors")
             width = theirs[0].shape[-1]
             forms = [form] if form else FORMS
@@ -397,8 +365,9 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
     )  # fmt: skip
     lt = f" layer_type {layer_type!r}:" if layer_type is not None else ""
     fitting = {f: s for f, s in scores.items() if s is not None}
+    shapes = ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in theirs)
     if not fitting:
-        return (f"{where}:{lt} its output ({_describe(theirs)}) has the shape of no form posenc "
+        return (f"{where}:{lt} its output ({shapes}) has the shape of no form posenc "
                 f"renders for its config's {what}; not patched")  # fmt: skip
     best = min(fitting, key=fitting.get)
     return (f"{where}:{lt} its output differs from posenc's {what} by up to "
@@ -413,14 +382,12 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
     """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
     nested per layer type, else the config's layer_types), None for a module with one rope."""
-    if "layer_type" not in _params(module.forward):
+    if "layer_type" not in inspect.signature(module.forward).parameters:
         return None
-    own = getattr(module, "layer_types", None)
+    own, params = getattr(module, "layer_types", None), cfg.get("rope_parameters") or {}
     if isinstance(own, list | tuple) and own and all(isinstance(t, str) for t in own):
-        params = cfg.get("rope_parameters") or {}
         nested = layer_types_of(params) or []
         return [t for t in dict.fromkeys(own) if t not in nested or params[t] is not None]
-    params = cfg.get("rope_parameters") or {}
     types = [t for t in layer_types_of(params) or [] if params[t] is not None]  # None: NoPE
     return types or list(dict.fromkeys(cfg.get("layer_types") or [])) or [None]
 
@@ -465,8 +432,13 @@ def _with_module_sections(cfg: dict, section) -> dict:
     return {**cfg, "rope_parameters": new}
 
 
-def _user_encodings(encoding, own: dict, layout: str | None, head_dim: int) -> dict:
-    """{layer_type: Rope} of encoding= over the module's own ropes `own`."""
+def _user_encodings(encoding, own: dict, form: str, head_dim: int) -> dict:
+    """{layer_type: Rope} of encoding= over the module's own ropes `own` (output `form`)."""
+    first, layout = next(iter(own.values())).encoding, None  # the pairs its attention rotates
+    if form in ("interleaved", "complex"):
+        layout = "interleaved"
+    elif form == "half" and not is_nope(first):
+        layout = first.layout  # DeepSeek-V3's rope_interleave: from_config says so
     types = [t for t in own if t is not None]
     if isinstance(encoding, dict):
         if not types or not set(encoding) <= set(types):
@@ -513,15 +485,6 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
             f"channels (rotary_dim must be {theirs}); partial rotary: phi3, gpt_neox and other "
             "models built with it"
         )
-
-
-def _layout(form: str, own: Rope) -> str | None:
-    """The pairs the model's attention rotates: "half" or "interleaved" (None: unknown)."""
-    if form in ("interleaved", "complex"):
-        return "interleaved"
-    if form == "half" and not is_nope(own.encoding):
-        return own.encoding.layout  # DeepSeek-V3's rope_interleave: from_config says so
-    return None
 
 
 def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
@@ -642,12 +605,14 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
                     rope.axes = own[t].axes
             cfg_obj = getattr(module, "config", None) or model.config
             ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
-            if ref is not None:
-                identify_as(ref, name, new_cfg, ropes, form)
+            if ref is not None:  # transformers' module rebuilt with it must give the same
+                got, _ = identify(ref, f"{name} rebuilt with the scaling", new_cfg, dict(ropes))
+                if got != form:
+                    raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
+                                     f"the model's own {form!r}; not patched")  # fmt: skip
             rescale.update(_attention_rescale(model, cfg_obj, new_cfg["rope_parameters"]))
         elif encoding is not None:
-            layout = _layout(form, next(iter(own.values())))
-            ropes = _user_encodings(encoding, own, layout, head_dim_of(cfg))
+            ropes = _user_encodings(encoding, own, form, head_dim_of(cfg))
         plan.append((name, module, ropes, form, cfg))
     for name, module, ropes, form, cfg in plan:
         new = PosencRotaryEmbedding(ropes, head_dim_of(cfg), form)
@@ -659,12 +624,3 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
         for key, value in diff.items():
             setattr(module, key, value)
     return model
-
-
-def identify_as(module, name, cfg, ropes, form) -> None:
-    """ValueError unless `module` (transformers' rotary module rebuilt with a scaling) gives
-    posenc's output for `ropes` in `form`."""
-    got, _ = identify(module, f"{name} rebuilt with the scaling", cfg, dict(ropes))
-    if got != form:
-        raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
-                         f"the model's own {form!r}; not patched")  # fmt: skip

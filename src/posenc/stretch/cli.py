@@ -203,16 +203,21 @@ def parse_depths(text: str) -> list[float]:
     return sorted(set(out))
 
 
-def check_outputs(out: str, db: str, json_path: str | None) -> None:
-    """--out, --db and --json writable, distinct, and --db new or one of ours: nothing made."""
+def check_common(args, run: bool = True) -> None:
+    """The flags a run and a report share: --out, --db and --json writable and distinct (a run's
+    --db new or one of ours), nothing made; --tolerance >= 0."""
     from posenc.arena.store import check_db
 
-    check_writable(out, "--out")
-    check_out_file(db, "--db")
-    if json_path:
-        check_out_file(json_path, "--json", "json")
-    check_distinct(**{"--db": db, "--json": json_path, "--out": out})
-    check_db(db)
+    check_writable(args.out, "--out")
+    if run:
+        check_out_file(args.db, "--db")
+    if args.json:
+        check_out_file(args.json, "--json", "json")
+    check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
+    if run:
+        check_db(args.db)
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
 
 
 def check_flags(args, d: dict) -> dict:
@@ -230,8 +235,6 @@ def check_flags(args, d: dict) -> dict:
     gpus = args.gpus_per_cell
     if gpus is not None and not (math.isfinite(gpus) and gpus >= 0):
         raise ValueError(f"--gpus-per-cell must be a finite number >= 0, got {gpus}")
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
     v["lengths"] = args.lengths if args.lengths is not None else d["lengths"]
     parse_lengths(v["lengths"], None)  # the syntax now, before the model is read
     if args.retrieval_lengths is not None:
@@ -246,7 +249,7 @@ def check_flags(args, d: dict) -> dict:
         from posenc.arena.cluster import import_ray
 
         import_ray()
-    check_outputs(args.out, args.db, args.json)
+    check_common(args)
     return v
 
 
@@ -255,13 +258,12 @@ def config_from_args(args):
     config, RoPE per layer type, memory at the longest length), build the run's config."""
     from posenc.stretch import models
     from posenc.stretch.runner import StretchConfig
+    from posenc.stretch.scalings import flat_targets
 
     d = QUICK_RUN if args.quick else DEFAULTS
     v = check_flags(args, d)
     spec = models.resolve(args.model)
-    if spec.gguf:
-        models.check_gguf(spec)
-    config = read_config(spec)
+    config = models.read_config(spec)
     types = models.rope_types(config, spec.name)
     context, head_dim = models.context_length(config), models.head_dim(config)
     scalings = v["scalings"]
@@ -288,7 +290,7 @@ def config_from_args(args):
         )
     models.check_memory(config, lengths, args.device)
     factor = round(max(1.0, max(lengths) / context), 4)
-    flat = models_flat(config, types)
+    flat = None if types is None else flat_targets(config)
     scalings = [s.resolved(factor).for_model(types, flat) for s in scalings]
     scalings = list(dict.fromkeys(scalings))
     check_scalings(config, scalings, context, head_dim, factor)
@@ -305,12 +307,6 @@ def config_from_args(args):
         tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
         config=config,
     )  # fmt: skip
-
-
-def models_flat(config, types):
-    from posenc.stretch.scalings import flat_targets
-
-    return None if types is None else flat_targets(config)
 
 
 QUICK_SECONDS = 420.0  # --quick's estimated budget (the target: <= 8 min with the loading)
@@ -349,19 +345,6 @@ def quick_grid(config, context: int, default_scalings: bool, scalings):
         f"static scalings cost inside it at {n // 2} and {n} tokens "
         f"(~{seconds(n, 'ppl,passkey') / 60:.1f} min); give --lengths past {context} for the "
         "extension itself")  # fmt: skip
-
-
-def read_config(spec):
-    """The model's transformers config, read without its weights."""
-    from posenc.stretch import models
-
-    transformers = models.transformers_module()
-    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
-    try:
-        return transformers.AutoConfig.from_pretrained(spec.path, **kw)
-    except Exception as err:  # noqa: BLE001 - struct.error of a damaged file, ...: one line
-        raise ValueError(f"--model {spec.name}: its config cannot be read "
-                         f"({type(err).__name__}: {err})") from None  # fmt: skip
 
 
 def check_scalings(config, scalings, context, head_dim, factor) -> None:
@@ -419,7 +402,7 @@ def main_run(argv: list[str]) -> int:
 
     cfg = config_from_args(args)
     if cfg.workers == 1 and not cfg.ray and not os.path.exists(cfg.db):
-        runner.preload(cfg)  # a fresh run: a model that does not load writes nothing
+        runner.loaded(cfg.model, cfg.device)  # a fresh run: a model that fails writes nothing
     os.makedirs(cfg.out, exist_ok=True)
     with Store(cfg.db) as store:
         n = runner.run(cfg, store)
@@ -433,12 +416,7 @@ def main_report(argv: list[str]) -> int:
     from posenc.arena.store import Store
 
     args = report_parser().parse_args(argv)
-    check_writable(args.out, "--out")
-    if args.json:
-        check_out_file(args.json, "--json", "json")
-    check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
+    check_common(args, run=False)
     from posenc.stretch.report import require_stretch
 
     with Store(args.db, create=False) as store:

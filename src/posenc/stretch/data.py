@@ -140,7 +140,7 @@ def specials(tokenizer) -> tuple[list[int], list[int]]:
     return full[:at], full[at + len(bare) :]
 
 
-def _whole(value, name: str, low: int = 1) -> int:
+def check_whole(value, name: str, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
     return value
@@ -149,9 +149,9 @@ def _whole(value, name: str, low: int = 1) -> int:
 def window(body: list[int], head: list[int], length: int, stride: int, k: int) -> list[int] | None:
     """The k-th window of `length` tokens: `head` (what the tokenizer puts before a text) then
     body's tokens from the k-th stride of `stride` tokens; None where the body is too short."""
-    _whole(length, "length", 2)
-    _whole(stride, "stride", length)
-    _whole(k, "window index", 0)
+    check_whole(length, "length", 2)
+    check_whole(stride, "stride", length)
+    check_whole(k, "window index", 0)
     step, need = stride - len(head), length - len(head)
     if need < 1:
         raise ValueError(f"length {length} leaves no text after the {len(head)} special tokens")
@@ -204,7 +204,7 @@ def check_depths(depths) -> list[float]:
 
 def spread(k: int) -> list[float]:
     """k needle depths evenly spread over the filler: (i + 0.5) / k."""
-    return [round((i + 0.5) / _whole(k, "probes"), 4) for i in range(k)]
+    return [round((i + 0.5) / check_whole(k, "probes"), 4) for i in range(k)]
 
 
 def _probe(tokenizer, question: str, answer: str, depth: float) -> Probe:
@@ -214,11 +214,11 @@ def _probe(tokenizer, question: str, answer: str, depth: float) -> Probe:
     return Probe(q, answer, a, depth)
 
 
-def _assemble(tokenizer, length: int, head: str, needles, probes):
-    """BOS (where the tokenizer adds one) + head + filler with each (depth, text) needle at its
+def _assemble(tokenizer, length: int, needles, probes):
+    """BOS (where the tokenizer adds one) + HEAD + filler with each (depth, text) needle at its
     depth: a Context whose prefix leaves room for the longest question in `length` tokens."""
     bos = specials(tokenizer)[0]
-    head_ids = bos + _encode(tokenizer, head)
+    head_ids = bos + _encode(tokenizer, HEAD)
     needle_ids = [(d, _encode(tokenizer, t)) for d, t in sorted(needles)]
     q_max = max(len(p.question) for p in probes)
     fixed = len(head_ids) + q_max + sum(len(n) for _, n in needle_ids)
@@ -245,35 +245,35 @@ def context(task: str, tokenizer, length: int, depths, seed: int) -> Context:
     needle at each depth (passkey: the first depth only), from `seed`."""
     if task not in RETRIEVAL:
         raise ValueError(f"unknown retrieval task {task!r}; allowed: {', '.join(RETRIEVAL)}")
-    _whole(length, "length")
-    _whole(seed, "seed", 0)
+    check_whole(length, "length")
+    check_whole(seed, "seed", 0)
     depths = check_depths(depths)
     rng = random.Random(f"{task}:{seed}:{depths}:{length}")
     if task == "passkey":
         key, d = str(rng.randint(10000, 99999)), depths[0]
-        needle = f" The pass key is {key}. Remember it. {key} is the pass key. "
+        needles = [(d, f" The pass key is {key}. Remember it. {key} is the pass key. ")]
         probes = [_probe(tokenizer, "\nWhat is the pass key? The pass key is", key, d)]
-        return Context(_assemble(tokenizer, length, HEAD, [(d, needle)], probes), tuple(probes), 8)
-    if len(depths) > len(WORDS) and task == "multikey":
-        raise ValueError(f"multikey holds at most {len(WORDS)} keys, got {len(depths)} depths")
-    needles, probes = [], []
-    if task == "multikey":
+    elif task == "multikey":
+        if len(depths) > len(WORDS):
+            raise ValueError(f"multikey holds at most {len(WORDS)} keys, got {len(depths)} depths")
+        needles, probes = [], []
         for d, word in zip(depths, rng.sample(WORDS, len(depths))):
             v = str(rng.randint(10000, 99999))
             needles.append((d, f" Pass key: {word} {v} {word} {v}. "))
             probes.append(_probe(tokenizer, f"\nRecall the pass key. Pass key: {word}", v, d))
-        return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
-    names = set()
-    while len(names) < 2 * len(depths):
-        names.add("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)))
-    names = sorted(names)
-    rng.shuffle(names)
-    for i, d in enumerate(depths):
-        a, b, v = names[2 * i], names[2 * i + 1], str(rng.randint(10000, 99999))
-        needles += [(d, f" VAR {a} = {v}. "), (d + (1 - d) * rng.random(), f" VAR {b} = VAR {a}. ")]
-        q = f"\nQuestion: what is the value of VAR {b}? Answer: The value of VAR {b} is"
-        probes.append(_probe(tokenizer, q, v, d))
-    return Context(_assemble(tokenizer, length, HEAD, needles, probes), tuple(probes), 8)
+    else:
+        needles, probes, names = [], [], set()
+        while len(names) < 2 * len(depths):
+            names.add("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5)))
+        names = sorted(names)
+        rng.shuffle(names)
+        for i, d in enumerate(depths):
+            a, b, v = names[2 * i], names[2 * i + 1], str(rng.randint(10000, 99999))
+            later = d + (1 - d) * rng.random()
+            needles += [(d, f" VAR {a} = {v}. "), (later, f" VAR {b} = VAR {a}. ")]
+            q = f"\nQuestion: what is the value of VAR {b}? Answer: The value of VAR {b} is"
+            probes.append(_probe(tokenizer, q, v, d))
+    return Context(_assemble(tokenizer, length, needles, probes), tuple(probes), 8)
 
 
 def first_number(text: str) -> str | None:

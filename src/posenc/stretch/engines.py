@@ -92,7 +92,6 @@ class ModelInfo:
 
     @property
     def layer_types(self) -> list[str] | None:
-
         return layer_types_of(self.rope_parameters)
 
     @classmethod
@@ -107,9 +106,6 @@ class ModelInfo:
         rotary = from_config(cfg, default_target(params)).rotary_dim(head_dim)
         model_type = str(cfg.get("model_type"))
         return cls(name, model_type, context, head_dim, rotary, params, gguf_arch)
-
-    def default_target(self) -> str | None:
-        return default_target(self.rope_parameters)
 
     def own(self, target: str | None) -> dict:
         return dict(self.rope_parameters[target] if target else self.rope_parameters)
@@ -190,7 +186,7 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
     if target is not None and (types is None or target not in types):
         allowed = ", ".join(types) if types else "none (this model has one rope; drop @...)"
         raise ValueError(f"{label!r}: unknown layer type {target!r}; allowed: {allowed}")
-    target = target or info.default_target()
+    target = target or default_target(info.rope_parameters)
     params = scaling.params(context=info.context, head_dim=info.rotary_dim, factor=factor)
     if params is not None:
         own = info.own(target)
@@ -341,16 +337,13 @@ def transformers_setting(plan: Plan) -> Setting:
     s = _setting("transformers", plan)
     if s.cannot:
         return s
-    params = hf_rope_parameters(plan)
-    s.config = {"rope_parameters": params, "max_position_embeddings": plan.length}
+    length = {"max_position_embeddings": plan.length}
+    s.config = {"rope_parameters": hf_rope_parameters(plan), **length}
     legacy = legacy_config(plan)
     if legacy is None:
         s.notes.append("transformers 4.x cannot express this (rope_parameters needs 5.x)")
     else:
-        s.lines.append(
-            "transformers 4.x config.json: "
-            + _json({**legacy, "max_position_embeddings": plan.length})
-        )
+        s.lines.append(f"transformers 4.x config.json: {_json({**legacy, **length})}")
     name = plan.scaling.name
     if name == "dynamic":
         s.notes.append(
@@ -452,13 +445,12 @@ def llamacpp_setting(plan: Plan) -> Setting:
             "is created (--rope-scaling takes none, linear, yarn)"
         )
         return s
-    if name in ("longrope", "proportional"):
-        why = (
-            "longrope takes rope_factors_long / rope_factors_short tensors and picks the long "
-            "ones by -c, not by the prompt's length"
-            if name == "longrope"
-            else "no proportional (p-RoPE) scaling type"
-        )
+    why = {
+        "longrope": "longrope takes rope_factors_long / rope_factors_short tensors and picks "
+        "the long ones by -c, not by the prompt's length",
+        "proportional": "no proportional (p-RoPE) scaling type",
+    }.get(name)
+    if why:
         s.cannot.append(f"llama.cpp: {why}; not expressible by flags")
         return s
     flags = ["-c", str(plan.length)]
@@ -538,39 +530,32 @@ def _quote(arg: str) -> str:
     return f"'{arg}'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
 
 
-def settings_text(label: str, model_info: ModelInfo) -> str:
+def settings_text(label: str, info: ModelInfo) -> str:
     """The settings of every engine for `label` on the model, as `posenc stretch settings`
     prints them (a report can include this block)."""
-    plan = plan_for(label, model_info)
-    info = model_info
+    plan = plan_for(label, info)
     where = f" on its {plan.target} layers" if plan.target else ""
-    grows = plan.length > info.context
-    size = (
-        f"context {info.context} -> {plan.length} tokens"
-        if grows
-        else (f"context {info.context} tokens")
-    )
-    head = [f"Engine settings for {plan.label} on {info.name}{where}: {size}"]
+    size = f"context {info.context}" + (f" -> {plan.length}" if plan.length > info.context else "")
+    out = [f"Engine settings for {plan.label} on {info.name}{where}: {size} tokens"]
     own = info.own(plan.target)
     if plan.params is not None and own.get("rope_type", "default") != "default":
-        head.append(
+        out.append(
             f"  note: this replaces the model's own {own['rope_type']} scaling "
             f"({_json(own)}); what posenc measured is the replacement, not the two "
             "combined (a linear override over Llama 3.1's own: perplexity 13.8 -> "
             "11,316, unsloth PR 7028)"
         )
     if info.gguf_rope is not None:
-        head.append(
+        out.append(
             f"  note: this GGUF carries its own scaling, which llama.cpp applies "
             f"({_json(info.gguf_rope)}) and transformers' GGUF loader ignores: posenc measured "
             "the model without it, and the settings below replace it"
         )
     if plan.scaling.name in DYNAMIC:
-        head.append(
+        out.append(
             "  note: a dynamic scaling follows each call's length; engines that "
             "cannot follow it are marked 'cannot'"
         )
-    out = head
     for engine, s in engine_settings(plan).items():
         out.append(f"{engine} ({s.source}):")
         if s.config:
@@ -587,26 +572,13 @@ def settings_text(label: str, model_info: ModelInfo) -> str:
 # reading a model, and writing a copy that loads with the scaling
 
 
-def gguf_module():
-    try:
-        import gguf
-    except ImportError:
-        raise ValueError("a .gguf needs gguf: pip install 'posenc[models]'") from None
-    return gguf
-
-
 def model_info(spec) -> ModelInfo:
     """The ModelInfo of a stretch.models.ModelSpec, from its config (no weights loaded)."""
 
-    transformers = models.transformers_module()
-    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
-    try:
-        config = transformers.AutoConfig.from_pretrained(spec.path, **kw)
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"--model {spec.name}: its config cannot be read ({err})") from None
+    config = models.read_config(spec)
     if not spec.gguf:
         return ModelInfo.from_config(config, spec.name)
-    reader = gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
+    reader = models.gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
     arch = reader.fields["general.architecture"].contents()
     info = ModelInfo.from_config(config, spec.name, arch)
     try:
@@ -715,7 +687,7 @@ def write_folder(plan: Plan, src: str, dst: str) -> None:
 def gguf_keys(plan: Plan, arch: str) -> dict:
     """{key: (value, GGUFValueType)} of the rope keys llama.cpp reads (src/llama-arch.cpp
     names), for the plan; keys of the source's own scaling not set here are dropped."""
-    vt = gguf_module().GGUFValueType
+    vt = models.gguf_module().GGUFValueType
     name, p = plan.scaling.name, plan.params or {}
     keys = {f"{arch}.context_length": (plan.length, vt.UINT32)}
     if name == "none":
@@ -749,7 +721,7 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     of gguf_keys (and the tensor rope_freqs.weight: added for llama3, dropped otherwise)."""
     import numpy as np
 
-    gguf = gguf_module()
+    gguf = models.gguf_module()
     reader = gguf.GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()
     new = gguf_keys(plan, arch)
@@ -788,7 +760,7 @@ def gguf_config(path) -> dict:
     longrope with short = long factors and attention factor 1 (the same frequencies at every
     length). ValueError for what it cannot say (longrope tensors, divisors with a scaling).
     `path` may be a gguf.GGUFReader already open."""
-    gguf = gguf_module()
+    gguf = models.gguf_module()
     reader = gguf.GGUFReader(path) if isinstance(path, str | os.PathLike) else path
     arch = reader.fields["general.architecture"].contents()
 

@@ -19,6 +19,7 @@ import copy
 import hashlib
 import inspect
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -27,15 +28,9 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface
 
 from posenc.hf.patch import PosencRotaryEmbedding
-from posenc.stretch.data import first_number
+from posenc.stretch.data import check_whole, first_number
 
 LOGIT_CHUNK = 1024  # positions per LM-head chunk: [1024, V] float32 logits at a time
-
-
-def rope_of(model):
-    """The posenc rope that a patched model's (first) rotary module uses."""
-    module = next(m for m in model.modules() if isinstance(m, PosencRotaryEmbedding))
-    return next(iter(module.encodings.values())).encoding
 
 
 def fingerprint(model, length: int, head_dim: int) -> str:
@@ -72,18 +67,12 @@ def token_nll(model, ids: torch.Tensor) -> torch.Tensor:
     return torch.cat(out).double().cpu()
 
 
-def _positive_length(length, name: str = "length", low: int = 2) -> int:
-    if isinstance(length, bool) or not isinstance(length, int) or length < low:
-        raise ValueError(f"{name} must be a whole number >= {low} tokens, got {length!r}")
-    return length
-
-
 def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) -> dict[str, float]:
     """The metrics of the first `length` tokens of a window from its pass's nll [>= length - 1]:
     loss (mean nll), the loss of the tokens within the context and past it (loss@0-C,
     loss@C-T), and with `width` > 0 the loss of each bin of `width` positions (pos@a-b)."""
-    _positive_length(length)
-    _positive_length(context, "context", 1)
+    check_whole(length, "length", 2)
+    check_whole(context, "context")
     if length - 1 > nll.numel():
         raise ValueError(f"length {length} is longer than the pass ({nll.numel() + 1} tokens)")
     x = nll[: length - 1]  # x[t]: the loss of the token at position t + 1
@@ -92,7 +81,7 @@ def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) ->
     if length > context:
         rows[f"loss@{context}-{length}"] = float(x[context - 1 :].mean())
     if width:
-        for a in range(0, length, _positive_length(width, "width", 1)):
+        for a in range(0, length, check_whole(width, "width")):
             b = min(a + width, length)
             rows[f"pos@{a}-{b}"] = float(x[max(a - 1, 0) : b - 1].mean())
     return rows
@@ -112,7 +101,7 @@ _FLASH_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cp
 def prefix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
     """transformers' SDPA attention, except for a chunk after a cached prefix: query [B, H, q, Dh]
     attends all kv - q cached keys and, causally, the chunk's own ([B, Hkv, kv, Dh]). Batch 1,
-    no padding, no sliding window (`shares_prefix` checks the model): its mask is None."""
+    no padding, no sliding window (`use_prefix_attention` checks the model): its mask is None."""
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 or q_len == kv_len:
         return sdpa_attention_forward(module, query, key, value, None, dropout, scaling, **kw)
@@ -125,23 +114,18 @@ def prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     return (w * old + (1 - w) * new).to(query.dtype).transpose(1, 2).contiguous(), None
 
 
-def shares_prefix(model) -> bool:
-    """The model can take `prefix_attention`: SDPA attention on a CPU, every layer full causal
-    attention without soft-capping, and this torch has the CPU flash kernel."""
-    cfg = model.config
-    return (
-        _FLASH_CPU is not None
-        and next(model.parameters()).device.type == "cpu"
-        and cfg._attn_implementation in ("sdpa", PREFIX_ATTENTION)
-        and not getattr(cfg, "sliding_window", None)
-        and not getattr(cfg, "attn_logit_softcapping", None)
-        and set(getattr(cfg, "layer_types", None) or ["full_attention"]) == {"full_attention"}
-    )
-
-
 def use_prefix_attention(model) -> bool:
-    """Switch `model` to `prefix_attention` where it `shares_prefix`; whether it did."""
-    if not shares_prefix(model):
+    """Switch `model` to `prefix_attention` where it can take it (SDPA attention on a CPU, every
+    layer full causal attention without soft-capping, torch's CPU flash kernel); whether it did."""
+    cfg = model.config
+    if (
+        _FLASH_CPU is None
+        or next(model.parameters()).device.type != "cpu"
+        or cfg._attn_implementation not in ("sdpa", PREFIX_ATTENTION)
+        or getattr(cfg, "sliding_window", None)
+        or getattr(cfg, "attn_logit_softcapping", None)
+        or set(getattr(cfg, "layer_types", None) or ["full_attention"]) != {"full_attention"}
+    ):
         return False
     AttentionInterface.register(PREFIX_ATTENTION, prefix_attention)
     AttentionMaskInterface.register(PREFIX_ATTENTION, lambda *args, **kwargs: None)
@@ -158,17 +142,15 @@ def use_prefix_attention(model) -> bool:
 REPEAT_ATTENTION = "posenc_repeat_kv"
 
 
-class _OneGroup:
-    num_key_value_groups = 1
-
-
 def repeat_attention(module, query, key, value, attention_mask, **kw):
     """transformers' SDPA attention with the key/value heads [B, Hkv, kv, Dh] repeated to the
     query's [B, H, q, Dh] first."""
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
     kw.setdefault("is_causal", getattr(module, "is_causal", True))
-    return sdpa_attention_forward(_OneGroup(), query, key, value, attention_mask, **kw)
+    return sdpa_attention_forward(
+        SimpleNamespace(num_key_value_groups=1), query, key, value, attention_mask, **kw
+    )
 
 
 def use_repeat_attention(model) -> bool:
@@ -228,11 +210,6 @@ def crop_to(cache, n: int) -> None:
         cache.crop(n - cache.get_seq_length())
 
 
-def eos_ids(model) -> set[int]:
-    eos = getattr(model.generation_config, "eos_token_id", None)
-    return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
-
-
 @torch.inference_mode()
 def prefill(model, ids: list[int], reuse: PromptCache, key: object):
     """The KV cache of `ids` (a retrieval context): the prefix it shares with an earlier context
@@ -260,46 +237,43 @@ def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: in
     and the token after it, all that exact match reads; else decoded up to the end). It runs
     on one thread: a few tokens at a time, a second thread's fork and join cost more than it
     gives (25x slower on a loaded 2-core CPU)."""
+    if not question or not answer:
+        raise ValueError("ask: the question and the answer need at least one token each")
+    check_whole(max_new_tokens, "max_new_tokens")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _ask(model, cache, question, answer, max_new_tokens)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
-    if not question or not answer:
-        raise ValueError("ask: the question and the answer need at least one token each")
-    _positive_length(max_new_tokens, "max_new_tokens", 1)
-    device = next(model.parameters()).device
-    n = cache.get_seq_length()
-    crop = model.config._attn_implementation == PREFIX_ATTENTION  # full attention: crop back
-    work = cache if crop else copy.deepcopy(cache)
-    kw = cache_kwarg(model)
-    logits = model(input_ids=torch.tensor([question + answer], device=device), **{kw: work})
-    logits = logits.logits[0, len(question) - 1 :].float()  # [len(answer) + 1, V]
-    target = torch.tensor(answer, device=device)[:, None]
-    logp = float(logits[:-1].log_softmax(-1).gather(1, target).sum())
-    greedy = logits.argmax(-1).tolist()
-    stop = eos_ids(model)
-    if greedy[:-1] == answer and not stop & set(answer):  # the greedy continuation begins with
-        out = (answer + greedy[-1:])[:max_new_tokens]  # the answer: it is read off this pass
+        device = next(model.parameters()).device
+        n = cache.get_seq_length()
+        crop = model.config._attn_implementation == PREFIX_ATTENTION  # full attention: crop back
+        work = cache if crop else copy.deepcopy(cache)
+        kw = cache_kwarg(model)
+        logits = model(input_ids=torch.tensor([question + answer], device=device), **{kw: work})
+        logits = logits.logits[0, len(question) - 1 :].float()  # [len(answer) + 1, V]
+        target = torch.tensor(answer, device=device)[:, None]
+        logp = float(logits[:-1].log_softmax(-1).gather(1, target).sum())
+        greedy = logits.argmax(-1).tolist()
+        eos = getattr(model.generation_config, "eos_token_id", None)
+        stop = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+        if greedy[:-1] == answer and not stop & set(answer):  # the greedy continuation begins with
+            out = (answer + greedy[-1:])[:max_new_tokens]  # the answer: it is read off this pass
+            if crop:
+                crop_to(work, n)
+            return out, logp
+        if crop:
+            crop_to(work, n + len(question))
+        else:  # a sliding window's cache cannot be cropped: the question alone on a fresh copy
+            work = copy.deepcopy(cache)
+            model(input_ids=torch.tensor([question], device=device), **{kw: work})
+        out = [greedy[0]]
+        while len(out) < max_new_tokens and out[-1] not in stop:
+            step = model(input_ids=torch.tensor([[out[-1]]], device=device), **{kw: work}).logits
+            out.append(int(step[0, -1].argmax()))
         if crop:
             crop_to(work, n)
         return out, logp
-    if crop:
-        crop_to(work, n + len(question))
-    else:  # a sliding window's cache cannot be cropped: the question alone on a fresh copy
-        work = copy.deepcopy(cache)
-        model(input_ids=torch.tensor([question], device=device), **{kw: work})
-    out = [greedy[0]]
-    while len(out) < max_new_tokens and out[-1] not in stop:
-        step = model(input_ids=torch.tensor([[out[-1]]], device=device), **{kw: work}).logits
-        out.append(int(step[0, -1].argmax()))
-    if crop:
-        crop_to(work, n)
-    return out, logp
+    finally:
+        torch.set_num_threads(threads)
 
 
 def exact_match(text: str, expected: str) -> float:

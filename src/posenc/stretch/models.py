@@ -8,7 +8,7 @@ loads a GGUF file by dequantizing it to float32 (it needs `gguf` and `accelerate
 Everything that can be checked without the weights is checked here before a run writes or
 loads anything: the files are there (weights, tokenizer; a .gguf read whole by `gguf`), the
 config reads as RoPE for every layer type (`rope_types`), and a forward pass of the longest
-length fits in memory (`pass_bytes`). `flops` sizes --quick and the time a plan announces.
+length fits in memory (`check_memory`). `flops` sizes --quick and the time a plan announces.
 """
 
 from __future__ import annotations
@@ -85,19 +85,32 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
 TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 
-def check_gguf(spec: ModelSpec) -> None:
-    """Read a .gguf's header, metadata and tensor table whole (memory-mapped, no weights
-    loaded): ValueError naming --model for a truncated or foreign file."""
+def gguf_module():
     try:
-        from gguf import GGUFReader
+        import gguf
     except ImportError:
         raise ValueError(f"loading a .gguf model needs gguf: {INSTALL_HINT}") from None
-    path = os.path.join(spec.path, spec.gguf)
+    return gguf
+
+
+def read_config(spec: ModelSpec):
+    """The model's transformers config, without its weights; a .gguf's header, metadata and
+    tensor table are read whole first (memory-mapped): ValueError naming --model for a truncated
+    or foreign file."""
+    transformers = transformers_module()
+    if spec.gguf:
+        reader = gguf_module().GGUFReader
+        try:
+            reader(os.path.join(spec.path, spec.gguf))
+        except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
+            raise ValueError(f"--model {spec.name}: not a readable .gguf file, truncated or "
+                             f"damaged ({type(err).__name__}: {err})") from None  # fmt: skip
+    kw = {"gguf_file": spec.gguf} if spec.gguf else {}
     try:
-        GGUFReader(path)
-    except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
-        raise ValueError(f"--model {spec.name}: not a readable .gguf file, truncated or "
-                         f"damaged ({type(err).__name__}: {err})") from None  # fmt: skip
+        return transformers.AutoConfig.from_pretrained(spec.path, **kw)
+    except Exception as err:  # noqa: BLE001 - struct.error of a damaged file, ...: one line
+        raise ValueError(f"--model {spec.name}: its config cannot be read "
+                         f"({type(err).__name__}: {err})") from None  # fmt: skip
 
 
 def rope_types(config, name: str) -> list[str] | None:
@@ -105,13 +118,13 @@ def rope_types(config, name: str) -> list[str] | None:
     'full_attention']), None for one rope for every layer; ValueError naming --model if a
     layer's positions are not RoPE as posenc.hf reads them."""
     try:
-        types = layer_types_of(rope_parameters_of(config_dict(config)))
+        params = rope_parameters_of(config_dict(config))
+        types = layer_types_of(params)
         for t in types or [None]:
             from_config(config, t)
     except (ValueError, TypeError) as err:
         raise ValueError(f"--model {name}: its positions are not RoPE as posenc reads them "
                          f"({err})") from None  # fmt: skip
-    params = rope_parameters_of(config_dict(config))
     return None if types is None else [t for t in types if params[t] is not None]
 
 
@@ -133,31 +146,21 @@ def flops(config, length: int, past: int = 0) -> float:
     return 2.0 * (per_token * length + attention)
 
 
-def pass_bytes(config, length: int) -> float:
-    """A forward pass's peak memory past the weights, float32: the activations of a layer
-    (residual, MLP), the KV cache of every layer, one head's [T, T] attention scores where
-    the kernel materializes them, and a [1024, V] chunk of logits."""
-    m = dims(config)
-    act = length * (4 * m["d"] + 2 * m["mlp"])
-    kv = 2 * m["layers"] * length * m["d"]
-    scores = length * length * 2  # eager / masked SDPA on a CPU: [T, T] per head, twice
-    return 4.0 * (act + kv + scores + 1024 * m["vocab"])
-
-
-def memory(device: str = "cpu") -> float:
-    """The memory a pass on `device` can have at the most: the machine's RAM, a GPU's own."""
+def check_memory(config, lengths, device: str = "cpu") -> None:
+    """ValueError naming --lengths where a forward pass of the longest length cannot fit in the
+    memory of `device` (the machine's RAM, a GPU's own) even with nothing else running. The peak
+    past the weights, float32: a layer's activations (residual, MLP), every layer's KV cache, one
+    head's [T, T] scores where the kernel materializes them, and a [1024, V] chunk of logits."""
+    m, n = dims(config), max(lengths)
+    act, kv = n * (4 * m["d"] + 2 * m["mlp"]), 2 * m["layers"] * n * m["d"]
+    scores = n * n * 2  # eager / masked SDPA on a CPU: [T, T] per head, twice
+    need = 4.0 * (act + kv + scores + 1024 * m["vocab"])
     if device.startswith("cuda") and torch.cuda.is_available():
-        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
-def check_memory(config, lengths, device: str = "cpu", flag: str = "--lengths") -> None:
-    """ValueError naming `flag` for a length whose forward pass cannot fit in the memory of
-    `device` even with nothing else running."""
-    have, n = memory(device), max(lengths)
-    need = pass_bytes(config, n)
+        have = float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    else:
+        have = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     if need > have:
-        raise ValueError(f"{flag}: a forward pass of {n} tokens needs ~{need / 2**30:.1f} GiB "
+        raise ValueError(f"--lengths: a forward pass of {n} tokens needs ~{need / 2**30:.1f} GiB "
                          f"past the weights; {device} has {have / 2**30:.1f} GiB in all: give "
                          "shorter lengths")  # fmt: skip
 

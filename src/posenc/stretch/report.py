@@ -90,13 +90,6 @@ def _exp(x: float) -> float:
     return math.exp(x) if x < 700 else math.inf
 
 
-def _metric(name: str) -> tuple[str, str, str]:
-    """'loss@8192-16384/w3' -> ('loss', '8192-16384', 'w3'); old rows have no '/...'."""
-    head, _, sample = str(name).partition("/")
-    what, _, at = head.partition("@")
-    return what, at, sample
-
-
 @dataclass
 class Grid:
     """The rows of one model, per sample: window losses per text kind, probe scores per task."""
@@ -176,13 +169,9 @@ def _order(label: str) -> tuple:
 
 
 def _grid(model: str, rows: list[dict]) -> Grid:
-    loss, past, exact, logp = (defaultdict(dict), defaultdict(dict), defaultdict(list),
-                               defaultdict(list))  # fmt: skip
-    curve, holes, blocks = (
-        defaultdict(lambda: defaultdict(list)),
-        defaultdict(set),
-        defaultdict(dict),
-    )
+    loss, past, blocks = defaultdict(dict), defaultdict(dict), defaultdict(dict)
+    exact, logp, holes = defaultdict(list), defaultdict(list), defaultdict(set)
+    curve = defaultdict(lambda: defaultdict(list))
     contexts = [r["train_len"] for r in rows if isinstance(r.get("train_len"), int)]
     context = max(set(contexts), key=contexts.count) if contexts else 0
     labels, lengths = set(), set()
@@ -194,7 +183,9 @@ def _grid(model: str, rows: list[dict]) -> Grid:
         labels.add(label)
         lengths.add(n)
         value = _num(r.get("value"))
-        what, at, sample = _metric(r.get("metric", ""))
+        head, _, sample = str(r.get("metric", "")).partition("/")  # 'loss@8192-16384/w3'
+        what, _, at = head.partition("@")  # old rows have no '/...'
+
         if value is None or r.get("status") != "ok":
             holes[(task, label, n)].add(str(r.get("reason") or "no reason given"))
             continue
@@ -302,15 +293,8 @@ def same_ppl(g: Grid, a: str, b: str, n: int) -> bool:
 
 
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
-    """(length, recommendation, the numbers behind it) for each length past the context.
-
-    Candidates: eligible (short-context cost <= tolerance on every text, retrieval lost within
-    the context <= tolerance) and working at T (perplexity <= (1 + WORKS) x the unscaled
-    model's at C on every text; retrieval at least half the unscaled model's within). The best
-    is the one with the highest retrieval, then the lowest perplexity on the first text; a
-    candidate whose retrieval interval overlaps the best's and whose paired perplexity ratio to
-    the best's holds 1 (on every text) ties with it, and a tie is named as such, with the
-    short-context costs that separate its members."""
+    """(length, recommendation, the numbers behind it) for each length past the context, by the
+    rule of the module docstring (ties named with the short-context costs that separate them)."""
     strong = strong_tasks(g)
     base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
     base_ret = [r.value for r in base_ret if r is not None]
@@ -565,11 +549,9 @@ def _ppl_table(g: Grid, text: str, past: bool):
         rows.append([lb] + cells)
     ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
                    for n in lens)  # fmt: skip
-    what = (
-        f"positions {g.context}..T only (the tokens past the context)"
-        if past
-        else "the first T tokens of each window"
-    )
+    what = "the first T tokens of each window"
+    if past:
+        what = f"positions {g.context}..T only (the tokens past the context)"
     title = (f"{text} text: perplexity of {what} [95% interval over blocks of C/8 tokens] "
              f"(windows per length: {ns})")  # fmt: skip
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
@@ -610,20 +592,10 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
                     "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
                     _holes(g, t, empty)))  # fmt: skip
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
-    out.append(
-        (
-            f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
-            "a tie where the intervals overlap)",
-            ["target", "recommendation", "numbers"],
-            rec,
-            "" if rec else "– no length past the context has perplexity on every text",
-        )
-    )
-    return out
-
-
-def _finding_rows(g: Grid):
-    return [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
+    title = f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
+    none = "" if rec else "– no length past the context has perplexity on every text"
+    head = ["target", "recommendation", "numbers"]
+    return [*out, (title + "a tie where the intervals overlap)", head, rec, none)]
 
 
 def terminal(g: Grid, tolerance: float) -> str:
@@ -631,8 +603,8 @@ def terminal(g: Grid, tolerance: float) -> str:
     lines = [f"posenc stretch: {g.model} (context {g.context})", ""]
     for title, h, r, notes in tables(g, tolerance):
         lines += [title, _md_table(h, r)] + ([notes] if notes else []) + [""]
-    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"],
-                                              _finding_rows(g))]  # fmt: skip
+    rows = [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
+    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"], rows)]
     return "\n".join(lines)
 
 

@@ -112,8 +112,7 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
     then retrieval by length, scaling, task, seed (a job: one context and its probes; passkey:
     a context per depth, sharing their prefixes: measure.PromptCache)."""
     jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
-    if cfg.ray:
-        threads = cfg.cpus_per_cell
+    threads = cfg.cpus_per_cell if cfg.ray else threads
     common = dict(model=cfg.model, device=cfg.device, context=cfg.context,
                   head_dim=cfg.head_dim, threads=threads)  # fmt: skip
     base = {"protocol": PROTOCOL, "model": cfg.model.name, "context": cfg.context}
@@ -125,14 +124,8 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
         stride = max(cfg.lengths)
         for doc in cfg.documents:
             for s in cfg.scalings:
-                c = base | {
-                    "task": "ppl",
-                    "document": doc.name,
-                    "text": doc.digest,
-                    "kind": doc.kind,
-                    "windows": cfg.windows,
-                    "scaling": params(s),
-                }
+                c = base | dict(task="ppl", document=doc.name, text=doc.digest, kind=doc.kind)
+                c |= {"windows": cfg.windows, "scaling": params(s)}
                 if cfg.windows > 1:  # one window is the first T tokens whatever the stride
                     c["stride"] = stride  # (a length added later reuses the rows)
                 jobs.append(Job(f"ppl/{doc.name}", s, params(s), f"{cfg.model.name}:{s.label}", 0,
@@ -154,26 +147,20 @@ _LOADED: dict = {}  # (model path, device) -> (model, tokenizer), kept across jo
 _MEMO: dict = {}  # (what, fingerprint, ...) -> a measured result, kept across jobs
 
 
-def loaded(job: Job):
-    key = (job.model, job.device)
+def loaded(spec: models.ModelSpec, device: str):
+    """(model, tokenizer) of the spec on the device, loaded once per process."""
+    key = (spec, device)
     if key not in _LOADED:
         _LOADED.clear()
         _MEMO.clear()
         try:
-            model, tokenizer = models.load(job.model, job.device)
+            model, tokenizer = models.load(spec, device)
         except ValueError as err:  # every job would fail the same way: the run stops
             raise StopRun(str(err)) from None
         # retrieval prompts share their prefixes on a CPU; a GPU's SDPA runs in O(T) memory
         measure.use_prefix_attention(model) or measure.use_repeat_attention(model)
         _LOADED[key] = model, tokenizer
     return _LOADED[key]
-
-
-def preload(cfg: StretchConfig) -> None:
-    """Load the model in this process now (workers=1: its jobs run here and take it)."""
-    loaded(Job(task="load", scaling=None, params=None, encoding="", seed=0, lengths=(),
-               depths=(), model=cfg.model, device=cfg.device, context=cfg.context,
-               head_dim=cfg.head_dim, threads=1, cfg={}))  # fmt: skip
 
 
 def repatch(model, params: dict | None):
@@ -187,7 +174,7 @@ def repatch(model, params: dict | None):
 
 
 def patched(job: Job):
-    model, tokenizer = loaded(job)
+    model, tokenizer = loaded(job.model, job.device)
     return repatch(model, job.params), tokenizer
 
 

@@ -38,7 +38,6 @@ from posenc.functional.rope_scaling import check_values
 from posenc.hf.config import layer_types_of
 from posenc.stretch.names import FACTOR, SCALINGS
 
-ROPE_TYPE = {"none": None, **{s: s for s in SCALINGS[1:]}}
 _LEN = "original_max_position_embeddings"
 _YARN = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")
 READS = {  # the keywords each variant's function reads (posenc.functional.rope_scaling)
@@ -108,7 +107,7 @@ class Scaling:
             return None
         given = dict(self.kwargs)
         f = float(given.pop("factor", factor))
-        p: dict = {"rope_type": ROPE_TYPE[self.name], _LEN: context}
+        p: dict = {"rope_type": self.name, _LEN: context}
         if self.name in FACTOR:
             p["factor"] = f
         if self.name == "dynamic":  # emozilla's alpha: 1 unless given
@@ -199,17 +198,12 @@ def parse(label: str) -> Scaling:
         if (key in BOOLS) != isinstance(value, bool) or isinstance(value, str):
             kind = "true or false" if key in BOOLS else "a number"
             raise ValueError(f"{where}: {key} must be {kind}, got {value!r}")
-    _check_ranges(where, name, kwargs)
-    return Scaling(name, tuple(sorted(kwargs.items())), layer_type or None)
-
-
-def _check_ranges(where: str, name: str, kwargs: dict) -> None:
-    if not kwargs:
-        return
     try:
-        check_values(kwargs, name)
+        if kwargs:
+            check_values(kwargs, name)
     except (ValueError, TypeError) as err:
         raise ValueError(f"{where}: {str(err).partition(': ')[2] or err}") from None
+    return Scaling(name, tuple(sorted(kwargs.items())), layer_type or None)
 
 
 def parse_all(text: str) -> list[Scaling]:
