@@ -33,7 +33,6 @@ from posenc.cliargs import (
     names,
     number,
     out_dir,
-    positive,
     ray_address,
 )
 
@@ -170,29 +169,18 @@ def report_parser() -> argparse.ArgumentParser:
 def config_from_args(args) -> ArenaConfig:
     """Validate every flag (ValueError, one line) and build the run's config."""
     from posenc.arena.cells import check_builds
-    from posenc.arena.config import ArenaConfig, task_config, validate_tasks
+    from posenc.arena.config import ArenaConfig, task_config
     from posenc.arena.store import check_db
     from posenc.arena.tasks import build_task
 
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
-    kw = {}
-    if args.tasks:  # each flag's type, range and names: checked as it was parsed (cliargs)
-        kw["tasks"] = args.tasks
-        validate_tasks(kw["tasks"])
-    if args.encodings:
-        kw["encodings"] = args.encodings
+    given = ("tasks", "encodings", "seeds", "steps", "train_len", "eval_lens", "workers")
+    # each flag's type, range and names: checked as it was parsed (cliargs)
+    kw = {key: getattr(args, key) for key in (*given, "cpus_per_cell") if getattr(args, key)}
     if args.backbone:
         kw["backbones"] = tuple(args.backbone)
-    for flag, key in (("--seeds", "seeds"), ("--steps", "steps"), ("--train-len", "train_len"),
-                      ("--workers", "workers"), ("--cpus-per-cell", "cpus_per_cell")):  # fmt: skip
-        value = getattr(args, key)
-        positive(value, flag)
-        if value is not None:
-            kw[key] = value
     kw.update(ray_options(args, kw))
-    if args.eval_lens:
-        kw["eval_lens"] = args.eval_lens
-    kw["corpus"], kw["db"], kw["out"], kw["device"] = args.corpus, args.db, args.out, args.device
+    kw.update(corpus=args.corpus, db=args.db, out=args.out, device=args.device)
     kw["fixed_steps"] = args.fixed_steps
     cfg = ArenaConfig(**{**cfg.__dict__, **kw})
     for name in cfg.tasks:

@@ -1,19 +1,13 @@
 """Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`).
 
-One group (a trained model and the cells read from it) is one Ray task with its CPU / GPU
-request. The driver stays the only writer of the database: tasks return rows, the runner writes
-them as they come, with the same leases as the local path. Ray retries a task whose worker or
-node died (`max_retries`); past those, the runner runs the group again. Every task sets the
-same thread count and determinism as a local worker, so a cluster's rows equal a local run's.
-
-A driver that dies (SIGKILL included) leaves no task running, by Ray's own rules: a dead
-driver's job ends, its workers killed by their raylet (0.1-0.2 s after the kill on a loopback
-cluster, tests/arena/test_cluster.py); a local Ray (`--ray` alone) dies with the run that
-started it, and its workers when they see their raylet gone (~1 s; its idle agents ~60 s).
-
-Checkpoints are written under `--out` on the node that trains: a shared `--out` (NFS, ...) lets a
-group moved to another node resume; otherwise it trains again from the start (same numbers).
-Ray is optional (`pip install 'posenc[ray]'`) and imported only here, only when asked.
+One group is one Ray task with its CPU / GPU request; tasks return rows and the runner, the only
+writer, writes them with the same leases as the local path. Ray retries a task whose worker or
+node died (`max_retries`), then the runner runs the group again. Tasks set a local worker's
+threads and determinism, so a cluster's rows equal a local run's. A driver that dies (SIGKILL
+included) leaves no task running: Ray ends a dead driver's job (its workers killed 0.1-0.2 s
+after, tests/arena/test_cluster.py); a local Ray (`--ray` alone) dies with its run. Checkpoints
+go under `--out` on the training node: a shared `--out` lets a moved group resume, else it
+trains again (same numbers). Ray is optional (`pip install 'posenc[ray]'`), imported only here.
 """
 
 from __future__ import annotations

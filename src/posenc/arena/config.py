@@ -34,14 +34,10 @@ RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the
 # draws moved a 128-instance exact match at L by up to 0.06, docs/arena/recipe round 6)
 RANDOMIZED_DRAWS = 8
 # DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
-# dropped, for DROPE_FRACTION of the task's steps, at the training length, on fresh batches. The
-# paper recalibrates billion-parameter LMs with under 1% of their pretraining budget; these small,
-# briefly trained models need more: 10% left passkey's exact match at L at 0.89-0.92, 20% brings
-# it to 0.945 (600 of 3000 steps; docs/arena/frontier/README.md has the sweep), still a fifth of
-# training NoPE from scratch. A fresh AdamW (as the released trainer starts one), the training's
-# betas and decay; lr warms up over DROPE_WARMUP of the steps, then stays constant (the released
-# configs: constant schedule, warmup ratio 0.1) at DROPE_LR x the task's peak lr (swept: 0.1 and
-# 0.3 extend less far than 1.0).
+# dropped, for DROPE_FRACTION of the task's steps at L (the paper: < 1% of pretraining; 10% left
+# passkey at 0.89-0.92 at L, 20% at 0.945: docs/arena/frontier/README.md has the sweep). A fresh
+# AdamW, the training's betas and decay; lr warmed up over DROPE_WARMUP of the steps, then
+# constant (the released configs) at DROPE_LR x the task's peak lr (0.1 and 0.3 extend less).
 DROPE_FRACTION = 0.2
 DROPE_WARMUP = 0.1
 DROPE_LR = 1.0
@@ -61,15 +57,10 @@ PASSKEY_ENCODINGS += ("rope+drope", "rnope-swa")
 LM_ENCODINGS += ("rope+drope", "rnope-swa")
 
 # Train to the bar (Kazemnejad et al. train every model to ~100% in distribution first): on the
-# algorithmic tasks a model trains until its exact match on a held-out validation set, VALID
-# instances at every size 1..L drawn from a seed of their own (never the evaluation's sizes past
-# L), is at least STOP at every size, checked every `check_every` steps; `steps` is the cap. A
-# model that reaches the cap is not learned. STOP is a margin above BAR: stopped at the first
-# check >= BAR (on 128 per size), NoPE's and ALiBi's reverse scored 0.938 at L on the
-# evaluation's own instances (first-crossing bias). The lr's cosine runs over the whole cap: one
-# over 5000 steps then at its floor left randomized sinusoidal's copy at 0.75-0.93 (0 of 3
-# learned), one over the cap brought it to 0.99-1.00 at L, at about twice the steps for every
-# encoding (docs/arena/recipe: rounds 4 and 5).
+# algorithmic tasks a model trains until its exact match on VALID held-out instances per size
+# 1..L (a seed of their own) is at least STOP at every size, checked every `check_every` steps;
+# `steps` is the cap (reached: not learned). STOP is a margin above BAR against first-crossing
+# bias, and the lr's cosine runs over the whole cap (docs/arena/recipe: rounds 4 and 5).
 BAR = 0.95  # exact match at L (median over seeds) for a model to count as trained
 STOP = 0.97
 VALID = 256

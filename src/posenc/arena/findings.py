@@ -56,12 +56,18 @@ def at_L(res: Results, task: str, L: int, enc: str, metric: str = "accuracy"):
     return spread(list(res.per_seed(task, L, metric, enc, L).values()))
 
 
-def ood(res: Results, task: str, L: int, enc: str, metric: str):
-    """Per seed, the mean of `metric` over the sizes L+1..2L; then median and spread."""
-    lens = [E for E in res.eval_lens(task, L) if L < E <= 2 * L]
+def mean_over(res: Results, task: str, L: int, enc: str, metric: str, lens):
+    """Per seed, the mean of `metric` over the eval lengths `lens`; then median and spread."""
     per = [res.per_seed(task, L, metric, enc, E) for E in lens]
     seeds = set.intersection(*(set(p) for p in per)) if per else set()
     return spread([statistics.mean(p[s] for p in per) for s in sorted(seeds)])
+
+
+def ood(res: Results, task: str, L: int, enc: str, metric: str):
+    """mean_over the sizes L+1..2L."""
+    return mean_over(
+        res, task, L, enc, metric, [E for E in res.eval_lens(task, L) if L < E <= 2 * L]
+    )
 
 
 def trained(res: Results, task: str, L: int, enc: str) -> bool:

@@ -11,9 +11,7 @@ are per seed, then median [min-max] over seeds. A task whose RoPE model does not
 
 from __future__ import annotations
 
-import statistics
-
-from posenc.arena.findings import BAR, group, published, show, spread
+from posenc.arena.findings import BAR, at_L, group, mean_over, published, show
 from posenc.arena.results import Results, main_metric
 from posenc.verdict import INCONCLUSIVE, NOT_REPRODUCED, Absent, Claim, Measured, Rule
 
@@ -21,16 +19,10 @@ TASKS = ("passkey", "lm")
 KEEP = 1.05  # lm: perplexity at L within 5% of RoPE's counts as kept
 
 
-def at_len(res: Results, task: str, L: int, enc: str, E: int):
-    return spread(list(res.per_seed(task, L, main_metric(task), enc, E).values()))
-
-
 def past_L(res: Results, task: str, L: int, enc: str):
     """Per seed, the mean of the main metric over the evaluated lengths past L -> spread."""
     lens = [E for E in res.eval_lens(task, L) if E > L]
-    per = [res.per_seed(task, L, main_metric(task), enc, E) for E in lens]
-    seeds = set.intersection(*(set(p) for p in per)) if per else set()
-    return spread([statistics.mean(p[s] for p in per) for s in sorted(seeds)])
+    return mean_over(res, task, L, enc, main_metric(task), lens)
 
 
 def versus_rope(res: Results, label: str) -> Measured:
@@ -41,7 +33,7 @@ def versus_rope(res: Results, label: str) -> Measured:
         if L is None or past_L(res, task, L, label) is None or past_L(res, task, L, "rope") is None:
             continue
         acc = main_metric(task) != "ppl"
-        at = {e: at_len(res, task, L, e, L) for e in (label, "rope", "nope")}
+        at = {e: at_L(res, task, L, e, main_metric(task)) for e in (label, "rope", "nope")}
         far = {e: past_L(res, task, L, e) for e in (label, "rope", "nope")}
         unit = "exact match" if acc else "ppl"
         lens = ", ".join(f"{E / L:g}L" for E in res.eval_lens(task, L) if E > L)

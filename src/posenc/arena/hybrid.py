@@ -3,15 +3,11 @@ per-layer `encoding` list and `window`).
 
     rnope-swa   RoPE with a sliding window in three layers of four, NoPE with full (global)
                 attention in the fourth (Yang et al. 2025, "Rope to Nope and Back Again";
-                Cohere's Command A: window 4096, 3:1). Llama 4's iRoPE is the same
-                interleave without the window.
+                Cohere's Command A: window 4096, 3:1; Llama 4's iRoPE without the window).
 
-Layer i is global when (i + 1) % GLOBAL_EVERY == 0, and the last layer always is: a model
-shallower than four layers keeps one global layer (lm's two layers: one local, one global).
-The window is WINDOW_FRACTION of the training length in tokens: shorter than the sequences
-the model trains on, so that already in training the local RoPE layers cannot reach the
-whole context and the global NoPE layer must learn the long-range retrieval, the division
-of labour the paper describes (Command A's 4096-token window is a fraction of its context).
+The last layer is always global (lm's two layers: one local, one global). The window is
+shorter than the training sequences, so already in training the global NoPE layer must learn
+the long-range retrieval, the division of labour the paper describes.
 """
 
 from __future__ import annotations

@@ -130,12 +130,8 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
                 title = decorate(
                     ax, task, L, metric, by, lens, f"{backbone}: " * (len(panels[0]) > 1)
                 )
-            fig.tight_layout()
             kind = "position" if by == "band" else metric
-            name = f"{task}_L{L}_{kind}.png"
-            fig.savefig(os.path.join(out, name), dpi=110)
-            plt.close(fig)
-            files.append((name, title))
+            files.append(save(fig, out, f"{task}_L{L}_{kind}.png", title))
     return files
 
 
@@ -162,12 +158,15 @@ def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        name = f"{task}_L{L}_bar.png"
-        fig.savefig(os.path.join(out, name), dpi=110)
-        plt.close(fig)
-        files.append((name, title))
+        files.append(save(fig, out, f"{task}_L{L}_bar.png", title))
     return files
+
+
+def save(fig, out: str, name: str, caption: str) -> tuple[str, str]:
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name, caption
 
 
 def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> str:
@@ -240,18 +239,16 @@ def write_report(rows: list[dict], out: str) -> str:
                     if f.verdict != NOT_MEASURED]  # fmt: skip
     note = unmeasured_note(found)
     header = ["published finding", "paper", "this run", "verdict", "rule"]
-    md = ["# posenc arena results", "", _run_summary(res) if rows else "No rows yet.", ""]
+    summary = _run_summary(res) if rows else "No rows yet."
+    md = ["# posenc arena results", "", summary, ""]
     md += ["## Published findings", "", markdown(header, finding_rows), "", note, ""]
     for title, h, r in tabs:
         md += [f"## {title}", "", markdown(h, r), ""]
     md += ["## Plots", ""] + [f"![{c}]({n})" for n, c in pngs] + [""]
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write("\n".join(md))
-    body = [
-        f"<h1>posenc arena</h1><p>{html.escape(_run_summary(res) if rows else 'No rows yet.')}</p>"
-    ]
-    body += ["<h2>Published findings</h2>", html_rows(header, finding_rows),
-             f"<p>{html.escape(note)}</p>"]  # fmt: skip
+    body = [f"<h1>posenc arena</h1><p>{html.escape(summary)}</p><h2>Published findings</h2>",
+            html_rows(header, finding_rows), f"<p>{html.escape(note)}</p>"]  # fmt: skip
     body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>{html.escape(c)}'
              "</figcaption></figure>" for n, c in pngs]  # fmt: skip
     for title, h, r in tabs:

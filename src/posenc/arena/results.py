@@ -41,13 +41,10 @@ class Results:
         return [r for r in self.rows if (r["task"], r["train_len"]) == (task, L)]
 
     def eval_lens(self, task: str, L: int) -> list[int]:
-        return sorted(
-            {r["eval_len"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)}
-        )
+        return sorted({r["eval_len"] for r in self._group(task, L)})
 
     def metrics(self, task: str, L: int) -> list[str]:
-        return sorted({r["metric"] for r in self.rows if (r["task"], r["train_len"]) == (task, L)},
-                      key=_metric_order)  # fmt: skip
+        return sorted({r["metric"] for r in self._group(task, L)}, key=_metric_order)
 
     def per_seed(self, task, L, metric, enc, E) -> dict[int, float]:
         """seed -> value of one measurement."""
@@ -65,9 +62,8 @@ class Results:
         return None if s is None else s[0]
 
     def is_na(self, task, L, metric, enc, E) -> bool:
-        return (task, L, metric, enc, E) in self.na and not self.values.get(
-            (task, L, metric, enc, E)
-        )
+        key = (task, L, metric, enc, E)
+        return key in self.na and not self.values.get(key)
 
 
 ORDER = tuple(dict.fromkeys(LM_ENCODINGS + ALGORITHMIC_ENCODINGS + PASSKEY_ENCODINGS))

@@ -37,10 +37,8 @@ def stale(owner: str) -> bool:
         return False
     try:
         os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
+    except OSError as err:  # PermissionError: alive, another user's
+        return isinstance(err, ProcessLookupError)
     return False
 
 

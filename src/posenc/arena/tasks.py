@@ -28,8 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from posenc.arena.names import TASK_NAMES
-from posenc.checks import closest_names
+from posenc.arena.config import validate_tasks
+from posenc.arena.names import TASK_NAMES  # noqa: F401 - the task names, here too
 
 PAD = 0
 
@@ -49,36 +49,26 @@ def _to_batch(s: np.ndarray, answer: np.ndarray) -> Batch:
     )
 
 
-def _check_sizes(task, sizes) -> np.ndarray:
-    sizes = np.asarray(sizes)
-    if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer):
-        raise ValueError(f"{task.name}: sizes must be a non-empty 1-D integer array, got {sizes!r}")
-    if sizes.min() < task.min_size:
-        raise ValueError(f"{task.name}: sizes must be >= {task.min_size}, got {int(sizes.min())}")
-    return sizes
-
-
-def _right_padded(task, rng: np.random.Generator, sizes) -> Batch:
-    """One instance per size (task._instances(rng, count, n) -> s, answer, each [count, T+1]),
-    right-padded with PAD to the longest; rows keep the order of `sizes`."""
-    sizes = _check_sizes(task, sizes)
-    B, total = len(sizes), task.tokens(int(sizes.max())) + 1
-    s = np.full((B, total), PAD, dtype=np.int64)
-    answer = np.zeros((B, total), dtype=bool)
-    for n in np.unique(sizes):
-        rows = np.flatnonzero(sizes == n)
-        si, ai = task._instances(rng, len(rows), int(n))
-        s[rows, : si.shape[1]] = si
-        answer[rows, : ai.shape[1]] = ai
-    return _to_batch(s, answer)
-
-
 class _Task:
     min_size = 1
 
     def sample(self, rng: np.random.Generator, sizes) -> Batch:
-        """One instance per entry of `sizes` (instance sizes), right-padded to the longest."""
-        return _right_padded(self, rng, sizes)
+        """One instance per entry of `sizes` (self._instances(rng, count, n) -> s, answer, each
+        [count, T+1]), right-padded with PAD to the longest; rows keep the order of `sizes`."""
+        sizes, name = np.asarray(sizes), self.name
+        if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer):
+            raise ValueError(f"{name}: sizes must be a non-empty 1-D integer array, got {sizes!r}")
+        if sizes.min() < self.min_size:
+            raise ValueError(f"{name}: sizes must be >= {self.min_size}, got {int(sizes.min())}")
+        B, total = len(sizes), self.tokens(int(sizes.max())) + 1
+        s = np.full((B, total), PAD, dtype=np.int64)
+        answer = np.zeros((B, total), dtype=bool)
+        for n in np.unique(sizes):
+            rows = np.flatnonzero(sizes == n)
+            si, ai = self._instances(rng, len(rows), int(n))
+            s[rows, : si.shape[1]] = si
+            answer[rows, : ai.shape[1]] = ai
+        return _to_batch(s, answer)
 
     def sample_batch(self, rng: np.random.Generator, batch_size: int, size: int) -> Batch:
         """`batch_size` instances of size `size` (no padding)."""
@@ -223,22 +213,16 @@ def sort_rows(x: np.ndarray) -> np.ndarray:
     return np.sort(x, axis=1)
 
 
+SEQUENCES = {"copy": (10, copy_rows), "reverse": (10, reverse_rows), "sort": (5, sort_rows)}
+
+
 def build_task(name: str, corpus=None):
     """The task registered under `name` (lm needs a `corpus`)."""
-    if name == "copy":
-        return SequenceTask("copy", 10, copy_rows)
-    if name == "reverse":
-        return SequenceTask("reverse", 10, reverse_rows)
-    if name == "sort":
-        return SequenceTask("sort", 5, sort_rows)
-    if name == "addition":
-        return AdditionTask()
-    if name == "passkey":
-        return PasskeyTask()
-    if name == "lm":
-        if corpus is None:
-            raise ValueError("lm: needs a corpus")
-        return LMTask(corpus)
-    close = closest_names(name, TASK_NAMES)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(f"unknown task {name!r}{hint} Known tasks: {', '.join(TASK_NAMES)}")
+    validate_tasks([name])  # ValueError with the closest names
+    if name in SEQUENCES:
+        return SequenceTask(name, *SEQUENCES[name])
+    if name != "lm":
+        return {"addition": AdditionTask, "passkey": PasskeyTask}[name]()
+    if corpus is None:
+        raise ValueError("lm: needs a corpus")
+    return LMTask(corpus)

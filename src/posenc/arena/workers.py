@@ -1,18 +1,13 @@
 """Running groups of cells: in this process (workers=1), in N worker processes of one thread,
 or on a Ray cluster (posenc.arena.cluster, the same executor interface).
 
-A job is one group (one trained model and the cells evaluated from it). Workers compute and
-return rows; only the parent writes the database, so there is one writer. A worker that dies
-(killed, out of memory) breaks the pool: the parent starts a new one and resubmits the groups
-that had not come back (each resumes from its training checkpoint), so nothing is lost or
-written twice. Every cell runs on one thread, so its numbers do not depend on the number of
-workers (a second thread buys ~4% per cell; a second process ~1.8x).
-
-A worker process ends with the run that started it, however the run ends (SIGKILL included),
-and from its first step (posenc.lifeline: on Linux the kernel sends it SIGKILL when its parent
-dies, PR_SET_PDEATHSIG, elsewhere a thread watching its parent's pid ends it), before the
-seconds it spends importing torch. The run's leases are then stale (runner.stale) and a rerun
-takes its jobs over at once.
+A job is one group (one trained model and the cells evaluated from it). Workers return rows;
+only the parent writes the database. A worker that dies breaks the pool: the parent starts a
+new one and resubmits the groups that had not come back (each resumes from its checkpoint).
+One thread per cell, so its numbers do not depend on the number of workers (a second thread
+buys ~4% per cell; a second process ~1.8x). A worker ends with the run that started it, from
+its first step, SIGKILL included (posenc.lifeline); the run's leases are then stale
+(runner.stale) and a rerun takes its jobs over at once.
 """
 
 from __future__ import annotations
@@ -55,8 +50,7 @@ class Job:
 class CellResult:
     cell: Cell
     rows: list[Row]
-    wall: float
-    train_seconds: float
+    wall: float  # seconds, the training's included in the group's first cell
 
 
 class StopRun(ValueError):
@@ -96,7 +90,7 @@ def run_job(job: Job) -> list[CellResult]:
         if variant is None and cell.train_len in sizes:  # once per trained model
             rows += trained_rows(model, task, cell)
         wall = time.time() - t1 + (trained if cell is first else 0.0)
-        results.append(CellResult(cell, rows, wall, trained if cell is first else 0.0))
+        results.append(CellResult(cell, rows, wall))
     return results
 
 
@@ -162,14 +156,11 @@ def local_executor(workers: int, tasks: dict, threads: int = 1):
 
 
 def run_jobs(jobs, pool, claim, on_result, on_failure=None, max_restarts: int = 3, fn=run_job):
-    """Run fn(job) for jobs with `pool.slots` in flight on `pool` (an executor above, or a
-    cluster's; `posenc stretch` passes its own fn).
-    claim(job) -> "take" (this run does it), "held" (another run holds it: retried later) or
-    "done" (its rows are in the database: dropped); on_result(job, results) writes;
-    on_failure(job, error) is told of a job that raised as soon as it did (the grid goes on),
-    except a StopRun, which ends the run at once (raised here). A job whose worker was lost
-    (pool.lost(err)) is run again, at most `max_restarts` times in all. Returns the jobs that
-    raised, as (job, error)."""
+    """Run fn(job) for jobs, `pool.slots` in flight on `pool`; returns [(job, error)] of those
+    that raised. claim(job) -> "take", "held" (another run holds it: retried later) or "done"
+    (dropped); on_result(job, results) writes; on_failure(job, error) is told at once (the grid
+    goes on; a StopRun ends the run). A job whose worker was lost (pool.lost(err)) runs again,
+    at most `max_restarts` times in all."""
     pending, failed, restarts = list(jobs), [], 0
     in_flight: dict[Future, Job] = {}
     try:

@@ -7,10 +7,10 @@ memory of posenc.attention beside the limit (SDPA without a bias), the path `aut
 posenc and limit run in one worker process (posenc.bench.workers), in turn, so the machine's
 load moves them alike and their ratio holds; before, flex and materialized each run in a
 process of their own (before frees large buffers; flex compiles per shape; materialized needs
-3·H·T² floats). The
-encodings are built from the standard keywords alone (dim, heads, head_dim, train_len=T); a
-case of REGIMES changes train_len (FIRE past its threshold: train_len = T / 4, so 3/4 of the
-queries normalize by their own position). A summary note gives every case's ratio to the limit.
+3·H·T² floats). The encodings are built from the standard keywords alone (dim, heads,
+head_dim, train_len=T); a case of REGIMES changes train_len (FIRE past its threshold: train_len
+= T / 4, so 3/4 of the queries normalize by their own position). A summary note gives every
+case's ratio to the limit.
 """
 
 from __future__ import annotations
@@ -131,11 +131,8 @@ def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
                     ratio = r["ms"] / ours["ms"] if ours else None
                     of_limit = limit["ms"] / r["ms"] if limit else None
                     case = f"{case_label(name)} T={T} H={s.bias_H} Dh={s.bias_Dh} B=1 causal"
-                    row = Row(
-                        SECTION[mode], case, label(path, encoding_of(name)), r["ms"], ratio,
-                        of_limit,
-                    )  # fmt: skip
-                    row.peak_mb = r["peak_mb"]
+                    impl = label(path, encoding_of(name))
+                    row = Row(SECTION[mode], case, impl, r["ms"], ratio, of_limit, r["peak_mb"])
                     rep.rows.append(row)
         out[name] = res
     rep.notes.extend(limit_summary(out, s.bias_T))

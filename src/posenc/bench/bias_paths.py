@@ -21,7 +21,6 @@ import torch.nn.functional as F
 
 from posenc.attention import attention
 
-PATHS = ("posenc", "limit", "before", "flex", "materialized")
 FWD_ONLY = {"flex", "materialized"}
 MATERIALIZED_LABEL = {  # how transformers materializes each bias; others: posenc's bias()
     "t5": "materialized (T5 compute_bias)",

@@ -137,38 +137,34 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
         False,
     )
     case = f"B={s.B} H={s.H} T={s.T} Dh={s.Dh} f32"
-    times: dict[str, float] = {}
-    with torch.no_grad():
-        for name, (fn, _) in impls.items():
-            q, k = (q0.clone(), k0.clone()) if "in-place" in name else (q0, k0)
-            try:
-                times[name] = timeit(lambda fn=fn, q=q, k=k: fn(q, k), device, s.repeats, s.warmup)
-            except Exception as err:  # noqa: BLE001 - one broken library must not stop the run
-                rep.notes.append(f"rope fwd {name}: failed ({type(err).__name__}: {err})")
-    for name, ms in times.items():
-        base = times.get("posenc")
-        rep.rows.append(Row("rope fwd", case, name, ms, ms / base if base else None, copy_ms / ms))
-    rep.notes.append(f"posenc fast RoPE engines: {engine_status()}")
-
-    bwd: dict[str, float] = {}
     gq, gk = torch.randn_like(q0), torch.randn_like(k0)  # output gradients
-    for name, (fn, has_bwd) in impls.items():
-        if not has_bwd:
-            continue
+
+    def call(fn, name: str, backward: bool):
+        if not backward:
+            q, k = (q0.clone(), k0.clone()) if "in-place" in name else (q0, k0)
+            return lambda: fn(q, k)
         q, k = q0.clone().requires_grad_(), k0.clone().requires_grad_()
 
-        def step(fn=fn, q=q, k=k):
+        def step():
             q.grad = k.grad = None
-            outs = fn(q, k)
-            torch.autograd.backward(list(outs), [gq, gk])
+            torch.autograd.backward(list(fn(q, k)), [gq, gk])
 
-        try:
-            bwd[name] = timeit(step, device, s.repeats, s.warmup)
-        except Exception as err:  # noqa: BLE001
-            rep.notes.append(f"rope fwd+bwd {name}: failed ({type(err).__name__}: {err})")
-    for name, ms in bwd.items():
-        base = bwd.get("posenc")
-        rep.rows.append(
-            Row("rope fwd+bwd", case, name, ms, ms / base if base else None, 2 * copy_ms / ms)
-        )
-    return {"fwd": times, "bwd": bwd}
+        return step
+
+    out: dict[str, dict[str, float]] = {}
+    for mode, label, limit in (("fwd", "rope fwd", copy_ms), ("bwd", "rope fwd+bwd", 2 * copy_ms)):
+        times = out[mode] = {}
+        with torch.set_grad_enabled(mode == "bwd"):
+            for name, (fn, has_bwd) in impls.items():
+                if mode == "fwd" or has_bwd:
+                    run = call(fn, name, backward=mode == "bwd")
+                    try:
+                        times[name] = timeit(run, device, s.repeats, s.warmup)
+                    except Exception as err:  # noqa: BLE001 - one library must not stop the run
+                        rep.notes.append(f"{label} {name}: failed ({type(err).__name__}: {err})")
+        base = times.get("posenc")
+        for name, ms in times.items():
+            rep.rows.append(Row(label, case, name, ms, ms / base if base else None, limit / ms))
+        if mode == "fwd":
+            rep.notes.append(f"posenc fast RoPE engines: {engine_status()}")
+    return out

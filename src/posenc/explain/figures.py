@@ -214,62 +214,46 @@ def draw(
             )
 
     # similarity / score against distance ----------------------------------------------
+    what, xlabel, kw = "score against distance", "distance k = i - j (positions)", {}
     if "embed" in enc.provides:
         K = max_pos // 2
         G = vectors @ vectors.T
-        starts = [0, max_pos // 4, max_pos // 2 - 1]
-        lines = {f"t = {t}": G[t, t : t + K] for t in starts}
-        put(
-            "similarity",
-            plots.curves(
-                torch.arange(K),
-                lines,
-                title=f"{name}: <p_t, p_(t+k)> against k{title_state}",
-                xlabel="offset k (positions)",
-                ylabel="dot product",
-                overlay=True,
-            ),
-            "If the lines for different t coincide, the similarity depends only on the offset.",
+        lines = {f"t = {t}": G[t, t : t + K] for t in [0, max_pos // 4, max_pos // 2 - 1]}
+        what, xlabel, kw = "<p_t, p_(t+k)> against k", "offset k (positions)", {"overlay": True}
+        ylabel = "dot product"
+        caption = (
+            "If the lines for different t coincide, the similarity depends only on the offset."
         )
     elif "angles" in enc.provides:
-        n = 4 * max_pos
-        s = analysis.score_vs_distance(enc, n, dim=dim, heads=heads)[0]
-        lines = {"score, q = k = ones/√Dh": s}
-        a = rotary_angles(enc, torch.arange(n))
+        K = 4 * max_pos
+        lines = {
+            "score, q = k = ones/√Dh": analysis.score_vs_distance(enc, K, dim=dim, heads=heads)[0]
+        }
+        a = rotary_angles(enc, torch.arange(K))
         if a is not None:
             bound = analysis.su_bound(a)
             lines["bound (Su et al.), scaled"] = bound / bound[0]
-        put(
-            "similarity",
-            plots.curves(
-                torch.arange(n),
-                lines,
-                title=f"{name}: score against distance{title_state}",
-                xlabel="distance k = i - j (positions)",
-                ylabel="q·k after rotation",
-            ),
+        ylabel = "q·k after rotation"
+        caption = (
             "Su et al.'s long-term decay: the score of a fixed query with keys further away. "
             "Dashed: their bound (1/(R/2))·Σ_j |Σ_(i<j) e^(i·k·θ_i)|, divided by its value at "
-            "k = 0.",
+            "k = 0."
         )
     else:
-        curve = analysis.score_vs_distance(enc, max_pos, dim=dim, heads=heads)[:8]
+        K = max_pos
+        curve = analysis.score_vs_distance(enc, K, dim=dim, heads=heads)[:8]
         lines = {f"head {h}": curve[h] for h in range(curve.shape[0])}
         if len(lines) == 1:
             lines = {"score": curve[0]}
-        put(
-            "similarity",
-            plots.curves(
-                torch.arange(max_pos),
-                lines,
-                title=f"{name}: score against distance{title_state}",
-                xlabel="distance k = i - j (positions)",
-                ylabel=analysis.score_label(enc),
-                note="no positional signal" if float(curve.abs().max()) == 0 else None,
-            ),
+        ylabel = analysis.score_label(enc)
+        kw = {"note": "no positional signal" if float(curve.abs().max()) == 0 else None}
+        caption = (
             f"{analysis.score_label(enc).capitalize()}: a key k positions before the query"
-            + (", the content held fixed." if enc.family == "content" else "."),
+            + (", the content held fixed." if enc.family == "content" else ".")
         )
+    title = f"{name}: {what}{title_state}"
+    curves = plots.curves(torch.arange(K), lines, title=title, xlabel=xlabel, ylabel=ylabel, **kw)
+    put("similarity", curves, caption)
 
     if state == "initial" and "embed" not in enc.provides:  # the attention the positions yield
         w = analysis.attention_weights(enc, min(max_pos, 32), dim=dim, heads=heads)

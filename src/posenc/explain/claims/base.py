@@ -77,9 +77,16 @@ def source(item_id: str) -> tuple[Source, str]:
 
 def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
     """Declare the check below as the claim of inventory item `item_id` (posenc.verdict.finding:
-    quote and wording from the inventory, the verdict from `rules`)."""
+    quote and wording from the inventory, the verdict from `rules`), appended to the
+    CHECKS list of the module that declares it."""
     src, wording = source(item_id)
-    return finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
+    mark = finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
+
+    def wrap(fn):
+        fn.__globals__["CHECKS"].append(mark(fn))  # its module's CHECKS: page order
+        return fn.__globals__["CHECKS"][-1]
+
+    return wrap
 
 
 __all__ = [

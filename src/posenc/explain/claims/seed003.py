@@ -21,6 +21,7 @@ from posenc.explain.claims.tools import (
 )
 
 SEED = "003_4f20139358f45fd7.txt"
+CHECKS: list = []  # its checks in page order (seed_claim appends each)
 
 EXAMPLE = [  # p_1..p_5 as printed, d = 4
     [0.8415, 0.5403, 0.9950, 0.0998],
@@ -110,9 +111,6 @@ def claim_003_near_similar(dim: int, n: int) -> Measured:
         note="Near positions are close, but distance is not monotonic in k: the fast pairs "
         "come round again, so some far positions are closer than nearer ones.",
     )
-
-
-CHECKS = [claim_003_worked_example, claim_003_bounded, claim_003_near_similar]
 
 
 Q_ONEHOT = "one-hot floats per position / sinusoid's, T = 65536"
@@ -297,14 +295,3 @@ def claim_003_example_distances(dim: int, n: int, *, example=EXAMPLE) -> Measure
         "is: the fast pair (period 2π ≈ 6.3 positions) comes round again, so distance is "
         "not monotonic (claim-003-near-similar). The seed breaks off mid-sentence here.",
     )
-
-
-CHECKS += [
-    claim_003_pos_size,
-    claim_003_onehot_cost,
-    claim_003_index_relative,
-    claim_003_formula,
-    claim_003_small_periodic,
-    claim_003_cheap,
-    claim_003_example_distances,
-]

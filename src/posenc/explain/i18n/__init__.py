@@ -1,19 +1,12 @@
 """The explain pages in another language: message catalogs as data, English the fallback.
 
-A catalog (posenc/explain/i18n/<lang>.py, MESSAGES) maps an English text to its translation.
-The English texts are the ones the pages already show, numbers included, so a key is the text
-with each number replaced by {0}, {1}, ... in order ("max |difference| = {0}"); the
-translation puts the same numbers back ({0} may move). One measurement, two renderings: the
-numbers come from the one measured text, never from the catalog.
-
-    tr(text, lang)          the text in `lang` (English, unchanged, when it has no entry)
-    fmt(message, lang, **)  a page's own message with named fields ("Claims about {name}:")
-    rule_text, numbers      a verdict's rule and numbers, rendered from the Rule objects and
-                            the measured dict (the English ones are posenc.verdict's)
-    MISSING                 the keys asked for in a language that has no entry (tests: empty)
-    LANGS                   the languages with a catalog
-    GLOSSARY                the tutorials' own terms (glossary.py), which the catalogs follow
-    fonts.cjk_family()      the figures' CJK font, from a package (no download)
+A catalog (posenc/explain/i18n/<lang>.py, MESSAGES) maps an English text, as the pages show it,
+to its translation; a key is the text with each number replaced by {0}, {1}, ... in order
+("max |difference| = {0}"), and the translation puts the same numbers back ({0} may move): the
+numbers come from the one measured text, never from the catalog. `tr` translates a text, `fmt`
+a page's own message with named fields, `rule_text` / `numbers` a verdict's rule and numbers;
+MISSING records the keys a language lacks (tests keep it empty); GLOSSARY holds the tutorials'
+own terms (glossary.py), which the catalogs follow; fonts.cjk_family() the figures' CJK font.
 """
 
 from __future__ import annotations
