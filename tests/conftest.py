@@ -5,8 +5,20 @@ are test extras, imported lazily here (a test that needs one and lacks it is ski
 collecting the suite does not pay for importing them.
 """
 
+import os
+
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (-n N), each of the N workers takes its share of the cores, and so do
+    the processes its tests start (OMP_NUM_THREADS): N x all cores would oversubscribe them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 @pytest.fixture(scope="session")

@@ -171,7 +171,7 @@ ISSUE6 = list(TARGETS)[:10]  # the targets of issue 6; issue 15's follow
 
 
 def test_issue15_targets_from_made_up_results():
-    """Worst ratio over T against the limit (+0.2 with backward), vs flex, train speed-up."""
+    """Worst ratio over T against the limit (with the backward too), vs flex, train speed-up."""
     r = OVER_LIMIT["kerple"]
     bias = {"kerple": {
         "fwd": {"posenc": {512: {"ms": 9.0, "peak_mb": 1}, 2048: {"ms": r, "peak_mb": 1},
@@ -179,8 +179,8 @@ def test_issue15_targets_from_made_up_results():
                 "limit": {512: {"ms": 1.0, "peak_mb": 0}, 2048: {"ms": 1.0, "peak_mb": 0},
                           8192: {"ms": 1.0, "peak_mb": 0}},
                 "flex": {2048: {"ms": r * 1.02, "peak_mb": 0}}},
-        "fwd+bwd": {"posenc": {2048: {"ms": r + 0.2, "peak_mb": 1}},
-                    "limit": {2048: {"ms": 1.0, "peak_mb": 1}}},
+        "fwd+bwd": {"posenc": {2048: {"ms": r, "peak_mb": 1}, 8192: {"ms": r + 0.01, "peak_mb": 1}},
+                    "limit": {2048: {"ms": 1.0, "peak_mb": 1}, 8192: {"ms": 1.0, "peak_mb": 1}}},
     }}  # fmt: skip
     train = {
         "kerple": {"posenc": 130.0, "posenc before": 100.0},
@@ -192,7 +192,7 @@ def test_issue15_targets_from_made_up_results():
         V.FAILS,
         f"{r * 1.01:.2f}x at T=8192 (worst of T=2048,8192)",  # T=512 is not judged
     )
-    assert rows["kerple fwd+bwd <= 1.7x SDPA without bias (T >= 2k)"][0] == V.HOLDS
+    assert rows["kerple fwd+bwd <= 1.5x SDPA without bias (T >= 2k)"][0] == V.FAILS  # 1.51x
     assert rows["kerple no slower than compiled FlexAttention (fwd)"] == (
         V.HOLDS,
         "1.02x at T=2048 (worst of T=2048)",

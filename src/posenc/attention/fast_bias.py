@@ -11,12 +11,12 @@ distances, as eager masks). torch's CPU flash kernel reads the view as its float
 call per query block of QUERY_BLOCK rows over the keys up to the block's last query, and
 returns the output and its logsumexp.
 
-Backward (_DistanceBias): a fixed bias of a narrow span (Sandwich, KERPLE's) takes the CPU
-flash backward with the same views (dq, dk, dv). A learned one also needs dvec[h, m] = sum over
-i + j' = m of dS[b, h, i, j'], dS = P * (dP - rowsum(dO * O)), and a wide one (ALiBi at long T)
-puts probabilities below float32's smallest normal, which slow the flash backward 4x:
-_tiled_backward computes both per tile, five matmuls as flash's backward and one pass of the C
-kernel posenc.kernels.cpu_bias (P and dS with no subnormal, the anti-diagonal sums).
+Backward (_DistanceBias, _tiled_backward): per tile, five matmuls as flash's backward and one
+pass of the C kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O))
+and, for a learned bias, dvec[h, m] = sum over i + j' = m of dS[b, h, i, j']. Its P and dS
+have no subnormal: torch's CPU flash backward, given a bias that spans more than ~87 nats
+(ALiBi's steep heads at long T), computes with subnormal probabilities (4.6x SDPA without a
+bias at T = 2048 on x86 without flush-to-zero; this pass 1.25x).
 
 FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
 gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
@@ -25,8 +25,8 @@ by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_
 `plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
 an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
 ones), no distance form for these positions, a mask, positions that are not consecutive
-integers, not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or a learned bias with
-gradients and no C compiler.
+integers, not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or gradients and no C
+compiler.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
 # query rows per flash call (causal): None = Tk // 16 within 256..1024 (a long block runs the
 # kernel's 256-row tiles, >= 768 rows; a short one wastes less above the diagonal)
 QUERY_BLOCK: int | None = None
-GRAD_TILE = (128, 1024)  # (rows, keys) of one tile of the tiled backward
-WIDE = 64.0  # a bias spanning more nats than this takes the tiled backward (_wide)
+GRAD_TILE = (256, 256)  # (rows, keys) of a backward tile, FIRE's too (quiet 2-core CPU, T = 2048
+# and 8192, fwd+bwd / SDPA without a bias: ALiBi 1.25-1.36x, at (128, 1024) 1.47-1.57x; FIRE past
+# its threshold 1.70-1.78x, at (256, 2048) 2.17-2.40x)
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-_BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 MASKED = torch.finfo(torch.float32).min
 
 
@@ -97,8 +97,8 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
         vec = enc.distance_bias(d, q_pos)
         if vec is None:
             return None, f"{name}'s bias is not a function of the distance alone here"
-        if vec.requires_grad and torch.is_grad_enabled() and cpu_bias.kernel() is None:
-            return None, f"no C kernel for the bias gradient ({cpu_bias.BROKEN})"
+        if torch.is_grad_enabled() and cpu_bias.kernel() is None:
+            return None, f"no C kernel for the backward ({cpu_bias.BROKEN})"
         vec = vec.float()
         if q.dtype != torch.float32:  # rounded as bias() rounds to q's dtype; the gradient not
             vec = vec + (vec.to(q.dtype).float() - vec).detach()
@@ -200,29 +200,7 @@ class _DistanceBias(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dout):
-        q, kr, vr, vec, out, lse = ctx.saved_tensors
-        if ctx.needs_input_grad[3] or _wide(vec):  # one tiled pass gives every gradient
-            return (*_tiled_backward(q, kr, vr, vec, out, lse, dout, ctx), None, None, None)
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(kr), torch.zeros_like(vr)
-        for i0, i1, s in ctx.blocks:
-            gq, gk, gv = _BWD(
-                dout[:, :, i0:i1], q[:, :, i0:i1], kr[:, :, s:], vr[:, :, s:],
-                out[:, :, i0:i1], lse[:, :, i0:i1], 0.0, False,
-                attn_mask=_view(vec, i0, i1, s, kr.shape[2]), scale=ctx.scale,
-            )  # fmt: skip
-            dq[:, :, i0:i1] = gq
-            dk[:, :, s:] += gk
-            dv[:, :, s:] += gv
-        return dq, dk, dv, None, None, None, None
-
-
-def _wide(vec: torch.Tensor) -> bool:
-    """Whether a head's bias spans more than WIDE nats (ALiBi's steep heads at long T): then
-    some probabilities fall below float32's smallest normal (e^-87.3) and torch's CPU flash
-    backward computes with subnormals (4.6x SDPA at T = 2048 on x86 without flush-to-zero),
-    where the tiled pass's C kernel sets them to 0."""
-    live = vec.masked_fill(vec == MASKED, float("inf"))
-    return bool((vec.amax(1) - live.amin(1)).max() > WIDE)
+        return (*_tiled_backward(*ctx.saved_tensors, dout, ctx), None, None, None)
 
 
 def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
@@ -277,7 +255,6 @@ def _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1) -> None:
 FIRE_BLOCK_ELEMENTS = 2**24  # a forward block's bias [H, rows, keys]: at most this many (64 MiB),
 # in blocks of at most 256 query rows (quiet 2-core CPU, T = 2048: past the threshold 1.66x SDPA
 # without a bias at 256 rows, 2.20x at 512; T = 8192: 1.89x at 256, 2.09x at 128)
-FIRE_GRAD_TILE = (256, 2048)  # (rows, keys) of a backward tile (few tiles: each is several calls)
 
 
 def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
@@ -408,7 +385,7 @@ class _FireBias(torch.autograd.Function):
         k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
         grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
         scaled = q3 * scale, k3 * scale
-        rows, keys = FIRE_GRAD_TILE
+        rows, keys = GRAD_TILE
         buf = q.new_empty(H * rows * keys)
         for i0, i1, n in blocks:
             for r0 in range(i0, i1, rows):
