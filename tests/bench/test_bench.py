@@ -85,7 +85,7 @@ def test_bias_worker_every_encoding_and_path(name, paths):
     if paths == ["materialized"] and name in ("alibi", "t5"):
         pytest.importorskip("transformers")
     spec = dict(
-        device="cpu", encoding=name, paths=paths, T=[16, 32], H=2, Dh=8, repeats=1,
+        device="cpu", encoding=name, paths=paths, T=[16, 32], H=2, Dh=8, repeats=1, turns=2,
         modes=["fwd", "fwd+bwd"], threads=torch.get_num_threads(),
     )  # fmt: skip
     results = bias_case_worker(spec)

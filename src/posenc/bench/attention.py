@@ -44,7 +44,7 @@ def case_label(case: str) -> str:
 def bias_case_worker(spec: dict) -> list[dict]:
     """Paths over increasing T, alternately, in this (worker) process: [{T, mode, path, ms,
     peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 8192;
-    times 8192 // T below), threads."""
+    times 8192 // T below; or `turns` at every T), threads."""
     torch.set_num_threads(spec["threads"])
     device, case = spec["device"], spec["encoding"]
     name, per = REGIMES.get(case, (case, 1))
@@ -61,7 +61,7 @@ def bias_case_worker(spec: dict) -> list[dict]:
             if before_max < T:
                 paths = [p for p in paths if p != "before"]
             calls = {p: make_call(p, name, enc, q, k, v, mode) for p in paths}
-            reps = spec["repeats"] * max(1, 8192 // T)  # short calls: more turns, warmed up
+            reps = spec.get("turns") or spec["repeats"] * max(1, 8192 // T)  # short: more
             times = timeit_many(calls, device, reps, warmup=max(1, reps // 2))
             for p, run in calls.items():
                 peak = peak_extra_bytes(run, device)
