@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 HEAD_PORT, WORKER_NM_PORT = 6390, 6391
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]  # this Python's Ray, not the first on PATH
 ADDRESS = f"127.0.0.1:{HEAD_PORT}"
 DRIVER = """
 import sys
@@ -119,8 +120,8 @@ def main(work: str) -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray's name; its 15 starves cells
     common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
-    sh("ray", "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false", *common)
-    sh("ray", "start", f"--address={ADDRESS}", f"--node-manager-port={WORKER_NM_PORT}", *common)
+    sh(*RAY, "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false", *common)
+    sh(*RAY, "start", f"--address={ADDRESS}", f"--node-manager-port={WORKER_NM_PORT}", *common)
     report = {}
     try:
         p = driver(work, "plain", 40)
@@ -149,7 +150,7 @@ def main(work: str) -> None:
     finally:
         with open(os.path.join(work, "report.json"), "w") as f:
             json.dump(report, f)
-        subprocess.run(["ray", "stop", "--force"], timeout=60, capture_output=True)
+        subprocess.run([*RAY, "stop", "--force"], timeout=60, capture_output=True)
 
 
 if __name__ == "__main__":
