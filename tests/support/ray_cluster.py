@@ -72,6 +72,15 @@ def wait_rows(db: str, p: subprocess.Popen, deadline: float) -> bool:
     return False
 
 
+def wait_task(p: subprocess.Popen, deadline: float) -> bool:
+    """Until an arena task runs (the driver still alive)."""
+    while time.time() < deadline and p.poll() is None:
+        if arena_tasks():
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def node_pids() -> list[int]:
     """The worker node: its raylet (found by its node-manager port) and all its descendants."""
     procs = {}
@@ -137,11 +146,10 @@ def main(work: str) -> None:
         report["node"] = p.wait(timeout=300)
 
         p = driver(work, "driver", 300)
-        report["driver_rows_at_kill"] = (
-            rows(os.path.join(work, "driver.sqlite"))
-            if wait_rows(os.path.join(work, "driver.sqlite"), p, time.time() + 120)
-            else 0
-        )
+        # killed mid-run, while a task runs (between two cells none may)
+        db = os.path.join(work, "driver.sqlite")
+        started = wait_rows(db, p, time.time() + 120) and wait_task(p, time.time() + 60)
+        report["driver_rows_at_kill"] = rows(db) if started else 0
         report["driver_tasks_at_kill"] = len(arena_tasks())
         p.kill()
         p.wait(timeout=30)
