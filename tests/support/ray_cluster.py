@@ -64,18 +64,10 @@ def driver(work: str, name: str, steps: int) -> subprocess.Popen:
                             stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
 
 
-def wait_rows(db: str, p: subprocess.Popen, deadline: float) -> bool:
+def wait_for(ready, p: subprocess.Popen, deadline: float) -> bool:
+    """Until ready() (the driver still alive)."""
     while time.time() < deadline and p.poll() is None:
-        if rows(db) > 0:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def wait_task(p: subprocess.Popen, deadline: float) -> bool:
-    """Until an arena task runs (the driver still alive)."""
-    while time.time() < deadline and p.poll() is None:
-        if arena_tasks():
+        if ready():
             return True
         time.sleep(0.02)
     return False
@@ -137,7 +129,7 @@ def main(work: str) -> None:
         report["plain"] = p.wait(timeout=300)
 
         p = driver(work, "node", 300)
-        wait_rows(os.path.join(work, "node.sqlite"), p, time.time() + 120)
+        wait_for(lambda: rows(os.path.join(work, "node.sqlite")) > 0, p, time.time() + 120)
         victims = node_pids()
         for pid in victims:
             with contextlib.suppress(ProcessLookupError):
@@ -148,7 +140,9 @@ def main(work: str) -> None:
         p = driver(work, "driver", 300)
         # killed mid-run, while a task runs (between two cells none may)
         db = os.path.join(work, "driver.sqlite")
-        started = wait_rows(db, p, time.time() + 120) and wait_task(p, time.time() + 60)
+        started = wait_for(lambda: rows(db) > 0, p, time.time() + 120) and wait_for(
+            arena_tasks, p, time.time() + 60
+        )
         report["driver_rows_at_kill"] = rows(db) if started else 0
         report["driver_tasks_at_kill"] = len(arena_tasks())
         p.kill()

@@ -83,8 +83,9 @@ def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
     mark = finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
 
     def wrap(fn):
-        fn.__globals__["CHECKS"].append(mark(fn))  # its module's CHECKS: page order
-        return fn.__globals__["CHECKS"][-1]
+        check = mark(fn)
+        fn.__globals__["CHECKS"].append(check)  # its module's CHECKS: page order
+        return check
 
     return wrap
 
