@@ -15,8 +15,9 @@ Backward (_DistanceBias, _tiled_backward): per tile, five matmuls as flash's bac
 pass of the C kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O))
 and, for a learned bias, dvec[h, m] = sum over i + j' = m of dS[b, h, i, j']. Its P and dS
 have no subnormal: torch's CPU flash backward, given a bias that spans more than ~87 nats
-(ALiBi's steep heads at long T), computes with subnormal probabilities (4.6x SDPA without a
-bias at T = 2048 on x86 without flush-to-zero; this pass 1.25x).
+(ALiBi's steep heads at long T), computes with subnormal probabilities (fwd+bwd 4.2-4.3x SDPA
+without a bias at T = 2048 and 8192 on x86 without flush-to-zero; this pass 1.22-1.37x:
+docs/bench/bias-score.txt, bias-41.txt).
 
 FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
 gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
@@ -43,9 +44,8 @@ ENV_VAR = "POSENC_DISTANCE_BIAS"  # "0": never take the distance backend
 # query rows per flash call (causal): None = Tk // 16 within 256..1024 (a long block runs the
 # kernel's 256-row tiles, >= 768 rows; a short one wastes less above the diagonal)
 QUERY_BLOCK: int | None = None
-GRAD_TILE = (256, 256)  # (rows, keys) of a backward tile, FIRE's too (quiet 2-core CPU, T = 2048
-# and 8192, fwd+bwd / SDPA without a bias: ALiBi 1.25-1.36x, at (128, 1024) 1.47-1.57x; FIRE past
-# its threshold 1.70-1.78x, at (256, 2048) 2.17-2.40x)
+GRAD_TILE = (256, 256)  # (rows, keys) of a backward tile, FIRE's too (chosen by hand-timed
+# shapes on the quiet 2-core CPU; recorded result: docs/bench/bias-41.txt)
 _FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 MASKED = torch.finfo(torch.float32).min
 
