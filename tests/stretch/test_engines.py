@@ -108,8 +108,8 @@ def test_yarn_on_sglang_raises_max_position_embeddings_and_linear_does_not():
     """SGLang ignores the factor where original_max_position_embeddings is set (sglang#2943):
     yarn's override raises max_position_embeddings to the target; linear's needs not."""
     info = llama_info()
-    yarn = json.loads(engines.sglang_setting(plan_for("yarn(factor=4)", info)).flags[1])
-    linear = json.loads(engines.sglang_setting(plan_for("linear(factor=4)", info)).flags[1])
+    yarn = json.loads(engines.SETTINGS["sglang"](plan_for("yarn(factor=4)", info)).flags[1])
+    linear = json.loads(engines.SETTINGS["sglang"](plan_for("linear(factor=4)", info)).flags[1])
     assert yarn["max_position_embeddings"] == 4 * CONTEXT
     assert "max_position_embeddings" not in linear
     assert engines.sglang_length(CONTEXT, linear["rope_scaling"]) == 4 * CONTEXT
@@ -192,7 +192,7 @@ def test_gemma3_like_per_layer_rope_scales_the_full_attention_layers_only():
     plan = plan_for("yarn(factor=4)", info)
     assert plan.target == "full_attention" and plan.length == 1024
     assert plan_for("yarn@full_attention(factor=4)", info).params == plan.params
-    vllm = json.loads(engines.vllm_setting(plan).flags[1])
+    vllm = json.loads(engines.SETTINGS["vllm"](plan).flags[1])
     assert vllm["max_position_embeddings"] == 1024
     config = transformers.Gemma3TextConfig(**{k: v for k, v in cfg.items() if k != "model_type"})
     config.update(vllm)

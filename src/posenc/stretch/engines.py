@@ -1,22 +1,5 @@
-"""From the answer to the engine: the settings that make each serving engine apply a scaling,
-and a copy of the model that loads with it by default.
-
-    info = model_info(models.resolve(path))   the model's RoPE, read from its config (no weights)
-    plan = plan_for("yarn(factor=2)", info)    the scaling as rope_parameters for its layer type
-    engine_settings(plan) -> {engine: Setting} transformers, vLLM, SGLang, llama.cpp, Ollama
-    settings_text(label, info) -> str          what `posenc stretch settings LABEL` prints
-    export(plan, spec, out) -> path            a transformers folder or a .gguf, rewritten
-    gguf_config(path) -> dict                  a GGUF's rope keys read as llama.cpp reads them,
-                                               as config.json keys for posenc.hf
-
-A label is one of posenc.stretch.scalings' labels; `name@layer_type(...)` sets one layer type of
-a model with RoPE per layer type (Gemma 3: `yarn@full_attention(factor=4)`). A flat label on
-such a model sets its full_attention layers, as transformers applies a flat rope_scaling. A
-static scaling needs its factor in the label (`yarn(factor=2)`): its length is context x factor.
-
-What each engine takes was read from its source (SOURCES); where an engine cannot express a
-scaling, its Setting says so in `cannot` and carries no flags.
-"""
+"""The settings that make each serving engine apply a scaling, and a copy of the model that
+loads with it by default (docs/stretch/engines.md: what each engine takes, and why)."""
 
 from __future__ import annotations
 
@@ -28,6 +11,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 
 from posenc.cliargs import check_writable
 from posenc.functional.rope_scaling import default, llama3
@@ -73,13 +57,8 @@ FREQS_ARCHS = ("llama", "llama4", "mistral3", "granite", "deci", "exaone", "exao
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the settings need of a model, read from its config (a transformers config dict).
-
-    rope_parameters: the model's own, v5 form (flat, or {layer_type: dict} per layer type);
-    rotary_dim: R, the rotated channels of a head; gguf_arch: the GGUF architecture, for a .gguf;
-    gguf_rope: the scaling llama.cpp reads from that GGUF where transformers' GGUF loader (which
-    reads no rope scaling keys but gpt-oss's) sees none.
-    """
+    """A model's rope, from its config: rope_parameters in v5 form, rotary_dim R; gguf_rope the
+    scaling llama.cpp reads from a GGUF where transformers' GGUF loader sees none."""
 
     name: str
     model_type: str
@@ -96,8 +75,6 @@ class ModelInfo:
 
     @classmethod
     def from_config(cls, config, name: str = "model", gguf_arch: str | None = None) -> ModelInfo:
-        """From a transformers config or config.json dict; ValueError without a context."""
-
         cfg = config_dict(config)
         context = cfg.get("max_position_embeddings")
         if not isinstance(context, int) or context < 1:
@@ -122,9 +99,8 @@ def default_target(rope_parameters: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Plan:
-    """A scaling set on a model: `params` the rope_parameters the target layer type takes (v5
-    form, the model's rope_theta and partial_rotary_factor kept; None for "none"), `length` the
-    context it serves (context x factor; the context for "none" and the dynamic scalings)."""
+    """A scaling on a model: `params` the target layer type's rope_parameters (None for "none"),
+    `length` the context it serves (context x factor; the context for none and dynamic)."""
 
     scaling: Scaling
     target: str | None
@@ -142,8 +118,7 @@ class Plan:
 
 @dataclass
 class Setting:
-    """One engine's settings for a plan: `config` (JSON values), `flags` (command line),
-    `lines` (other text to write), `cannot` (what it cannot express), `notes`, `source`."""
+    """One engine's settings for a plan; `cannot`: what it cannot express."""
 
     engine: str
     config: dict = field(default_factory=dict)
@@ -152,10 +127,6 @@ class Setting:
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
-
-
-# ---------------------------------------------------------------------------------------------
-# label -> plan
 
 
 def split_target(label: str) -> tuple[str, str | None]:
@@ -168,9 +139,7 @@ def split_target(label: str) -> tuple[str, str | None]:
 
 
 def plan_for(label: str, info: ModelInfo) -> Plan:
-    """The plan of a label on a model; ValueError in one line naming the label for an unknown
-    scaling or layer type, a static scaling without its factor, or a factor below 1."""
-
+    """The plan of a label on a model; ValueError naming the label."""
     bare, target = split_target(label)
     scaling = parse(bare)
     kw = dict(scaling.kwargs)
@@ -203,14 +172,9 @@ def plan_for(label: str, info: ModelInfo) -> Plan:
 
 
 def _cfg(info: ModelInfo) -> dict:
-    """A config dict posenc.hf reads: the model's rope and context."""
     return {"model_type": info.model_type, "head_dim": info.head_dim,
             "max_position_embeddings": info.context,
             "rope_parameters": info.rope_parameters}  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# plan -> each engine's settings
 
 
 def ntk_theta(plan: Plan) -> float:
@@ -220,8 +184,7 @@ def ntk_theta(plan: Plan) -> float:
 
 
 def hf_params(plan: Plan) -> dict | None:
-    """The target layer type's rope_parameters as transformers 5 takes them (None: the
-    scaling has no transformers rope_type). posenc's static ntk is a base change."""
+    """The target layer type's rope_parameters for transformers 5 (None: no such rope_type)."""
     p, name = plan.params, plan.scaling.name
     if p is None:
         return plan.info.own(plan.target)
@@ -235,8 +198,7 @@ def hf_params(plan: Plan) -> dict | None:
 
 
 def hf_rope_parameters(plan: Plan) -> dict | None:
-    """The whole rope_parameters of the scaled model (nested per layer type where the model's
-    are), v5 form; None where transformers has no such rope_type."""
+    """The scaled model's whole rope_parameters (nested per layer type where the model's are)."""
     p = hf_params(plan)
     if p is None or plan.target is None:
         return p
@@ -244,8 +206,7 @@ def hf_rope_parameters(plan: Plan) -> dict | None:
 
 
 def legacy_config(plan: Plan) -> dict | None:
-    """transformers 4.x config keys (rope_scaling + rope_theta) or None where 4.x cannot say it
-    (proportional; one layer type other than full_attention)."""
+    """transformers 4.x keys (rope_scaling + rope_theta), or None where 4.x cannot say it."""
     p = hf_params(plan)
     if p is None or p.get("rope_type") == "proportional":
         return None
@@ -261,10 +222,7 @@ def legacy_config(plan: Plan) -> dict | None:
 
 
 def vllm_length(model_type: str, max_pos: int, rope_parameters: dict) -> float:
-    """The max_model_len vLLM derives from a config (its _get_and_verify_max_len): the
-    scaling's factor times max_position_embeddings, except llama3 / longrope (no factor) and
-    yarn (original_max_position_embeddings x factor); Gemma 3 takes no factor."""
-
+    """The max_model_len vLLM derives (_get_and_verify_max_len)."""
     types = layer_types_of(rope_parameters)
     flat = [rope_parameters[t] for t in types if rope_parameters[t]] if types else [rope_parameters]
     if "gemma3" in model_type:
@@ -279,9 +237,7 @@ def vllm_length(model_type: str, max_pos: int, rope_parameters: dict) -> float:
 
 
 def sglang_length(max_pos: int, rope_scaling: dict | None) -> float:
-    """The context length SGLang derives (get_context_length): max_position_embeddings times
-    rope_scaling's factor, except where rope_scaling has original_max_position_embeddings or is
-    llama3 (then no factor: sglang#2943)."""
+    """The context length SGLang derives (get_context_length; sglang#2943)."""
     rs = rope_scaling or {}
     factor = rs.get("factor", 1) or 1
     if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
@@ -290,10 +246,9 @@ def sglang_length(max_pos: int, rope_scaling: dict | None) -> float:
 
 
 def engine_override(plan: Plan) -> dict | None:
-    """The config override vLLM (--hf-overrides) and SGLang (--json-model-override-args) apply
-    with transformers' config.update: rope_scaling with rope_theta inside (transformers 5 maps
-    it onto rope_parameters and keeps no rope_theta not given), rope_theta for 4.x; per layer
-    type the whole nested rope_parameters (a flat rope_scaling would replace them all)."""
+    """The config override vLLM and SGLang apply with config.update: rope_scaling with
+    rope_theta inside (transformers 5 keeps no rope_theta not given); per layer type the whole
+    nested rope_parameters (a flat rope_scaling would replace them all)."""
     params = hf_rope_parameters(plan)
     if params is None:
         return None
@@ -326,7 +281,6 @@ RUNTIME_NOTE = (
 
 
 def _setting(engine: str, plan: Plan) -> Setting:
-    """The engine's Setting, its `cannot` filled where CANNOT lists the plan's scaling."""
     s = Setting(engine, source=SOURCES[engine])
     if (engine, plan.scaling.name) in CANNOT:
         s.cannot.append(CANNOT[engine, plan.scaling.name])
@@ -366,71 +320,67 @@ def transformers_setting(plan: Plan) -> Setting:
     return s
 
 
-def _served(engine: str, plan: Plan, override: str, length: str, derive):
-    """(Setting, config override) of a server: engine_override plus the max_position_embeddings
-    the engine needs to derive plan.length (derive(m): its length for m), and the length flag."""
+SERVED = {  # engine: (override flag, length flag, static note, length note)
+    "vllm": (
+        "--hf-overrides",
+        "--max-model-len",
+        "the scaling is static: it applies to short prompts too (static YaRN x4 cost Qwen3 "
+        "Arena-Hard 39 -> 26.5: QwenLM/Qwen3#1567)",
+        "vLLM also caps the length at tokenizer_config.json's model_max_length; above its "
+        "derived length it refuses --max-model-len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+        "(vllm#2565)",
+    ),
+    "sglang": (
+        "--json-model-override-args",
+        "--context-length",
+        "the scaling is static: it applies to short prompts too",
+        "above its derived length SGLang refuses --context-length unless "
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    ),
+}
+
+
+def served_setting(engine: str, plan: Plan) -> Setting:
+    """A server's flags: engine_override, raising max_position_embeddings where the engine
+    would derive a length below plan.length, and the length flag."""
     s = _setting(engine, plan)
     if s.cannot:
-        return s, None
-    over, got = engine_override(plan), derive(plan.info.context)
-    if got < plan.length:
-        per = got / plan.info.context  # the engine's length per max_position_embeddings
-        need = math.ceil(plan.length / per) if derive(plan.info.context * 2) > got else plan.length
-        over = {**over, "max_position_embeddings": need}
-    s.flags = [override, _json(over)] if plan.scaling.name != "none" else []
-    s.flags += [length, str(plan.length)]
-    return s, over
-
-
-def vllm_setting(plan: Plan) -> Setting:
-    flat, name = hf_rope_parameters(plan), plan.scaling.name
-    s, over = _served("vllm", plan, "--hf-overrides", "--max-model-len",
-                      lambda m: vllm_length(plan.info.model_type, m, flat))  # fmt: skip
-    if s.cannot:
         return s
+    name, context, over = plan.scaling.name, plan.info.context, engine_override(plan)
+    override, length, static, limit = SERVED[engine]
+    rs = over.get("rope_scaling")
+
+    def derive(m: int) -> float:  # the engine's length for max_position_embeddings m
+        if engine == "vllm":
+            return vllm_length(plan.info.model_type, m, hf_rope_parameters(plan))
+        return sglang_length(m, rs)
+
+    got = derive(context)
+    if got < plan.length:
+        per = got / context  # the engine's length per max_position_embeddings
+        need = math.ceil(plan.length / per) if derive(context * 2) > got else plan.length
+        over = {**over, "max_position_embeddings": need}
+        if engine == "sglang" and "original_max_position_embeddings" in (rs or {}):
+            s.notes.append(
+                "max_position_embeddings is raised too: SGLang's get_context_length "
+                "ignores the factor when original_max_position_embeddings is set and "
+                "would cap the length at the old context (sglang#2943)"
+            )
+        elif engine == "sglang":
+            s.notes.append(
+                "max_position_embeddings is raised too: SGLang derives the length from "
+                "it times rope_scaling's factor (none here)"
+            )
+    s.flags = [override, _json(over)] if name != "none" else []
+    s.flags += [length, str(plan.length)]
     if name != "none":
-        s.notes.append(
-            "the scaling is static: it applies to short prompts too (static YaRN x4 "
-            "cost Qwen3 Arena-Hard 39 -> 26.5: QwenLM/Qwen3#1567)"
-        )
-    if name == "ntk":
+        s.notes.append(static)
+    if name == "ntk" and engine == "vllm":
         s.notes.append(
             "vLLM's own rope_type 'ntk' is another formula (base x factor, then "
             "inv_freq / factor^(2/R)); posenc's ntk is the base change above"
         )
-    s.notes.append(
-        "vLLM also caps the length at tokenizer_config.json's model_max_length; "
-        "above its derived length it refuses --max-model-len unless "
-        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm#2565)"
-    )
-    if name != "none" and "rope_scaling" in over:
-        s.notes.append(RUNTIME_NOTE)
-    return s
-
-
-def sglang_setting(plan: Plan) -> Setting:
-    rs, name = (engine_override(plan) or {}).get("rope_scaling"), plan.scaling.name
-    s, over = _served("sglang", plan, "--json-model-override-args", "--context-length",
-                      lambda m: sglang_length(m, rs))  # fmt: skip
-    if s.cannot:
-        return s
-    if "max_position_embeddings" in over and "original_max_position_embeddings" in (rs or {}):
-        s.notes.append(
-            "max_position_embeddings is raised too: SGLang's get_context_length "
-            "ignores the factor when original_max_position_embeddings is set and "
-            "would cap the length at the old context (sglang#2943)"
-        )
-    elif "max_position_embeddings" in over:
-        s.notes.append(
-            "max_position_embeddings is raised too: SGLang derives the length from "
-            "it times rope_scaling's factor (none here)"
-        )
-    if name != "none":
-        s.notes.append("the scaling is static: it applies to short prompts too")
-    s.notes.append(
-        "above its derived length SGLang refuses --context-length unless "
-        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
-    )
+    s.notes.append(limit)
     if name != "none" and "rope_scaling" in over:
         s.notes.append(RUNTIME_NOTE)
     return s
@@ -517,8 +467,8 @@ def ollama_setting(plan: Plan) -> Setting:
     return s
 
 
-SETTINGS = {"transformers": transformers_setting, "vllm": vllm_setting,
-            "sglang": sglang_setting, "llama.cpp": llamacpp_setting,
+SETTINGS = {"transformers": transformers_setting, "vllm": partial(served_setting, "vllm"),
+            "sglang": partial(served_setting, "sglang"), "llama.cpp": llamacpp_setting,
             "ollama": ollama_setting}  # fmt: skip
 
 
@@ -531,8 +481,7 @@ def _quote(arg: str) -> str:
 
 
 def settings_text(label: str, info: ModelInfo) -> str:
-    """The settings of every engine for `label` on the model, as `posenc stretch settings`
-    prints them (a report can include this block)."""
+    """What `posenc stretch settings` prints: every engine's settings for `label`."""
     plan = plan_for(label, info)
     where = f" on its {plan.target} layers" if plan.target else ""
     size = f"context {info.context}" + (f" -> {plan.length}" if plan.length > info.context else "")
@@ -568,13 +517,8 @@ def settings_text(label: str, info: ModelInfo) -> str:
     return "\n".join(out)
 
 
-# ---------------------------------------------------------------------------------------------
-# reading a model, and writing a copy that loads with the scaling
-
-
 def model_info(spec) -> ModelInfo:
     """The ModelInfo of a stretch.models.ModelSpec, from its config (no weights loaded)."""
-
     config = models.read_config(spec)
     if not spec.gguf:
         return ModelInfo.from_config(config, spec.name)
@@ -596,9 +540,7 @@ def _check_new_folder(out: str) -> None:
 
 
 def check_export(plan: Plan, spec, out: str) -> None:
-    """ValueError naming --export unless `out` can take the export (absent or an empty
-    folder, its parent writable) and the scaling can be written for this kind of model."""
-
+    """ValueError naming --export unless `out` is new and the scaling can be written there."""
     _check_new_folder(out)
     check_writable(out, "--export")
     name = plan.scaling.name
@@ -624,9 +566,8 @@ def check_export(plan: Plan, spec, out: str) -> None:
 
 
 def export(plan: Plan, spec, out: str) -> str:
-    """Write the model with the plan's scaling as its default into the new folder `out`:
-    a transformers folder (config.json rewritten) or out/<name>.<label>.gguf. Written to a
-    temporary name and renamed, so a failure leaves nothing. Returns the model's path."""
+    """Write the model with the plan's scaling as its default into the new folder `out` (via a
+    temporary folder: a failure leaves nothing); returns the model's path."""
     check_export(plan, spec, out)
     parent = os.path.dirname(os.path.abspath(out))
     os.makedirs(parent, exist_ok=True)
@@ -649,15 +590,9 @@ def export(plan: Plan, spec, out: str) -> str:
 
 
 def write_folder(plan: Plan, src: str, dst: str) -> None:
-    """A copy of the model folder `src` in `dst` with config.json saying the scaling, in the
-    form the source uses (v5 rope_parameters, or 4.x rope_scaling + rope_theta where it can),
-    and tokenizer_config.json's model_max_length raised to the new length if below it."""
-    for entry in os.listdir(src):
-        path = os.path.join(src, entry)
-        if os.path.isdir(path):
-            shutil.copytree(path, os.path.join(dst, entry))
-        else:
-            shutil.copy2(path, os.path.join(dst, entry))
+    """A copy of the folder `src` in `dst`, config.json saying the scaling in the source's form
+    (v5, or 4.x where it can), tokenizer_config.json's model_max_length raised to the length."""
+    shutil.copytree(src, dst, dirs_exist_ok=True)
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
     text = cfg.get("text_config") if "max_position_embeddings" not in cfg else None
@@ -685,13 +620,12 @@ def write_folder(plan: Plan, src: str, dst: str) -> None:
 
 
 def gguf_keys(plan: Plan, arch: str) -> dict:
-    """{key: (value, GGUFValueType)} of the rope keys llama.cpp reads (src/llama-arch.cpp
-    names), for the plan; keys of the source's own scaling not set here are dropped."""
+    """{key: (value, GGUFValueType)} of the rope keys llama.cpp reads (src/llama-arch.cpp)."""
     vt = models.gguf_module().GGUFValueType
     name, p = plan.scaling.name, plan.params or {}
-    keys = {f"{arch}.context_length": (plan.length, vt.UINT32)}
     if name == "none":
         return {}
+    keys = {f"{arch}.context_length": (plan.length, vt.UINT32)}
     if name in ("linear", "yarn"):
         keys[f"{arch}.rope.scaling.type"] = (name, vt.STRING)
         keys[f"{arch}.rope.scaling.factor"] = (plan.factor, vt.FLOAT32)
@@ -709,16 +643,14 @@ def gguf_keys(plan: Plan, arch: str) -> dict:
 
 
 def llama3_freq_factors(plan: Plan):
-    """Llama 3.1's scaling as llama.cpp's per-pair divisors: theta_i = p base^(-2i/R) / f_i,
-    f_i = the unscaled inverse frequency over the scaled one (float32 [R / 2])."""
-
+    """Llama 3.1's scaling as llama.cpp's per-pair divisors f_i = unscaled / scaled [R / 2]."""
     r, base = plan.info.rotary_dim, plan.params["rope_theta"]
     return (default(r, base, {})[0] / llama3(r, base, plan.params)[0]).numpy()
 
 
 def write_gguf(plan: Plan, src: str, dst: str) -> None:
-    """A copy of the GGUF `src` at `dst`: every key and tensor as it is, but for the rope keys
-    of gguf_keys (and the tensor rope_freqs.weight: added for llama3, dropped otherwise)."""
+    """A copy of the GGUF `src` at `dst` with gguf_keys' rope keys (and rope_freqs.weight for
+    llama3)."""
     import numpy as np
 
     gguf = models.gguf_module()
@@ -753,13 +685,9 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
 
 
 def gguf_config(path) -> dict:
-    """The rope of a GGUF as llama.cpp reads it (src/llama-model.cpp: freq_base default 1e4;
-    scaling.type default linear, factor 0 meaning none; original_context_length default
-    context_length; rope_freqs.weight dividing each pair's frequency), as config.json keys
-    posenc.hf reads: {"max_position_embeddings", "rope_parameters"}. The per-pair divisors are
-    longrope with short = long factors and attention factor 1 (the same frequencies at every
-    length). ValueError for what it cannot say (longrope tensors, divisors with a scaling).
-    `path` may be a gguf.GGUFReader already open."""
+    """A GGUF's rope as llama.cpp reads it (src/llama-model.cpp defaults), as config.json keys
+    {max_position_embeddings, rope_parameters}; rope_freqs.weight becomes longrope with short =
+    long factors. `path` may be an open gguf.GGUFReader."""
     gguf = models.gguf_module()
     reader = gguf.GGUFReader(path) if isinstance(path, str | os.PathLike) else path
     arch = reader.fields["general.architecture"].contents()
@@ -797,12 +725,8 @@ def gguf_config(path) -> dict:
     return {"max_position_embeddings": context, "rope_parameters": params}
 
 
-# ---------------------------------------------------------------------------------------------
-# `posenc stretch settings LABEL [--model M] [--export DIR]`
-
-
 def main_settings(args) -> int:
-    """`posenc stretch settings`, its flags parsed (posenc.stretch.cli.settings_parser)."""
+    """`posenc stretch settings LABEL [--model M] [--export DIR]`, its flags parsed."""
     try:
         parse(split_target(args.label)[0])  # the label's syntax, before the model is read
     except ValueError as err:
