@@ -108,10 +108,8 @@ class Grid:
     holes: dict  # (what, label, length) -> the reasons rows were not measured
     tasks: list[str]
 
-    # ------------------------------------------------------------------ numbers with intervals
     def ppl(self, text: str, label: str, n: int, past: bool = False) -> Interval | None:
-        """Perplexity (of the first n tokens, or of positions C..n) over the windows, its
-        interval over their blocks of C/8 tokens (`_spread`)."""
+        """Perplexity of the first n tokens (or of positions C..n) over the windows."""
         xs = (self.past if past else self.loss).get((text, label, n))
         if not xs:
             return None
@@ -119,8 +117,7 @@ class Grid:
 
     def ratio(self, text: str, a: tuple[str, int], b: tuple[str, int],
               past: bool = False) -> Interval | None:  # fmt: skip
-        """ppl(a) (of positions C..n with `past`) / ppl(b) on the windows both measured, paired
-        window by window (and block by block for the interval at one length)."""
+        """ppl(a) (of positions C..n with `past`) / ppl(b), paired on the windows both measured."""
         xa, xb = (self.past if past else self.loss).get((text, *a)), self.loss.get((text, *b))
         common = sorted(set(xa or ()) & set(xb or ()))
         if not common:
@@ -141,7 +138,6 @@ class Grid:
         return Interval(value, value - lo, value + hi, len(common)).map(_exp)
 
     def _blocks(self, text: str, label: str, n: int, past: bool = False) -> dict:
-        """The block losses of the first n tokens (or of positions C..n) of each window."""
         got = self.blocks.get((text, label, n), {})
         return {k: v for k, v in got.items() if k[2] >= (self.context if past else 0)}
 
@@ -155,7 +151,6 @@ class Grid:
 
 
 def grids(rows: list[dict]) -> list[Grid]:
-    """One Grid per model in the rows."""
     by_model = defaultdict(list)
     for r in stretch_rows(rows):
         by_model[str(r.get("encoding", "")).partition(":")[0]].append(r)
@@ -163,7 +158,6 @@ def grids(rows: list[dict]) -> list[Grid]:
 
 
 def _order(label: str) -> tuple:
-    """Labels in SCALINGS order, then by their keywords."""
     name = label.partition("(")[0]
     return (SCALINGS.index(name) if name in SCALINGS else len(SCALINGS), label)
 
@@ -218,11 +212,8 @@ def _grid(model: str, rows: list[dict]) -> Grid:
 
 
 def _spread(windows: list[float], blocks: dict) -> Interval:
-    """The mean loss over the windows with a 95% interval (stats.mean) over the blocks of C/8
-    tokens they hold where there are more blocks than windows, shifted onto the windows' mean:
-    two windows give a t interval with one degree of freedom (x 12.7), their 2 x 8 blocks one
-    that reads the text's spread (blocks of a window are not independent: it is narrower than
-    an interval over as many windows would be). n: the windows."""
+    """The mean window loss, its 95% interval over the windows' blocks where there are more
+    blocks than windows (two windows alone: a t interval x 12.7). n: the windows."""
     over = stats.mean(windows)
     values = [v for v in blocks.values() if math.isfinite(v)]
     if len(values) <= len(windows):
@@ -236,8 +227,7 @@ def _spread(windows: list[float], blocks: dict) -> Interval:
 
 
 def short_cost(g: Grid, label: str, text: str | None = None) -> Interval | None:
-    """The largest relative perplexity rise over the unscaled model at lengths <= the context
-    (paired over the windows; on every text, or on `text`): value - 1 with its interval."""
+    """The largest relative ppl rise over the unscaled model at lengths <= the context."""
     worst = None
     for t in [text] if text else g.texts:
         for n in (n for n in g.lengths if n <= g.context):
@@ -293,8 +283,7 @@ def same_ppl(g: Grid, a: str, b: str, n: int) -> bool:
 
 
 def recommend(g: Grid, tolerance: float) -> list[tuple[int, str, str]]:
-    """(length, recommendation, the numbers behind it) for each length past the context, by the
-    rule of the module docstring (ties named with the short-context costs that separate them)."""
+    """(length, recommendation, its numbers) past the context, by the module docstring's rule."""
     strong = strong_tasks(g)
     base_ret = [retrieval_at(g, "none", n, strong) for n in g.lengths if n <= g.context]
     base_ret = [r.value for r in base_ret if r is not None]
@@ -368,8 +357,7 @@ def _need(**values) -> None:
 
 
 def _range(g: Grid, n: int | None = None) -> str:
-    """What was measured: the lengths (as multiples of the context) and the texts; up to n
-    where given (never past the longest length run)."""
+    """The lengths (up to n) and the texts measured."""
     top = max(g.lengths) if n is None else min(n, max(g.lengths))
     return (
         f"measured at {min(g.lengths)}..{top} tokens ({min(g.lengths) / g.context:g}x.."
@@ -379,8 +367,7 @@ def _range(g: Grid, n: int | None = None) -> str:
 
 def _worst(g: Grid, label: str, n: int | None, inside: int | None,
            past: bool = False) -> Interval | None:  # fmt: skip
-    """The largest over the texts of label's ppl at n (of positions C..n with `past`) / the
-    unscaled model's at `inside`."""
+    """The largest over the texts of label's ppl at n / the unscaled model's at `inside`."""
     rs = [g.ratio(t, (label, n), ("none", inside), past) for t in g.texts] if label and n else []
     rs = [r for r in rs if r is not None]
     return max(rs, key=lambda r: r.value) if rs else None
@@ -615,8 +602,8 @@ def _style(i: int) -> dict:
     return {"color": P.COLORS[i % len(P.COLORS)], "ls": "-" if i < len(P.COLORS) else "--"}
 
 
-def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
-    pts = [(n, x) for n, x in pts if all(map(math.isfinite, (x.value, x.lo, x.hi)))]
+def _errorbar(ax, pts: list[tuple[int, Interval | None]], label: str, i: int) -> None:
+    pts = [(n, x) for n, x in pts if x and all(map(math.isfinite, (x.value, x.lo, x.hi)))]
     if not pts:
         return
     ax.errorbar([n for n, _ in pts], [x.value for _, x in pts],
@@ -625,69 +612,67 @@ def _errorbar(ax, pts: list[tuple[int, Interval]], label: str, i: int) -> None:
                 marker="o", ms=3, capsize=2, label=label, **_style(i))  # fmt: skip
 
 
+def _curve(ax, bins: dict, label: str, i: int) -> None:
+    bins = [(ab, v) for ab, v in sorted(bins.items()) if math.isfinite(sum(v))]
+    if bins:
+        xs = [(a + b) / 2 for (a, b), _ in bins]
+        ax.plot(xs, [sum(v) / len(v) for _, v in bins], marker=".", label=label, **_style(i))
+
+
+def _figure(g: Grid, keys: list[str], draw, title: str, log: bool = False, **axes):
+    """A panel per key (a text or a task; `title` formats it), a line per scaling drawn by
+    draw(ax, key, label, i), the context dotted."""
+    fig = P.figure((7.2, 3.6 * max(1, len(keys))))
+    for j, key in enumerate(keys):
+        ax = fig.add_subplot(len(keys), 1, j + 1)
+        for i, lb in enumerate(g.labels):
+            draw(ax, key, lb, i)
+        ax.axvline(g.context, color="k", ls=":", lw=1)
+        if ax.get_legend_handles_labels()[0]:
+            if log:
+                ax.set_yscale("log")
+            ax.legend(ncols=2, fontsize=7)
+        ax.set(title=title.format(key), **axes)
+    return fig
+
+
 def plots(g: Grid, out: str) -> list[tuple[str, str]]:
     """The loss-by-position curve first, then perplexity against length, then retrieval."""
-    made = []
+
+    def curve(ax, text, lb, i):
+        _curve(ax, g.curve.get((text, lb), {}), lb, i)
+
+    def ppl(ax, text, lb, i):
+        _errorbar(ax, [(n, g.ppl(text, lb, n)) for n in g.lengths], lb, i)
+
+    def rate(ax, task, lb, i):
+        _errorbar(ax, [(n, g.rate(task, lb, n)) for n in g.lengths], lb, i)
+
+    made, width, length = [], max(1, g.context // 8), "length (tokens)"
     if g.curve:
-        fig = P.figure((7.2, 3.6 * max(1, len(g.texts))))
-        for j, text in enumerate(g.texts):
-            ax = fig.add_subplot(len(g.texts), 1, j + 1)
-            for i, lb in enumerate(g.labels):
-                bins = sorted(g.curve.get((text, lb), {}).items())
-                bins = [(ab, v) for ab, v in bins if math.isfinite(sum(v))]
-                if bins:
-                    xs = [(a + b) / 2 for (a, b), _ in bins]
-                    ax.plot(xs, [sum(v) / len(v) for _, v in bins], marker=".", label=lb,
-                            **_style(i))  # fmt: skip
-            ax.axvline(g.context, color="k", ls=":", lw=1)
-            ax.set(xlabel="position (tokens)", ylabel="mean loss",
-                   title=f"{text} text: loss by position, bins of {max(1, g.context // 8)} "
-                   f"(context {g.context}, dotted)")  # fmt: skip
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(ncols=2, fontsize=7)
-        name = f"{g.model}_position.png"
-        P.save(fig, os.path.join(out, name))
-        made.append((name, "loss by position, one line per scaling: where the extension acts"))
+        title = f"{{}} text: loss by position, bins of {width} (context {g.context}, dotted)"
+        fig = _figure(g, g.texts, curve, title, xlabel="position (tokens)", ylabel="mean loss")
+        caption = "loss by position, one line per scaling: where the extension acts"
+        made.append((fig, "position", caption))
     if g.loss:
-        fig = P.figure((7.2, 3.6 * max(1, len(g.texts))))
-        for j, text in enumerate(g.texts):
-            ax = fig.add_subplot(len(g.texts), 1, j + 1)
-            for i, lb in enumerate(g.labels):
-                pts = [(n, x) for n in g.lengths if (x := g.ppl(text, lb, n)) is not None]
-                if pts:
-                    _errorbar(ax, pts, lb, i)
-            ax.axvline(g.context, color="k", ls=":", lw=1)
-            if ax.get_legend_handles_labels()[0]:
-                ax.set_yscale("log")
-                ax.legend(ncols=2, fontsize=7)
-            ax.set(
-                xlabel="length (tokens)",
-                ylabel="perplexity",
-                title=f"{text} text: perplexity of the first T tokens, 95% intervals",
-            )
-        name = f"{g.model}_ppl.png"
-        P.save(fig, os.path.join(out, name))
-        made.append((name, "perplexity against length with 95% intervals, one line per scaling"))
-    for t in g.tasks:
-        fig = P.figure((7.2, 3.6))
-        ax = fig.add_subplot()
-        for i, lb in enumerate(g.labels):
-            pts = [(n, r) for n in g.lengths if (r := g.rate(t, lb, n)) is not None]
-            if pts:
-                _errorbar(ax, pts, lb, i)
-        ax.axvline(g.context, color="k", ls=":", lw=1)
-        ax.set(
-            xlabel="length (tokens)",
-            ylabel="exact match",
-            ylim=(-0.02, 1.02),
-            title=f"{t}: exact match with 95% Wilson intervals",
+        title = "{} text: perplexity of the first T tokens, 95% intervals"
+        fig = _figure(g, g.texts, ppl, title, log=True, xlabel=length, ylabel="perplexity")
+        caption = "perplexity against length with 95% intervals, one line per scaling"
+        made.append((fig, "ppl", caption))
+    for task in g.tasks:
+        title = "{}: exact match with 95% Wilson intervals"
+        fig = _figure(
+            g, [task], rate, title, xlabel=length, ylabel="exact match", ylim=(-0.02, 1.02)
         )
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(ncols=2, fontsize=7)
-        name = f"{g.model}_{t}.png"
-        P.save(fig, os.path.join(out, name))
-        made.append((name, f"{t}: exact match against length, 95% Wilson intervals"))
-    return made
+        made.append((fig, task, f"{task}: exact match against length, 95% Wilson intervals"))
+    for fig, what, _ in made:
+        P.save(fig, os.path.join(out, f"{g.model}_{what}.png"))
+    return [(f"{g.model}_{what}.png", caption) for _, what, caption in made]
+
+
+def _html_figure(name: str, caption: str) -> str:
+    c = html.escape(caption)
+    return f'<figure><img src="{name}" alt="{c}"><figcaption>{c}</figcaption></figure>'
 
 
 def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
@@ -699,22 +684,16 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
         md += [f"## {g.model} (context {g.context} tokens)", ""]
         body.append(f"<h2>{html.escape(g.model)} (context {g.context} tokens)</h2>")
         if pngs:  # the loss by position first: where the extension acts
-            n, c = pngs[0]
-            md += [f"![{c}]({n})", ""]
-            body.append(f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>'
-                        f"{html.escape(c)}</figcaption></figure>")  # fmt: skip
-        md += ["### Published findings", ""]
+            md += [f"![{pngs[0][1]}]({pngs[0][0]})", ""]
+            body.append(_html_figure(*pngs[0]))
         fh = ["published finding", "paper", "this model", "rule", "verdict"]
         fr = [[f.claim, f.paper, f.result, f.rule or "–", f.verdict] for f in findings(g)]
-        md += [_md_table(fh, fr), ""]
-        body += ["<h3>Published findings</h3>", _html_table(fh, fr)]
-        for title, h, r, notes in tables(g, tolerance):
+        for title, h, r, notes in [("Published findings", fh, fr, ""), *tables(g, tolerance)]:
             md += [f"### {title}", "", _md_table(h, r), ""] + ([notes, ""] if notes else [])
             body += [f"<h3>{html.escape(title)}</h3>", _html_table(h, r)]
             body += [f"<p>{html.escape(notes)}</p>"] if notes else []
         md += [f"![{c}]({n})" for n, c in pngs[1:]] + [""]
-        body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>'
-                 f"{html.escape(c)}</figcaption></figure>" for n, c in pngs[1:]]  # fmt: skip
+        body += [_html_figure(n, c) for n, c in pngs[1:]]
     if len(md) == 2:
         md.append("No stretch rows yet.")
         body.append("<p>No stretch rows yet.</p>")
@@ -736,10 +715,8 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
 
 
 def json_rows(rows: list[dict]) -> list[dict]:
-    """Every measured cell as {model, scaling, factor, task, text, length, metric, value, lo,
-    hi, n, reason}: ppl and ppl_past (per text kind, over the windows: stats.mean), exact
-    (Wilson) and logp (stats.mean) per retrieval task; a cell without a number has value None
-    and its reason."""
+    """Every cell as {model, scaling, factor, task, text, length, metric, value, lo, hi, n,
+    reason}; a cell without a number has value None and its reason."""
     factors = {}
     for r in stretch_rows(rows):
         scaling = json.loads(r["config"]).get("scaling")
@@ -772,8 +749,7 @@ def json_rows(rows: list[dict]) -> list[dict]:
 
 
 def readme_tables(rows: list[dict], tolerance: float = 0.05) -> str:
-    """The README's stretch tables (findings, perplexity, retrieval, recommendation), generated
-    from the recorded database; tests/stretch/test_report.py keeps the README in step."""
+    """The README's stretch tables, from the recorded database (tests/stretch keeps them equal)."""
     out = []
     for g in grids(rows):
         found = [[f.claim, f.result, f.verdict] for f in findings(g)]
