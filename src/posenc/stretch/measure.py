@@ -1,17 +1,5 @@
-"""The measurements, on a loaded transformers causal LM patched by posenc.hf.patch.
-
-Perplexity: one forward pass over a window gives the loss of every shorter prefix of a causal
-model: nll[t] is the loss of token t + 1 given tokens 0..t, so the loss of the first T tokens is
-mean(nll[:T - 1]) (`window_rows`: with the loss within the context, past it, and per position
-bin). This holds while the rotary frequencies stay the same, so lengths are grouped by the
-frequencies their call would use (`fingerprint`): static scalings need one pass per window, a
-dynamic one a pass per length past the context (at or below it they equal the unscaled model).
-
-Retrieval: a context is prefilled once (`prefill`; one sharing a prefix with an earlier context
-of the same frequencies prefills only the rest: `PromptCache`, `prefix_attention`) and each of
-its probes asked after it (`ask`: the question and the answer teacher-forced in one forward,
-then a greedy decode with the KV cache; the cache is cropped back, or copied, for the next).
-"""
+"""The measurements on a transformers causal LM patched by posenc.hf.patch: the perplexity of
+every prefix of a window from one pass, retrieval prefilled once and each probe asked after it."""
 
 from __future__ import annotations
 

