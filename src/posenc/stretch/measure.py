@@ -22,9 +22,7 @@ LOGIT_CHUNK = 1024  # positions per LM-head chunk: [1024, V] float32 logits at a
 
 
 def fingerprint(model, length: int, head_dim: int) -> str:
-    """A digest of the rotary frequencies and attention factors a call of `length` tokens uses,
-    in every rotary module and layer type (Gemma 3's local and global ropes): equal digests,
-    equal logits."""
+    """A digest of the rotary frequencies at `length` tokens: equal digests, equal logits."""
     digest, pos = hashlib.sha1(), torch.arange(length)[None]
     for module in model.modules():
         if isinstance(module, PosencRotaryEmbedding):
@@ -56,9 +54,7 @@ def token_nll(model, ids: torch.Tensor) -> torch.Tensor:
 
 
 def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) -> dict[str, float]:
-    """The metrics of the first `length` tokens of a window from its pass's nll [>= length - 1]:
-    loss (mean nll), the loss of the tokens within the context and past it (loss@0-C,
-    loss@C-T), and with `width` > 0 the loss of each bin of `width` positions (pos@a-b)."""
+    """The first `length` tokens' loss, loss@0-C, loss@C-T and (width > 0) pos@a-b, from nll."""
     check_whole(length, "length", 2)
     check_whole(context, "context")
     if length - 1 > nll.numel():
@@ -75,21 +71,16 @@ def window_rows(nll: torch.Tensor, length: int, context: int, width: int = 0) ->
     return rows
 
 
-# --------------------------------------------------------------------- retrieval: a shared prefix
-# Retrieval prompts of one length differ only from their first needle on (the filler before it is
-# the same), so each prompt reuses the KV cache of an earlier one up to their common prefix and
-# prefills only the rest: a chunk of queries after cached keys. SDPA would need an explicit
-# [q, kv] mask for that (on a CPU it then computes every block); `prefix_attention` attends the
-# prefix (no mask) and the chunk (causal) apart and merges them by their log-sum-exp.
+# A prompt reusing an earlier one's cache prefills a chunk after cached keys: SDPA would need a
+# [q, kv] mask (on a CPU it then computes every block); this attends the two apart and merges them.
 
 PREFIX_ATTENTION = "posenc_prefix"
 _FLASH_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
 def prefix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
-    """transformers' SDPA attention, except for a chunk after a cached prefix: query [B, H, q, Dh]
-    attends all kv - q cached keys and, causally, the chunk's own ([B, Hkv, kv, Dh]). Batch 1,
-    no padding, no sliding window (`use_prefix_attention` checks the model): its mask is None."""
+    """SDPA, but a chunk q [B, H, q, Dh] after a cached prefix attends the kv - q cached keys
+    [B, Hkv, kv, Dh] and, causally, its own (batch 1, no mask: `use_prefix_attention`)."""
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 or q_len == kv_len:
         return sdpa_attention_forward(module, query, key, value, None, dropout, scaling, **kw)
@@ -103,8 +94,7 @@ def prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sca
 
 
 def use_prefix_attention(model) -> bool:
-    """Switch `model` to `prefix_attention` where it can take it (SDPA attention on a CPU, every
-    layer full causal attention without soft-capping, torch's CPU flash kernel); whether it did."""
+    """Switch `model` to `prefix_attention` where it can take it; whether it did."""
     cfg = model.config
     if (
         _FLASH_CPU is None
@@ -121,18 +111,14 @@ def use_prefix_attention(model) -> bool:
     return True
 
 
-# ----------------------------------------------------------------- full attention on a GPU
-# Where there is no mask, transformers' SDPA hands a GQA model's key/value heads over as they are
-# (enable_gqa); no fused CUDA kernel takes float32 with GQA, so SDPA falls back to its math kernel,
-# which materializes every head's [T, T] scores (36 GiB at 32k tokens for SmolLM2's 9 heads).
-# `repeat_attention` repeats the key/value heads first: the memory-efficient kernel runs, O(T).
+# No fused CUDA kernel takes float32 with GQA: SDPA's math kernel would hold every head's [T, T]
+# scores (36 GiB at 32k tokens for SmolLM2); repeated key/value heads run the O(T) kernel.
 
 REPEAT_ATTENTION = "posenc_repeat_kv"
 
 
 def repeat_attention(module, query, key, value, attention_mask, **kw):
-    """transformers' SDPA attention with the key/value heads [B, Hkv, kv, Dh] repeated to the
-    query's [B, H, q, Dh] first."""
+    """SDPA with the key/value heads [B, Hkv, kv, Dh] repeated to the query's [B, H, q, Dh]."""
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
     kw.setdefault("is_causal", getattr(module, "is_causal", True))
@@ -157,17 +143,14 @@ def use_repeat_attention(model) -> bool:
 
 
 def cache_kwarg(model) -> str:
-    """The name a KV cache is passed under: `cache` (transformers >= 5.2x), else
-    `past_key_values`."""
+    """The name a KV cache is passed under: `cache` (transformers >= 5.2x), else past_key_values."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 @dataclass
 class PromptCache:
-    """The KV caches of answered prompts and the token ids each holds, all computed with the
-    rotary frequencies `key` names (a prompt with another key starts afresh). Two are kept: the
-    one the last prompt reused (on a tie, the oldest) and the last prompt's; prompts ordered
-    from the deepest needle to the shallowest then prefill only what follows their needle."""
+    """The KV caches of the last prompts (the one reused and the last one) under one rotary
+    `key`: prompts from the deepest needle up prefill only what follows their needle."""
 
     key: object = None
     entries: list = field(default_factory=list)  # [(ids, cache)], oldest first
@@ -175,8 +158,7 @@ class PromptCache:
     tokens: int = 0  # the tokens of every prompt
 
     def take(self, ids: list[int], key: object):
-        """A cache holding the longest prefix of `ids[:-1]` any entry shares (a copy: the
-        entry stays), entered as the cache of `ids`."""
+        """A copy of the cache of the longest prefix of `ids[:-1]` held, entered for `ids`."""
         if key != self.key:
             self.key, self.entries = key, []
         best, shared = None, 0
@@ -200,9 +182,7 @@ def crop_to(cache, n: int) -> None:
 
 @torch.inference_mode()
 def prefill(model, ids: list[int], reuse: PromptCache, key: object):
-    """The KV cache of `ids` (a retrieval context): the prefix it shares with an earlier context
-    of the same `key` (the rotary frequencies) taken from `reuse` where the model uses
-    `prefix_attention`, the rest computed."""
+    """The KV cache of `ids`, the prefix shared with an earlier context taken from `reuse`."""
     if not ids:
         raise ValueError("prefill: the context has no tokens")
     device = next(model.parameters()).device
@@ -218,13 +198,9 @@ def prefill(model, ids: list[int], reuse: PromptCache, key: object):
 
 @torch.inference_mode()
 def ask(model, cache, question: list[int], answer: list[int], max_new_tokens: int):
-    """One probe after a prefilled context (its cache, left as it was): the greedy continuation
-    of the question (token ids, up to an EOS) and the teacher-forced log-probability of the
-    `answer` tokens, from one forward of question + answer and then the cached decode (where
-    the greedy tokens of that forward are the answer, the continuation is read off it: the answer
-    and the token after it, all that exact match reads; else decoded up to the end). It runs
-    on one thread: a few tokens at a time, a second thread's fork and join cost more than it
-    gives (25x slower on a loaded 2-core CPU)."""
+    """One probe after a prefilled context (its cache left as it was): the greedy continuation
+    of the question and log p(answer) teacher-forced, on one thread (a second one's fork and
+    join cost more than a few tokens gain: 25x slower on a loaded 2-core CPU)."""
     if not question or not answer:
         raise ValueError("ask: the question and the answer need at least one token each")
     check_whole(max_new_tokens, "max_new_tokens")

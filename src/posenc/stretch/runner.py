@@ -71,8 +71,7 @@ class Job:
     text: str | None = field(default=None, hash=False, compare=False, repr=False)
 
     @property
-    def key(self) -> tuple:
-        """The lease: (task, encoding, seed, context for ppl / the length for retrieval)."""
+    def key(self) -> tuple:  # the lease
         return (self.task, self.encoding, self.seed,
                 self.context if self.task.startswith("ppl/") else self.lengths[0])  # fmt: skip
 
@@ -82,8 +81,7 @@ class Job:
 
 
 def metrics(job: Job, length: int) -> list[str]:
-    """The metrics a job writes at `length`: per window k of the text `<metric>/w<k>`; per
-    retrieval probe i at depth d `exact@<d>/p<i>` and `logp@<d>/p<i>`."""
+    """The metrics a job writes at `length`: `<metric>/w<k>`; `exact@<d>/p<i>`, `logp@<d>/p<i>`."""
     if job.task.startswith("ppl/"):
         names = measure.window_rows(torch.zeros(length), length, job.context,
                                     bin_width(job.context))  # fmt: skip
@@ -92,15 +90,12 @@ def metrics(job: Job, length: int) -> list[str]:
 
 
 def bin_width(context: int) -> int:
-    """The loss-by-position curve's bins: C / 8 positions."""
     return max(1, context // 8)
 
 
 def make_jobs(cfg: StretchConfig) -> list[Job]:
-    """Every job of the grid: perplexity first (a job per document and scaling: its windows),
-    then retrieval by length, scaling, task, seed (a job: one context and its probes; passkey:
-    a context per depth, sharing their prefixes: measure.PromptCache)."""
-    jobs, threads = [], max(1, (os.cpu_count() or 1) // max(1, cfg.workers))
+    """Every job: ppl per document and scaling, then retrieval by length, scaling, task, seed."""
+    jobs, threads = [], max(1, (os.cpu_count() or 1) // cfg.workers)
     threads = cfg.cpus_per_cell if cfg.ray else threads
     common = dict(model=cfg.model, device=cfg.device, context=cfg.context,
                   head_dim=cfg.head_dim, threads=threads)  # fmt: skip
@@ -137,7 +132,7 @@ _MEMO: dict = {}  # (what, fingerprint, ...) -> a measured result, kept across j
 
 
 def loaded(spec: models.ModelSpec, device: str):
-    """(model, tokenizer) of the spec on the device, loaded once per process."""
+    """(model, tokenizer), loaded once per process."""
     key = (spec, device)
     if key not in _LOADED:
         _LOADED.clear()
@@ -168,9 +163,7 @@ def patched(job: Job):
 
 
 def run_job(job: Job) -> list[tuple]:
-    """(length, metric, value, reason) of every row of the job: value None and the reason
-    where it cannot be measured (a document shorter than the length, a length too short for
-    the prompt)."""
+    """(length, metric, value, reason) of every row of the job (value None: the reason)."""
     torch.set_num_threads(job.threads)
     model, tokenizer = patched(job)
     if job.task.startswith("ppl/"):
@@ -179,9 +172,7 @@ def run_job(job: Job) -> list[tuple]:
 
 
 def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
-    """The windows of the job's document (data.window: tokenized as the tokenizer does by
-    default), each length from the fewest passes: one per window and rotary frequencies; the
-    loss by position in bins of C / 8 at every length."""
+    """The document's windows, each length from one pass per window and rotary frequencies."""
     key = ("ids", job.task, job.cfg["text"])
     if key not in _MEMO:
         _MEMO[key] = data._encode(tokenizer, job.text), data.specials(tokenizer)[0]
@@ -212,8 +203,8 @@ def ppl_rows(job: Job, model, tokenizer) -> list[tuple]:
 
 
 def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
-    """Every probe of the job: passkey a context per depth (deepest first: they share the most
-    prefix), the other tasks one context holding a needle per depth, each asked."""
+    """Every probe: passkey a context per depth (deepest first: they share the most prefix),
+    the other tasks one context with a needle per depth."""
     (length,) = job.lengths
     reuse = _MEMO.setdefault("prompt cache", measure.PromptCache())
     order = sorted(range(len(job.depths)), key=lambda i: -job.depths[i])
@@ -254,8 +245,7 @@ def executor(cfg: StretchConfig):
 
 
 def missing(store, job: Job) -> tuple[int, ...]:
-    """The lengths of a job whose rows are not all in the database (ValueError if its rows came
-    from another configuration)."""
+    """The job's lengths not all in the database; ValueError for another configuration's rows."""
     have = {}
     for r in store.cell_rows(job.task, job.encoding, job.seed, job.context):
         if r[4] != job.hash:
@@ -267,16 +257,16 @@ def missing(store, job: Job) -> tuple[int, ...]:
     return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
 
 
-FORWARD_EFFICIENCY = 0.4  # a forward pass's FLOP/s over a square matmul's, on a CPU
+# a forward pass's FLOP/s over a square matmul's, on a CPU (SmolLM2-135M's 16k-token pass, 1.4e13
+# FLOPs, took 117 s in docs/stretch's run: ~1.2e11 FLOP/s)
+FORWARD_EFFICIENCY = 0.4
 RETRIEVAL_PASSES = 2.0  # a pass-key prompt: its prefill and the answer's decoding, in passes
 PROBE_TOKENS = 64  # a multikey / vartrack probe after its cached context: question, answer and
 # decoding, in tokens (measure.ask; 0.67 CPU-s at 4k on this CPU, as priced here)
 
 
 def cpu_rate() -> float:
-    """The FLOP/s a forward pass gets on this machine now: a float32 matmul's rate measured
-    (~0.1 s, under whatever else runs) times FORWARD_EFFICIENCY (SmolLM2-135M's 16k-token pass,
-    1.4e13 FLOPs, took 117 s in docs/stretch's run: ~1.2e11 FLOP/s, ~0.4 of the matmul's)."""
+    """A forward pass's FLOP/s here now: a float32 matmul's, measured, x FORWARD_EFFICIENCY."""
     a = torch.randn(768, 768)
     a @ a
     t, reps = time.perf_counter(), 4
@@ -286,11 +276,8 @@ def cpu_rate() -> float:
 
 
 def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
-    """CPU-seconds of the jobs at `rate` FLOP/s (this machine's, every core), each at its share
-    of the cores: a perplexity job a pass per window at its longest length (dynamic scalings
-    one per length past the context); a pass-key job RETRIEVAL_PASSES per depth; a multikey /
-    vartrack job the prefill of its context and PROBE_TOKENS per probe after it, on one thread
-    (measure.ask)."""
+    """CPU-seconds of the jobs at `rate` FLOP/s, each at its share of the cores (a multikey /
+    vartrack probe on one thread: measure.ask)."""
     if cfg.config is None:
         return float("nan")
     total, cores = 0.0, os.cpu_count() or 1
@@ -310,8 +297,7 @@ def estimate(cfg: StretchConfig, jobs: list[Job], rate: float) -> float:
 
 
 def plan_lines(cfg: StretchConfig, jobs: list[Job]) -> list[str]:
-    """What the run will do, for stderr before the first job: the grid, what each scaling
-    scales on a model with RoPE per layer type, and the estimated time."""
+    """What the run will do and its estimated time, for stderr before the first job."""
     n_ppl = sum(j.task.startswith("ppl/") for j in jobs)
     prompts = sum(len(j.depths) for j in jobs if not j.task.startswith("ppl/"))
     longest = max(n for j in jobs for n in j.lengths)
@@ -371,7 +357,7 @@ def run(cfg: StretchConfig, store) -> int:
 
 
 def summary(result) -> str:
-    """ppl (over the windows) and exact match (over the probes) per length of a job's rows."""
+    """ppl and exact match per length of a job's rows."""
     got: dict = {}
     for n, m, v, _ in result:
         what = m.partition("/")[0].partition("@")[0]
