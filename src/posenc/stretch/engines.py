@@ -522,7 +522,7 @@ def model_info(spec) -> ModelInfo:
     config = models.read_config(spec)
     if not spec.gguf:
         return ModelInfo.from_config(config, spec.name)
-    reader = models.gguf_module().GGUFReader(os.path.join(spec.path, spec.gguf))
+    reader = models.need("gguf").GGUFReader(os.path.join(spec.path, spec.gguf))
     arch = reader.fields["general.architecture"].contents()
     info = ModelInfo.from_config(config, spec.name, arch)
     try:
@@ -621,7 +621,7 @@ def write_folder(plan: Plan, src: str, dst: str) -> None:
 
 def gguf_keys(plan: Plan, arch: str) -> dict:
     """{key: (value, GGUFValueType)} of the rope keys llama.cpp reads (src/llama-arch.cpp)."""
-    vt = models.gguf_module().GGUFValueType
+    vt = models.need("gguf").GGUFValueType
     name, p = plan.scaling.name, plan.params or {}
     if name == "none":
         return {}
@@ -653,7 +653,7 @@ def write_gguf(plan: Plan, src: str, dst: str) -> None:
     llama3)."""
     import numpy as np
 
-    gguf = models.gguf_module()
+    gguf = models.need("gguf")
     reader = gguf.GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()
     new = gguf_keys(plan, arch)
@@ -688,7 +688,7 @@ def gguf_config(path) -> dict:
     """A GGUF's rope as llama.cpp reads it (src/llama-model.cpp defaults), as config.json keys
     {max_position_embeddings, rope_parameters}; rope_freqs.weight becomes longrope with short =
     long factors. `path` may be an open gguf.GGUFReader."""
-    gguf = models.gguf_module()
+    gguf = models.need("gguf")
     reader = gguf.GGUFReader(path) if isinstance(path, str | os.PathLike) else path
     arch = reader.fields["general.architecture"].contents()
 

