@@ -16,7 +16,8 @@ from posenc.cliargs import (
     check_out_file,
     check_writable,
     dispatch,
-    positive,
+    integer,
+    number,
     split_items,
 )
 from posenc.stretch import data
@@ -25,6 +26,7 @@ from posenc.stretch.names import FACTOR, QUICK, SCALINGS
 DEFAULT_LENGTHS = "0.25x,0.5x,1x,1.5x,2x"
 DEFAULTS = dict(scalings=",".join(SCALINGS), lengths=DEFAULT_LENGTHS, tasks=",".join(data.TASKS),
                 docs=2, depths="0.2,0.5,0.8", seeds=2)  # fmt: skip
+POSITIVE, AT_LEAST_0 = integer(1), number(0.0)  # the flags' types (posenc.cliargs)
 QUICK_RUN = dict(scalings=",".join(QUICK), lengths="1x,1.25x", tasks="ppl,passkey", docs=1,
                  depths="0.5", seeds=1, windows=1)  # fmt: skip
 
@@ -76,39 +78,39 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--docs",
-        type=int,
+        type=POSITIVE,
         help="embedded documents to read (default 2: pydoc's "
         f"topics, then {', '.join(data.STDLIB_FILES)})",
     )
     p.add_argument("--depths", help="comma-separated needle depths in [0, 1] (default 0.2,0.5,0.8)")
     p.add_argument(
-        "--seeds", type=int, help="retrieval contexts per length (passkey: per depth; default 2)"
+        "--seeds",
+        type=POSITIVE,
+        help="retrieval contexts per length (passkey: per depth; default 2)",
     )
     p.add_argument(
         "--windows",
-        type=int,
+        type=POSITIVE,
         help="perplexity windows per document (default 4, --quick 1; 1: the papers' first T "
         "tokens)",
     )
     p.add_argument(
         "--probes",
-        type=int,
+        type=POSITIVE,
         default=50,
         help="needles, each asked, per multikey / vartrack context (default 50)",
     )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=AT_LEAST_0,
         default=0.05,
         help="short-context perplexity cost a recommendation may have (default 0.05)",
     )
-    p.add_argument("--db", default="stretch.sqlite", help="SQLite results (default stretch.sqlite)")
-    p.add_argument("--out", default="stretch_out", help="report folder (default stretch_out)")
-    p.add_argument("--json", metavar="PATH", help="also write every row as JSON")
+    outputs(p)
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument(
         "--workers",
-        type=int,
+        type=POSITIVE,
         help="jobs in N processes (default 1: one job with "
         "every core); with --ray, jobs in flight on the cluster",
     )
@@ -119,17 +121,21 @@ def parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="run the jobs as Ray tasks (local Ray, auto, or HOST:PORT)",
     )
-    p.add_argument("--cpus-per-cell", type=int, help="with --ray: CPUs (threads) per job (1)")
-    p.add_argument("--gpus-per-cell", type=float, help="with --ray: GPUs per job (0)")
+    p.add_argument("--cpus-per-cell", type=POSITIVE, help="with --ray: CPUs (threads) per job (1)")
+    p.add_argument("--gpus-per-cell", type=AT_LEAST_0, help="with --ray: GPUs per job (0)")
     return p
+
+
+def outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default="stretch.sqlite", help="SQLite results (default stretch.sqlite)")
+    p.add_argument("--out", default="stretch_out", help="report folder (default stretch_out)")
+    p.add_argument("--json", metavar="PATH", help="also write every row as JSON")
 
 
 def report_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="posenc stretch report", description="redraw the report")
-    p.add_argument("--db", default="stretch.sqlite", help="SQLite results (default stretch.sqlite)")
-    p.add_argument("--out", default="stretch_out", help="report folder (default stretch_out)")
-    p.add_argument("--json", metavar="PATH", help="also write every row as JSON")
-    p.add_argument("--tolerance", type=float, default=0.05, help="as for a run (default 0.05)")
+    outputs(p)
+    p.add_argument("--tolerance", type=AT_LEAST_0, default=0.05, help="as for a run (default 0.05)")
     return p
 
 
@@ -192,8 +198,7 @@ def parse_depths(text: str) -> list[float]:
 
 
 def check_common(args, run: bool = True) -> None:
-    """The flags a run and a report share: --out, --db and --json writable and distinct (a run's
-    --db new or one of ours), nothing made; --tolerance >= 0."""
+    """--out, --db and --json writable and distinct (a run's --db new or one of ours)."""
     from posenc.arena.store import check_db
 
     check_writable(args.out, "--out")
@@ -204,8 +209,6 @@ def check_common(args, run: bool = True) -> None:
     check_distinct(**{"--db": args.db, "--json": args.json, "--out": args.out})
     if run:
         check_db(args.db)
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise ValueError(f"--tolerance must be a number >= 0, got {args.tolerance}")
 
 
 def check_flags(args, d: dict) -> dict:
@@ -218,18 +221,13 @@ def check_flags(args, d: dict) -> dict:
     if bad:
         raise ValueError(f"--tasks: unknown {bad}; allowed: {', '.join(data.TASKS)}")
     v["depths"] = parse_depths(args.depths if args.depths is not None else d["depths"])
-    for flag in ("--docs", "--seeds", "--workers", "--cpus-per-cell", "--windows", "--probes"):
-        positive(getattr(args, flag[2:].replace("-", "_")), flag)
-    gpus = args.gpus_per_cell
-    if gpus is not None and not (math.isfinite(gpus) and gpus >= 0):
-        raise ValueError(f"--gpus-per-cell must be a finite number >= 0, got {gpus}")
     v["lengths"] = args.lengths if args.lengths is not None else d["lengths"]
     parse_lengths(v["lengths"], None)  # the syntax now, before the model is read
     if args.retrieval_lengths is not None:
         parse_lengths(args.retrieval_lengths, None, "--retrieval-lengths")
     v["docs"] = data.read_texts(args.text) if args.text else None
     check_device(args.device, local=args.ray is None)
-    if (args.cpus_per_cell or gpus is not None) and args.ray is None:
+    if (args.cpus_per_cell or args.gpus_per_cell is not None) and args.ray is None:
         raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
     if args.ray is not None:
         if not args.ray.strip():
