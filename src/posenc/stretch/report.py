@@ -269,10 +269,10 @@ def retrieval_at(g: Grid, label: str, n: int, tasks=None) -> Interval | None:
     return stats.wilson(sum(xs), len(xs)) if xs else None
 
 
-def _fmt(x: Interval | None, digits: int = 2, pct: bool = False) -> str:
+def _fmt(x: Interval | None, empty: str | None = "–", pct: bool = False) -> str | None:
     if x is None:
-        return "–"
-    f = (lambda v: f"{100 * v:+.1f}%") if pct else (lambda v: f"{v:.{digits}f}")
+        return empty
+    f = (lambda v: f"{100 * v:+.1f}%") if pct else (lambda v: f"{v:.2f}")
     return f"{f(x.value)} [{f(x.lo)}, {f(x.hi)}]"
 
 
@@ -517,23 +517,22 @@ def _len_head(g: Grid, lens) -> list[str]:
     return [f"{n}" + (" (C)" if n == g.context else "") for n in lens]
 
 
+def _by_length(g: Grid, what: str, lens: list[int], cell) -> tuple[list[list[str]], str]:
+    """A row per scaling of cell(label, n) per length ("–" for None), and why those are empty."""
+    cells = {(lb, n): cell(lb, n) for lb in g.labels for n in lens}
+    rows = [[lb] + [cells[lb, n] or "–" for n in lens] for lb in g.labels]
+    return rows, _holes(g, what, [k for k, c in cells.items() if c is None])
+
+
 def _ppl_table(g: Grid, text: str, past: bool):
     lens = [n for n in g.lengths if not past or n > g.context]
     lens = [n for n in lens if any(g.ppl(text, lb, n, past) or (text, lb, n) in g.loss
                                    or ("ppl", lb, n) in g.holes for lb in g.labels)]  # fmt: skip
     if not lens:
         return None
-    rows, empty = [], []
-    for lb in g.labels:
-        cells = []
-        for n in lens:
-            x = g.ppl(text, lb, n, past)
-            cells.append(_fmt(x))
-            if x is None:
-                empty.append((lb, n))
-        if not past:
-            cells.append(_fmt(short_cost(g, lb, text), pct=True))
-        rows.append([lb] + cells)
+    rows, notes = _by_length(g, "ppl", lens, lambda lb, n: _fmt(g.ppl(text, lb, n, past), None))
+    for row in rows if not past else []:
+        row.append(_fmt(short_cost(g, row[0], text), pct=True))
     ns = ", ".join(f"{n}: {max((len(g.loss.get((text, lb, n), {})) for lb in g.labels), default=0)}"
                    for n in lens)  # fmt: skip
     what = "the first T tokens of each window"
@@ -542,7 +541,7 @@ def _ppl_table(g: Grid, text: str, past: bool):
     title = (f"{text} text: perplexity of {what} [95% interval over blocks of C/8 tokens] "
              f"(windows per length: {ns})")  # fmt: skip
     head = ["scaling"] + _len_head(g, lens) + ([] if past else ["short-context cost"])
-    return title, head, rows, _holes(g, "ppl", empty)
+    return title, head, rows, notes
 
 
 def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -565,19 +564,15 @@ def tables(g: Grid, tolerance: float) -> list[tuple[str, list[str], list[list[st
     for t in g.tasks:
         lens = [n for n in g.lengths if any((t, lb, n) in g.exact or (t, lb, n) in g.holes
                                             for lb in g.labels)]  # fmt: skip
-        rows, empty = [], []
-        for lb in g.labels:
-            cells = []
-            for n in lens:
-                r = g.rate(t, lb, n)
-                cells.append("–" if r is None else f"{_fmt(r)} n={r.n}; log p "
-                             f"{_fmt(g.mean_logp(t, lb, n))}")  # fmt: skip
-                if r is None:
-                    empty.append((lb, n))
-            rows.append([lb] + cells)
-        out.append((f"{t}: exact match [95% Wilson interval], probes, and the mean teacher-forced "
-                    "log-probability of the answer", ["scaling"] + _len_head(g, lens), rows,
-                    _holes(g, t, empty)))  # fmt: skip
+
+        def cell(lb: str, n: int, t: str = t) -> str | None:
+            r = g.rate(t, lb, n)
+            return r and f"{_fmt(r)} n={r.n}; log p {_fmt(g.mean_logp(t, lb, n))}"
+
+        rows, notes = _by_length(g, t, lens, cell)
+        title = f"{t}: exact match [95% Wilson interval], probes, and the mean teacher-forced "
+        head = ["scaling", *_len_head(g, lens)]
+        out.append((title + "log-probability of the answer", head, rows, notes))
     rec = [[str(n), r, why] for n, r, why in recommend(g, tolerance)]
     title = f"Recommendation per target length (short-context cost <= {100 * tolerance:g}%; "
     none = "" if rec else "– no length past the context has perplexity on every text"
