@@ -94,9 +94,6 @@ def read_texts(paths: list[str]) -> list[Document]:
     return docs
 
 
-# --------------------------------------------------------------------------- tokens and windows
-
-
 def _encode(tokenizer, text: str) -> list[int]:
     """A piece of text inside a sequence: no special tokens."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -131,9 +128,6 @@ def window(body: list[int], head: list[int], length: int, stride: int, k: int) -
         raise ValueError(f"length {length} leaves no text after the {len(head)} special tokens")
     start = k * step
     return head + body[start : start + need] if start + need <= len(body) else None
-
-
-# ---------------------------------------------------------------------------- retrieval contexts
 
 
 class TooShort(ValueError):

@@ -131,9 +131,8 @@ def use_repeat_attention(model) -> bool:
     """Switch a GQA model with SDPA attention off the CPU to `repeat_attention`; whether it did."""
     cfg = model.config
     heads, kv = cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", None) or 0
-    if next(model.parameters()).device.type == "cpu" or cfg._attn_implementation != "sdpa":
-        return False
-    if not kv or kv == heads:
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if on_cpu or cfg._attn_implementation != "sdpa" or not kv or kv == heads:
         return False
     AttentionInterface.register(REPEAT_ATTENTION, repeat_attention)
     sdpa_mask = AttentionMaskInterface._global_mapping["sdpa"]

@@ -125,9 +125,7 @@ def make_jobs(cfg: StretchConfig) -> list[Job]:
     return jobs
 
 
-# ------------------------------------------------------------------------------- in a worker
-
-_LOADED: dict = {}  # (model path, device) -> (model, tokenizer), kept across jobs
+_LOADED: dict = {}  # in a worker: (model path, device) -> (model, tokenizer), kept across jobs
 _MEMO: dict = {}  # (what, fingerprint, ...) -> a measured result, kept across jobs
 
 
@@ -232,9 +230,6 @@ def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
             rows += [(length, f"exact@{d:g}/p{i}", measure.exact_match(text, p.answer), None),
                      (length, f"logp@{d:g}/p{i}", logp, None)]  # fmt: skip
     return rows
-
-
-# ----------------------------------------------------------------------------- in the parent
 
 
 def executor(cfg: StretchConfig):
