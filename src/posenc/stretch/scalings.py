@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from dataclasses import dataclass
 from difflib import get_close_matches
@@ -27,14 +28,10 @@ BOOLS = ("truncate",)
 
 @dataclass(frozen=True)
 class Scaling:
-    """One scaling: its name, the keywords its label gave (sorted (key, value) pairs), the
-    layer type it names (`yarn@full_attention`) and, for a model with RoPE per layer type, the
-    types it scales (`targets`, set by `for_model`; not part of the label)."""
-
     name: str
-    kwargs: tuple = ()
-    layer_type: str | None = None
-    targets: tuple | None = None
+    kwargs: tuple = ()  # the label's keywords, sorted (key, value) pairs
+    layer_type: str | None = None  # the one the label names: yarn@full_attention
+    targets: tuple | None = None  # the layer types it scales (for_model); not in the label
 
     @property
     def label(self) -> str:
@@ -44,8 +41,7 @@ class Scaling:
         return f"{head}({','.join(f'{k}={_show(v)}' for k, v in self.kwargs)})"
 
     def resolved(self, factor: float) -> Scaling:
-        """This scaling with its default factor written in its label (`yarn` ->
-        `yarn(factor=2)`), so that rows of different factors never share a label."""
+        """`yarn` -> `yarn(factor=2)`: rows of different factors never share a label."""
         if self.name not in FACTOR or "factor" in dict(self.kwargs):
             return self
         f = round(float(factor), 4)
@@ -53,9 +49,8 @@ class Scaling:
         return Scaling(self.name, tuple(sorted(kw.items())), self.layer_type, self.targets)
 
     def for_model(self, types: list[str] | None, flat: list[str] | None) -> Scaling:
-        """This scaling aimed at a model's layer types: `types` those with RoPE (None: one
-        rope for every layer), `flat` those transformers scales for a flat rope_scaling (None:
-        transformers has no flat meaning for this model). ValueError naming the label."""
+        """Aimed at a model's layer `types` with RoPE; `flat`: those transformers scales for a
+        flat rope_scaling (None: no flat meaning). ValueError naming the label."""
         if self.name == "none":
             return self
         if types is None:
@@ -75,9 +70,8 @@ class Scaling:
         return Scaling(self.name, self.kwargs, None, tuple(flat))
 
     def params(self, *, context: int, head_dim: int, factor: float) -> dict | None:
-        """rope_parameters for posenc.hf.patch (None: the model's own; per layer type
-        {type: dict} for the `targets`). `factor` is the default factor: the longest target
-        length over `context`, at least 1."""
+        """rope_parameters for posenc.hf.patch (None: the model's own; {type: dict} for the
+        `targets`); `factor`: the default one, the longest length over `context`."""
         if self.name == "none":
             return None
         given = dict(self.kwargs)
@@ -106,9 +100,8 @@ def _show(v) -> str:
 
 
 def flat_targets(config) -> list[str] | None:
-    """The layer types transformers scales when a flat rope_scaling is given to this model's
-    config class (Gemma 3: ['full_attention']); None where the result is no longer per layer
-    type (transformers then has no flat meaning for the model)."""
+    """The layer types transformers scales for a flat rope_scaling on this model's config class
+    (Gemma 3: ['full_attention']); None where it has no flat meaning for the model."""
     d = copy.deepcopy(config.to_dict())
     own = d.get("rope_parameters") or {}
     probe = {"rope_type": "linear", "factor": 2.0}
@@ -128,21 +121,8 @@ def flat_targets(config) -> list[str] | None:
 
 def split_labels(text: str, flag: str = "--scalings") -> list[str]:
     """'none,yarn(factor=2,beta_fast=16)' -> ['none', 'yarn(factor=2,beta_fast=16)']: commas
-    inside parentheses stay. ValueError for an empty list or unbalanced parentheses."""
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0:
-            raise ValueError(f"{flag}: unbalanced ')' in {text!r}")
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if depth:
-        raise ValueError(f"{flag}: unbalanced '(' in {text!r}")
-    parts.append(cur.strip())
-    labels = [p for p in parts if p]
+    inside parentheses stay (`parse` refuses unbalanced ones). ValueError for an empty list."""
+    labels = [p.strip() for p in re.split(r",(?![^(]*\))", text) if p.strip()]
     if not labels:
         raise ValueError(f"{flag}: give at least one name, e.g. none,yarn(factor=2)")
     return list(dict.fromkeys(labels))
