@@ -365,8 +365,11 @@ def _worst(g: Grid, label: str, n: int | None, inside: int | None,
     return max(rs, key=lambda r: r.value) if rs else None
 
 
-def _ends(name: str, x: Interval | None) -> dict:
-    return {f"{name}_lo": x.lo if x else None, f"{name}_hi": x.hi if x else None}
+def _ends(**xs: Interval | None) -> dict:
+    """{name_lo, name_hi} of each interval given (None where absent)."""
+    return {
+        f"{k}_{end}": getattr(x, end) if x else None for k, x in xs.items() for end in ("lo", "hi")
+    }
 
 
 @finding(
@@ -391,7 +394,7 @@ def direct_extrapolation(g: Grid) -> Measured:
             f"text) = {_fmt(ratio)}")  # fmt: skip
     if ret is not None:
         text += f"; its retrieval past the context: {_fmt(ret)} (n={ret.n})"
-    return Measured(measured=_ends("ppl_ratio", ratio) | _ends("retrieval_past", ret),
+    return Measured(measured=_ends(ppl_ratio=ratio, retrieval_past=ret),
                     result=f"{text}; {_range(g)}")  # fmt: skip
 
 
@@ -409,7 +412,7 @@ def pi_short_cost(g: Grid) -> Measured:
     cost = short_cost(g, pi) if pi else None
     _need(pi_cost=cost)
     per = "; ".join(f"{t} {_fmt(short_cost(g, pi, t), pct=True)}" for t in g.texts)
-    return Measured(measured=_ends("pi_cost", cost), result=(
+    return Measured(measured=_ends(pi_cost=cost), result=(
         f"{pi}: largest ppl rise at <= {g.context} tokens {per}; published: {PI_PUBLISHED} "
         f"(a different size: model scale and text differ); {_range(g, g.context)}"))  # fmt: skip
 
@@ -437,10 +440,7 @@ def ntk_zero_shot(g: Grid) -> Measured:
              "dynamic_cost": short_cost(g, dyn) if dyn else None}  # fmt: skip
     longs = {"ntk_long": _worst(g, ntk, far, inside), "dynamic_long": _worst(g, dyn, far, inside)}
     _need(**costs, **longs)
-    m = {}
-    for k, v in (costs | longs).items():
-        m |= _ends(k, v)
-    return Measured(measured=m, result=(
+    return Measured(measured=_ends(**costs, **longs), result=(
         f"short-context cost: ntk {_fmt(costs['ntk_cost'], pct=True)}, dynamic "
         f"{_fmt(costs['dynamic_cost'], pct=True)}; ppl at {far} / unscaled at {inside} (worst "
         f"text): ntk {_fmt(longs['ntk_long'])}, dynamic {_fmt(longs['dynamic_long'])}; "
@@ -479,7 +479,7 @@ def dynamic_yarn(g: Grid) -> Measured:
     else:
         text += f"; no retrieval measured at {far} (by a task the model does within)"
     beyond = "" if far > 2 * g.context else f"; {far / g.context:g}x: nothing past 2x was run"
-    return Measured(measured=_ends("dynamic_yarn_far", ratio) | _ends("retrieval_share", share),
+    return Measured(measured=_ends(dynamic_yarn_far=ratio, retrieval_share=share),
                     result=f"{text}; {_range(g)}{beyond}")  # fmt: skip
 
 
