@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from posenc.cliargs import check_writable
@@ -111,9 +111,7 @@ class Plan:
 
     @property
     def label(self) -> str:
-        at = f"@{self.target}" if self.target else ""
-        s = self.scaling
-        return s.name + at + (s.label[len(s.name) :] if s.kwargs else "")
+        return replace(self.scaling, layer_type=self.target).label
 
 
 @dataclass
@@ -129,20 +127,10 @@ class Setting:
     source: str = ""
 
 
-def split_target(label: str) -> tuple[str, str | None]:
-    """'yarn@full_attention(factor=4)' -> ('yarn(factor=4)', 'full_attention')."""
-    head, paren, rest = label.strip().partition("(")
-    name, at, target = head.partition("@")
-    if at and not target.strip():
-        raise ValueError(f"{label!r}: name a layer type after @, e.g. yarn@full_attention")
-    return name.strip() + paren + rest, (target.strip() or None)
-
-
 def plan_for(label: str, info: ModelInfo) -> Plan:
     """The plan of a label on a model; ValueError naming the label."""
-    bare, target = split_target(label)
-    scaling = parse(bare)
-    kw = dict(scaling.kwargs)
+    scaling = parse(label)
+    target, kw = scaling.layer_type, dict(scaling.kwargs)
     if scaling.name in FACTOR and "factor" not in kw:
         raise ValueError(
             f"{label!r}: give the factor, e.g. {scaling.name}(factor=2) "
@@ -728,7 +716,7 @@ def gguf_config(path) -> dict:
 def main_settings(args) -> int:
     """`posenc stretch settings LABEL [--model M] [--export DIR]`, its flags parsed."""
     try:
-        parse(split_target(args.label)[0])  # the label's syntax, before the model is read
+        parse(args.label)  # the label's syntax, before the model is read
     except ValueError as err:
         raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
     if args.export is not None:

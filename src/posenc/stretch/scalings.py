@@ -141,7 +141,10 @@ def parse(label: str) -> Scaling:
             f"--scalings: unknown scaling {name!r}{hint}; allowed: {', '.join(SCALINGS)}"
         )
     if at and not layer_type.isidentifier():
-        raise ValueError(f"{where}: write name@layer_type, e.g. yarn@full_attention(factor=4)")
+        raise ValueError(
+            f"{where}: name a layer type after @: write name@layer_type, e.g. "
+            "yarn@full_attention(factor=4)"
+        )
     if name == "none" and (kwargs or at):
         raise ValueError(f"{where}: none takes no keywords and no layer type")
     if "rope_type" in kwargs:
