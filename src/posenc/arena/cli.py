@@ -13,6 +13,7 @@ Bad input prints one line and returns 2, before anything is written.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -43,16 +44,9 @@ if TYPE_CHECKING:
 DEFAULTS = dict(seeds=3, db="arena.sqlite", out="arena_out", device="cpu")
 
 
-def _tasks(items: list[str]) -> None:  # the registries (torch): once the flag is given
-    from posenc.arena.config import validate_tasks
-
-    validate_tasks(items)
-
-
-def _encodings(items: list[str]) -> None:
-    from posenc.arena.config import validate_encodings
-
-    validate_encodings(items)
+def _check(name: str):
+    """posenc.arena.config's `name` check, imported (torch) only once the flag is given."""
+    return lambda items: getattr(importlib.import_module("posenc.arena.config"), name)(items)
 
 
 # --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
@@ -60,22 +54,13 @@ def _encodings(items: list[str]) -> None:
 # 15000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
 # al.'s perplexity findings and the zero-shot rope scalings. The report shows the findings it
 # measured.
+QUICK_LM = ("learned", "sinusoidal", "rope", "alibi", "rope+ntk", "rope+yarn", "rope+dynamic")
 QUICK = dict(
     tasks=["copy", "lm"],
     seeds=1,
     overrides={
         "copy": dict(encodings=("nope", "t5", "alibi", "rope", "sinusoidal"), steps=3000),
-        "lm": dict(
-            encodings=(
-                "learned",
-                "sinusoidal",
-                "rope",
-                "alibi",
-                "rope+ntk",
-                "rope+yarn",
-                "rope+dynamic",
-            ),
-        ),  # fmt: skip
+        "lm": dict(encodings=QUICK_LM),
     },
 )
 
@@ -89,13 +74,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", type=names(check=_tasks),
+        "--tasks", type=names(check=_check("validate_tasks")),
         help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
         "--encodings",
-        type=names(check=_encodings),
+        type=names(check=_check("validate_encodings")),
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
@@ -194,8 +179,6 @@ def config_from_args(args) -> ArenaConfig:
         check_builds(task, tc)  # each label as the worker builds it: a bad one fails now
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
     check_writable(cfg.out)  # before any training, not after; nothing is created yet
-    if os.path.isdir(cfg.db):
-        raise ValueError(f"--db {cfg.db} is a directory; give a file name")
     check_db(cfg.db)  # another application's database: refused now, and left untouched
     check_writable(os.path.dirname(os.path.abspath(cfg.db)), "--db")
     return cfg
@@ -247,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_run(argv: list[str]) -> int:
     args = parser().parse_args(argv)  # --help and usage errors answer before torch
-    from posenc.arena import report, runner
+    from posenc.arena import runner
     from posenc.arena.store import Store
 
     cfg = config_from_args(args)
@@ -259,7 +242,13 @@ def main_run(argv: list[str]) -> int:
         n = runner.run(cfg, tasks, store)
         rows = store.all_rows()
     print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
-    index = report.write_report(rows, cfg.out)
+    return write_report(rows, cfg.out)
+
+
+def write_report(rows: list[dict], out: str) -> int:
+    from posenc.arena import report
+
+    index = report.write_report(rows, out)
     print(report.terminal_summary(rows))
     print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
@@ -301,7 +290,6 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
     model's step cap at one step measured now per task, over the workers; a model that reaches
     the stop ends sooner, and evaluation adds a little)."""
     from posenc.arena import runner
-    from posenc.arena.runner import fmt_time
 
     cells, jobs = runner.plan(cfg, tasks, store)
     if not jobs:
@@ -331,26 +319,21 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
     if per_step:
         steps = ", ".join(f"{t} {1000 * s:.0f} ms" for t, s in per_step.items())
         slots = min(cfg.workers, len(jobs))
-        print(
-            f"arena: estimate: ~{fmt_time(work / slots)} of training steps (one step measured "
-            f"now: {steps}; validation and evaluation add ~10%, models that reach the stop end "
-            "sooner)",
-            file=sys.stderr,
-            flush=True,
+        estimate = (
+            f"arena: estimate: ~{runner.fmt_time(work / slots)} of training steps (one step "
+            f"measured now: {steps}; validation and evaluation add ~10%, models that reach the "
+            "stop end sooner)"
         )
+        print(estimate, file=sys.stderr, flush=True)
 
 
 def main_report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    from posenc.arena import report
     from posenc.arena.store import Store
 
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
-    index = report.write_report(rows, args.out)
-    print(report.terminal_summary(rows))
-    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
-    return 0
+    return write_report(rows, args.out)
 
 
 __all__ = ["main"]
