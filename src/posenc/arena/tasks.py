@@ -23,6 +23,7 @@ starts at position 0 whatever its padding.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -38,15 +39,6 @@ class Batch(NamedTuple):
     inputs: torch.Tensor  # [B, T] int64
     targets: torch.Tensor  # [B, T] int64
     mask: torch.Tensor  # [B, T] bool, True = scored
-
-
-def _to_batch(s: np.ndarray, answer: np.ndarray) -> Batch:
-    """s [B, T+1] tokens, answer [B, T+1] bool (token is part of the answer) -> Batch."""
-    return Batch(
-        torch.from_numpy(np.ascontiguousarray(s[:, :-1])).long(),
-        torch.from_numpy(np.ascontiguousarray(s[:, 1:])).long(),
-        torch.from_numpy(np.ascontiguousarray(answer[:, 1:])).bool(),
-    )
 
 
 class _Task:
@@ -68,7 +60,8 @@ class _Task:
             si, ai = self._instances(rng, len(rows), int(n))
             s[rows, : si.shape[1]] = si
             answer[rows, : ai.shape[1]] = ai
-        return _to_batch(s, answer)
+        tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        return Batch(tensor(s[:, :-1]), tensor(s[:, 1:]), tensor(answer[:, 1:]))
 
     def sample_batch(self, rng: np.random.Generator, batch_size: int, size: int) -> Batch:
         """`batch_size` instances of size `size` (no padding)."""
@@ -201,19 +194,12 @@ class LMTask(_Task):
         return Batch(inputs, targets, torch.ones_like(inputs, dtype=torch.bool))
 
 
-def copy_rows(x: np.ndarray) -> np.ndarray:  # module-level functions: tasks go to workers
-    return x
-
-
-def reverse_rows(x: np.ndarray) -> np.ndarray:
-    return x[:, ::-1]
-
-
-def sort_rows(x: np.ndarray) -> np.ndarray:
-    return np.sort(x, axis=1)
-
-
-SEQUENCES = {"copy": (10, copy_rows), "reverse": (10, reverse_rows), "sort": (5, sort_rows)}
+# symbols, f(x) [B, n] (module-level functions: tasks go to workers)
+SEQUENCES = {
+    "copy": (10, np.copy),
+    "reverse": (10, partial(np.flip, axis=1)),
+    "sort": (5, partial(np.sort, axis=1)),
+}
 
 
 def build_task(name: str, corpus=None):
