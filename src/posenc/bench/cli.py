@@ -59,10 +59,10 @@ class Progress:
               " on 2 quiet cores (more under load); each row prints as it is measured",
               file=sys.stderr, flush=True)  # fmt: skip
 
-    def section(self, name: str, fn, *args):
+    def section(self, name: str, fn):
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         start = time.time()
-        out = fn(*args)
+        out = fn()
         self.done += self.plan.pop(name, 0)
         took, elapsed = time.time() - start, time.time() - self.start
         pace = elapsed / self.done if self.done else 1.0
@@ -163,24 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     run = Progress(sections, mode, bias_share(s, sizes_for(args)))
-    if "cli" in sections:
-        run.section("cli", bench_cli, rep, s.cli_repeats)
-    if "copy" in sections or "rope" in sections:
-        copy_ms = run.section("copy", bench_copy, rep, s, device)
-    else:
-        copy_ms = None
-    rope = run.section("rope", bench_rope, rep, s, device, copy_ms) if "rope" in sections else None
-    if "table" in sections:
-        run.section("table", bench_table, rep, s, device)
-    precision = (run.section("precision", bench_precision, rep, s, device)
-                 if "precision" in sections else None)  # fmt: skip
-    bias = (run.section("bias", bench_bias, rep, s, device, args.threads)
-            if "bias" in sections else None)  # fmt: skip
-    train = run.section("train", bench_train, rep, s, device) if "train" in sections else None
-    hf = run.section("hf", bench_hf, rep, s, device) if "hf" in sections else None
-    if "syncs" in sections:
-        run.section("syncs", bench_syncs, rep)
-    check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
+    calls = {  # in run order; copy runs for rope too (its limit)
+        "cli": lambda: bench_cli(rep, s.cli_repeats),
+        "copy": lambda: bench_copy(rep, s, device),
+        "rope": lambda: bench_rope(rep, s, device, got["copy"]),
+        "table": lambda: bench_table(rep, s, device),
+        "precision": lambda: bench_precision(rep, s, device),
+        "bias": lambda: bench_bias(rep, s, device, args.threads),
+        "train": lambda: bench_train(rep, s, device),
+        "hf": lambda: bench_hf(rep, s, device),
+        "syncs": lambda: bench_syncs(rep),
+    }
+    got = dict.fromkeys(SECTIONS)
+    for name, call in calls.items():
+        if name in sections or (name == "copy" and "rope" in sections):
+            got[name] = run.section(name, call)
+    results = [got[k] for k in ("copy", "rope", "precision", "bias", "train")]
+    check_targets(rep, s, *results, args.quick, got["hf"])
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
     print_report(rep)

@@ -1,9 +1,5 @@
-"""Section "hf": a transformers model patched by posenc.hf.patch against the same model as
-transformers runs it, side by side: a forward pass and a greedy decode with the KV cache.
-
-The model is the embedded SmolLM2-135M (`posenc stretch`'s default; a tiny random Llama with
---smoke and --quick, or where it is not installed). Both take turns on one set of weights:
-each call puts its own rotary embedding module in place first.
+"""Section `hf`: a transformers model patched by posenc.hf.patch against the same model
+unpatched, in turn on one set of weights: a forward and a greedy decode with the KV cache.
 """
 
 from __future__ import annotations
