@@ -1,15 +1,6 @@
-"""The models the arena trains: posenc's TransformerLM, transformers' own LlamaForCausalLM, or
-an LSTM.
-
-    build_model(kwargs) -> model; model(tokens [B, T]) -> logits [B, T, V]
-
-kwargs are a cell's model settings (posenc.arena.cells.model_kwargs): TransformerLM's keywords,
-plus "backbone": "hf-llama" for HFLlama. HFLlama is a randomly initialised LlamaForCausalLM of
-the same size (dim, depth, heads, an MLP of 4 x dim, tied embeddings) whose positions come from
-the posenc encoding through posenc.hf.patch: the arena's numbers then hold inside the model
-people use, not only inside posenc's own. transformers is optional (pip install posenc[hf]).
-LSTMLM ("backbone": "lstm") is a recurrent model of the same width and depth: the seeds say a
-positional encoding helps an RNN, which the arena can then measure.
+"""The models the arena trains: build_model(kwargs) -> model; model(tokens [B, T]) -> logits
+[B, T, V]. kwargs are TransformerLM's keywords, plus "backbone": "hf-llama" (transformers' own
+LlamaForCausalLM, positions through posenc.hf.patch; pip install posenc[hf]) or "lstm".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`).
-
-One group is one Ray task with its CPU / GPU request; tasks return rows and the runner, the only
-writer, writes them with the same leases as the local path. Ray retries a task whose worker or
-node died (`max_retries`), then the runner runs the group again. Tasks set a local worker's
-threads and determinism, so a cluster's rows equal a local run's. A driver that dies (SIGKILL
-included) leaves no task running: Ray ends a dead driver's job (its workers killed 0.1-0.2 s
-after, tests/arena/test_cluster.py); a local Ray (`--ray` alone) dies with its run. Checkpoints
-go under `--out` on the training node: a shared `--out` lets a moved group resume, else it
-trains again (same numbers). Ray is optional (`pip install 'posenc[ray]'`), imported only here.
+"""Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`, docs/arena/cluster.md):
+one group per task with its CPU / GPU request, retried by Ray when its worker or node dies, its
+rows written by the runner as a local run's. A dead driver's tasks end with it (Ray ends its
+job). Ray is optional (`pip install 'posenc[ray]'`), imported only here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Byte-level corpora for the arena's `lm` task.
-
-The default corpus is the Python standard library's own source (`*.py` under
-`sysconfig.get_paths()["stdlib"]`, without site-packages and the test suites), found from the
-running interpreter. Files are split into train / valid deterministically by a hash of their
-relative path (about 1 in 10 goes to valid); a single file (or a split that leaves one side
-empty) is split by bytes instead, the last 10% being valid.
+"""Byte-level corpora for `lm`: Python's standard library source by default, or a text file or
+directory; files go to valid by a hash of their path (1 in 10), a single file by bytes (the last
+10%).
 """
 
 from __future__ import annotations

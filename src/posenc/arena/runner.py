@@ -1,10 +1,6 @@
-"""Running the arena: which cells are left, who runs them, writing their rows as they come.
-
-The run's cells (posenc.arena.cells) minus those whose rows are already in the database are
-grouped by trained model and handed to workers (posenc.arena.workers). The parent process is
-the only writer: each cell's rows go in one transaction as soon as its group comes back, so a
-run killed at any moment resumes where it was (training resumes from its checkpoint), and two
-runs on the same database share the groups through leases instead of doing them twice.
+"""Running the arena: the cells not yet in the database, grouped by trained model, run by the
+workers; the parent writes each cell's rows in one transaction as its group comes back, and two
+runs on one database share the groups through leases.
 """
 
 from __future__ import annotations

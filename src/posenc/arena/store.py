@@ -1,9 +1,6 @@
-"""The arena's results store: one SQLite file, one row per measurement.
-
-A row is (task, encoding, seed, train_len, eval_len, metric) -> value, UNIQUE on those six, with
-status 'ok' or 'n/a' (+ reason), the config hash and config, posenc and torch versions and the
-cell's wall time. All rows of a cell are written in one transaction, so a kill at any moment
-leaves a cell either complete or absent.
+"""The arena's results store: one SQLite file, one row per (task, encoding, seed, train_len,
+eval_len, metric), status 'ok' or 'n/a' (+ reason). A cell's rows are written in one
+transaction: a kill leaves a cell complete or absent.
 """
 
 from __future__ import annotations

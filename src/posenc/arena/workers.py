@@ -1,13 +1,7 @@
-"""Running groups of cells: in this process (workers=1), in N worker processes of one thread,
-or on a Ray cluster (posenc.arena.cluster, the same executor interface).
-
-A job is one group (one trained model and the cells evaluated from it). Workers return rows;
-only the parent writes the database. A worker that dies breaks the pool: the parent starts a
-new one and resubmits the groups that had not come back (each resumes from its checkpoint).
-One thread per cell, so its numbers do not depend on the number of workers (a second thread
-buys ~4% per cell; a second process ~1.8x). A worker ends with the run that started it, from
-its first step, SIGKILL included (posenc.lifeline); the run's leases are then stale
-(runner.stale) and a rerun takes its jobs over at once.
+"""Running groups of cells (one trained model each): in this process, in N spawned worker
+processes of one thread (a cell's numbers do not depend on the number of workers), or on Ray
+(cluster.py). Workers return rows; only the parent writes. A lost worker's groups run again;
+a worker ends with the run that started it (posenc.lifeline).
 """
 
 from __future__ import annotations
