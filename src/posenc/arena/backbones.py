@@ -15,12 +15,9 @@ from posenc.model import TransformerLM
 
 
 class HFLlama(nn.Module):
-    """transformers' LlamaForCausalLM at the arena's size, positions from a posenc encoding.
-
-    forward(tokens [B, T]) -> logits [B, T, V] (no cache, right padding needs no mask in a causal
-    model). `encoding` is the posenc encoding its rotary embedding computes (rope with any
-    scaling, or nope); `attn_backend` is accepted and ignored (transformers picks its own).
-    """
+    """transformers' LlamaForCausalLM at the arena's size (MLP 4 x dim, tied embeddings), its
+    rotary embedding a posenc encoding (rope with any scaling, or nope); no cache, no mask
+    (right padding in a causal model). `attn_backend` is ignored: transformers picks its own."""
 
     attn_backend = "auto"
 
@@ -53,10 +50,9 @@ class HFLlama(nn.Module):
 
 
 class LSTMLM(nn.Module):
-    """tokens [B, T] -> embedding [B, T, D] -> encoding.embed (an absolute encoding, or nope)
-    -> Linear back to D if it concatenates -> an LSTM of `depth` layers -> LayerNorm -> tied
-    head -> logits [B, T, V]. `heads` and `attn_backend` are accepted and unused (no attention).
-    """
+    """tokens [B, T] -> embedding [B, T, D] -> encoding.embed (absolute, or nope) -> Linear to D
+    if it concatenates -> LSTM of `depth` layers -> LayerNorm -> tied head -> logits [B, T, V].
+    `heads` and `attn_backend` are unused (no attention)."""
 
     attn_backend = "auto"
 

@@ -103,11 +103,8 @@ def summarize(rows, train_len: int) -> str:
     """The main metric at L, at 2L and at the longest length (where measured)."""
     main = {r.eval_len: r for r in rows if r.metric in ("ppl", "accuracy")}
     show = sorted({e for e in (train_len, 2 * train_len, max(main, default=0)) if e in main})
-    parts = []
-    for e in show:
-        r = main[e]
-        parts.append(f"{r.metric}@{e}=" + ("n/a" if r.value is None else f"{r.value:.3g}"))
-    return ", ".join(parts)
+    value = lambda r: "n/a" if r.value is None else f"{r.value:.3g}"  # noqa: E731
+    return ", ".join(f"{main[e].metric}@{e}={value(main[e])}" for e in show)
 
 
 def executor(cfg: ArenaConfig, tasks: dict):

@@ -94,16 +94,10 @@ class SequenceTask(_Task):
 
 
 class AdditionTask(_Task):
-    """a + b digit by digit, least-significant digit first, with a scratchpad: for each place i
-    the operand digits a_i b_i, then the sum digit s_i and the carry out k_{i+1} (scored):
-
-        a0 b0 s0 k1  a1 b1 s1 k2  ...  a_{n-1} b_{n-1} s_{n-1} k_n      (a + b = k_n s_{n-1}..s0)
-
-    Size n = digits per operand; sequence 4n tokens. Digit d is token 1 + d. The places come
-    aligned and the carries are written out (Nye et al. 2021's scratchpad; Lee et al. 2023's
-    reversed order and digit-wise sum and carry), so that a model of the arena's size learns it;
-    what stays is applying the per-place rule at positions past those trained on.
-    """
+    """a0 b0 s0 k1  a1 b1 s1 k2 ... (least-significant first, sum digit s_i and carry k_{i+1}
+    scored): the scratchpad of Nye et al. 2021 / Lee et al. 2023, so that a model of the arena's
+    size learns it and what is tested is the per-place rule past the trained positions. Digit d
+    is token 1 + d."""
 
     name = "addition"
     unit = "digits"
