@@ -86,10 +86,8 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
 
 
 def check_builds(task, tc: TaskConfig) -> None:
-    """Every trained label of tc built as a worker builds it (on the meta device: no memory, no
-    values): a bad combination (randomized's sample_len past the max_len it was given) is a
-    ValueError naming the label now, not in the worker. A missing optional package is left
-    to the worker to report."""
+    """Every trained label of tc built as a worker builds it (on the meta device): a bad one is
+    a ValueError naming it now, not in the worker (a missing optional package: the worker's)."""
     for base in dict.fromkeys(split_label(label)[0] for label in tc.encodings):
         try:
             with torch.device("meta"):

@@ -286,9 +286,8 @@ def step_seconds(job, task) -> float:
 
 
 def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
-    """Before the first cell: what will be trained, and how long it takes at most here (each
-    model's step cap at one step measured now per task, over the workers; a model that reaches
-    the stop ends sooner, and evaluation adds a little)."""
+    """Before the first cell: what will be trained, and at most how long (the step caps at one
+    step measured now per task, over the workers)."""
     from posenc.arena import runner
 
     cells, jobs = runner.plan(cfg, tasks, store)

@@ -34,11 +34,8 @@ def run_on_node(run_id: str, tasks: dict, threads: int, fn, job):
 
 
 class RayExecutor:
-    """The runner's executor interface over a Ray cluster.
-
-    address: "local" starts a new Ray on this machine (loopback only, no dashboard), "auto" the
-    cluster already started here, or "HOST:PORT" of a head node. slots: groups in flight (default
-    the cluster's CPUs / cpus_per_cell, or its GPUs / gpus_per_cell if fewer)."""
+    """The runner's executor over Ray: address "local" (a new Ray on 127.0.0.1), "auto" or
+    "HOST:PORT"; slots: groups in flight (default: as many as the cluster's CPUs / GPUs fit)."""
 
     whole = False  # a lost worker loses only its own task
 

@@ -197,8 +197,7 @@ def unmeasured_note(found) -> str:
 
 
 def terminal_summary(rows: list[dict], width: int = 0) -> str:
-    """What `posenc arena` prints at the end: the findings this run measured with their
-    verdicts (numbers and rule beside them), the ones it did not, the in-distribution table."""
+    """What `posenc arena` prints at the end: the findings measured, those not, the summary."""
     res = Results(rows)
     found = findings(res) if rows else []
     measured = [f for f in found if f.verdict != NOT_MEASURED]
@@ -251,10 +250,8 @@ def write_report(rows: list[dict], out: str) -> str:
 
 
 def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
-    """docs/arena/findings.md's tables, generated from the recorded run's rows (tests/arena keeps
-    the page in step): the findings with their verdicts (unless not `verdicts`: they read one
-    training length per task), in distribution, past L, the steps to the stop, and per lm length
-    the median perplexity ([min–max] in the run's results.md)."""
+    """docs/arena/findings.md's tables (tests/arena keeps the page in step): the findings (unless
+    not `verdicts`), the summary tables and lm's median perplexity per length."""
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in (findings(res) if verdicts else [])
              if f.verdict != NOT_MEASURED]  # fmt: skip

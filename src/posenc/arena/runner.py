@@ -145,12 +145,10 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
 
 def drive(jobs, pool, store: Store, progress: Progress, *, fresh, write, name, prog: str,
           unit: str, lease: float = LEASE_SECONDS, fn=None) -> int:  # fmt: skip
-    """The run loop of `posenc arena` and `posenc stretch`: each job leased in `store` (a job
-    another run holds waits, one it finished is dropped), run on `pool`, its rows written by
-    `write(job, result, progress)` -> rows written, its lease released. A job that fails is
-    printed and recorded when it fails, the others go on, and RuntimeError at the end names
-    how many failed (a rerun retries them); workers.StopRun ends the run at once.
-    fresh(job): whether it still has rows to write; name(job): how a failure names it."""
+    """The run loop of `posenc arena` and `posenc stretch`: each job leased in `store`, run on
+    `pool`, its rows written by write(job, result, progress) -> count; a failure is printed and
+    recorded at once, the others go on, and a RuntimeError at the end counts them (StopRun ends
+    the run at once). fresh(job): rows left to write; name(job): how a failure names it."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     written = 0
 

@@ -208,10 +208,8 @@ class Store:
     # ------------------------------------------------------------------------- leases
 
     def claim(self, key: tuple, owner: str, ttl: float, stale=None) -> bool:
-        """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: True if it is this
-        owner's now (free, expired, already this owner's: renewed, or held by an owner that
-        `stale(owner)` says is dead), False if another run holds it. Two runs on one database
-        so share the work instead of doing it twice."""
+        """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: False if another
+        live run holds it (stale(owner): its process is dead), else True (taken or renewed)."""
         now = time.time()
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -231,8 +229,7 @@ class Store:
         return True
 
     def record_failure(self, key: tuple, error: str, owner: str) -> None:
-        """A group (task, encoding, seed, train_len) whose cell raised: its error, kept so a
-        failed grid says why without its log (a rerun retries it; rows are written only then)."""
+        """A group (task, encoding, seed, train_len) whose cell raised, and its error."""
         with self.conn:
             self.conn.execute(
                 "INSERT INTO failures (task, encoding, seed, train_len, error, owner, created) "

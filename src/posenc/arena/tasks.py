@@ -122,10 +122,8 @@ class AdditionTask(_Task):
 
 
 class PasskeyTask(_Task):
-    """filler KEY k1..k5 filler QUERY k1..k5: retrieve a key hidden at a random depth.
-
-    Size n = tokens (T = n). Digit d is token 3 + d; filler tokens are 13..20.
-    """
+    """filler KEY k1..k5 filler QUERY k1..k5, the key at a random depth; T = n. Digit d is
+    token 3 + d; fillers are 13..20."""
 
     name = "passkey"
     unit = "tokens"

@@ -47,9 +47,8 @@ def lr_at(step: int, steps: int, lr: float) -> float:
 
 
 def train_batch(task, tc: TaskConfig, rng: np.random.Generator):
-    """lm: batch_size windows of train_len bytes. Algorithmic: a share `mix` of the instances at
-    size L (the length evaluation reads first), the rest at sizes U(min..L), each its own size,
-    right-padded (in a causal model pads after a sequence never reach it)."""
+    """lm: batch_size windows of train_len bytes; algorithmic: a share `mix` at size L, the rest
+    at sizes U(min..L), right-padded."""
     if tc.task == "lm":
         return task.sample_batch(rng, tc.batch_size, tc.train_len)
     sizes = rng.integers(task.min_size, tc.train_len + 1, size=tc.batch_size)
@@ -81,9 +80,8 @@ def per_instance(model: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> 
 
 @torch.no_grad()
 def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
-    """The lowest exact match over the batches (teacher-forced argmax = greedy decoding). Torch's
-    random state is kept, so that checking does not change the training (randomized positions
-    draw at evaluation, per_instance)."""
+    """The lowest exact match over the batches; torch's random state is kept (randomized draws
+    positions here too), so that checking does not change the training."""
     was_training = model.training
     model.eval()
     with torch.random.fork_rng(devices=[]):

@@ -34,9 +34,8 @@ def case_label(case: str) -> str:
 
 
 def bias_case_worker(spec: dict) -> list[dict]:
-    """Paths over increasing T, alternately, in this (worker) process: [{T, mode, path, ms,
-    peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 8192;
-    times 8192 // T below; or `turns` at every T), threads."""
+    """[{T, mode, path, ms, peak_mb}] of the spec's paths timed in turn in this worker process
+    (repeats x 8192 // T below T = 8192, or `turns` at every T)."""
     torch.set_num_threads(spec["threads"])
     device, case = spec["device"], spec["encoding"]
     name, per = REGIMES.get(case, (case, 1))

@@ -37,9 +37,8 @@ SECONDS = {
 
 
 def bias_share(s, default) -> float:
-    """The share of the bias section's default time that `s` asks for: its encodings, its
-    lengths by T^2 (attention's work), its paths beside posenc and the limit (measured: the
-    two alone take ~1/9 of the time of the three paths)."""
+    """The share of the bias section's default time that `s` asks for: encodings, T^2, paths
+    (posenc and the limit alone take ~1/9 of the three paths' time)."""
     enc = len(s.bias_encodings) / max(1, len(default.bias_encodings))
     work = sum(t * t for t in s.bias_T) / max(1, sum(t * t for t in default.bias_T))
     paths = (1 + 8 * len(s.bias_paths) / max(1, len(default.bias_paths))) / 9

@@ -98,12 +98,8 @@ def ratio(a, b, spec: str, why: str):
 def measurements(
     s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, patched=None
 ) -> dict:
-    """measurement -> (value, as printed), or a str: why this run has no value for it.
-
-    copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; precision: the largest cost ratio of
-    the precision section; bias: {encoding: {mode: {path: {T: {ms,
-    peak_mb}}}}}; train: {encoding: {impl: tokens/s}}; patched: {"fwd"|"decode": posenc's time /
-    transformers'}; any of them None where not run."""
+    """measurement -> (value, as printed), or why this run has none; the sections' results as
+    they return them (None where not run)."""
     out: dict = {}
     for what in ("fwd", "decode"):
         r = (patched or {}).get(what)

@@ -28,9 +28,8 @@ def proc_status_kb(field: str, path: str = "/proc/self/status") -> int | None:
 
 
 def reset_peak_rss() -> bool:
-    """Give freed heap memory back to the OS (glibc malloc_trim, so a later allocation cannot
-    reuse resident pages unseen), then reset the peak RSS (VmHWM) to the current RSS (Linux
-    >= 4.0, /proc/self/clear_refs)."""
+    """Give freed heap memory back (malloc_trim: no later allocation reuses resident pages
+    unseen), then reset VmHWM to the current RSS (Linux /proc/self/clear_refs)."""
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)

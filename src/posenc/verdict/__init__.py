@@ -228,10 +228,8 @@ FINDINGS: dict[str, Finding] = {}
 
 def finding(*, id: str, claim: str, source: Source, rules, otherwise: str, about=(),
             absent: str = UNMEASURED, measure: str | None = None):  # fmt: skip
-    """Decorator: declare a finding and register the function below as its measurement.
-
-    The decorated name becomes the check: calling it runs the measurement and returns the
-    Claim (`check`); `.finding` is the data and `.measure` the bare function."""
+    """Decorator: declare a finding, its measurement the function below; the decorated name runs
+    check() and returns the Claim (`.finding`: the data, `.measure`: the bare function)."""
     data = Finding(id=id, claim=claim, source=source, measure=measure or id, rules=tuple(rules),
                    otherwise=otherwise, about=tuple(about), absent=absent)  # fmt: skip
 
