@@ -13,6 +13,7 @@ Bad input prints one line and returns 2, before anything is written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import math
 import os
@@ -166,8 +167,7 @@ def config_from_args(args) -> ArenaConfig:
         kw["backbones"] = tuple(args.backbone)
     kw.update(ray_options(args, kw))
     kw.update(corpus=args.corpus, db=args.db, out=args.out, device=args.device)
-    kw["fixed_steps"] = args.fixed_steps
-    cfg = ArenaConfig(**{**cfg.__dict__, **kw})
+    cfg = dataclasses.replace(cfg, **kw, fixed_steps=args.fixed_steps)
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below
         tc = task_config(cfg, name)

@@ -81,9 +81,6 @@ def published(text: str, paper: str, *, rules, otherwise: str = REPRODUCED):
                    otherwise=otherwise, absent=NOT_MEASURED)  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- algorithmic
-
-
 USABLE = "tasks where all five are at the bar"
 ABOVE_ALIBI = "min(NoPE, T5) - ALiBi"
 ALIBI_ABOVE = "ALiBi - max(RoPE, sinusoidal)"
@@ -168,12 +165,9 @@ def ruoss(res: Results) -> Measured:
             "needs trained randomized:rope / randomized:sinusoidal and their bases on an "
             "algorithmic task; " + "; ".join(parts)
         )
-    result = (
-        "token accuracy over L+1..2L, median [min–max] over seeds. "
-        + "; ".join(parts)
-        + ". Mean gain: "
-        + ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
-    )
+    gain = ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
+    result = f"token accuracy over L+1..2L, median [min–max] over seeds. {'; '.join(parts)}"
+    result += f". Mean gain: {gain}"
     return Measured(measured={"smallest mean gain in token accuracy": min(gains.values())},
                     result=result)  # fmt: skip
 

@@ -176,14 +176,9 @@ def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> st
     return title
 
 
-# ----------------------------------------------------------------------------- writing
-
-
 def _run_summary(res: Results) -> str:
     rows = res.rows
-    wall = {}
-    for r in rows:
-        wall[(r["task"], r["encoding"], r["seed"], r["train_len"])] = r["wall_time"]
+    wall = {(r["task"], r["encoding"], r["seed"], r["train_len"]): r["wall_time"] for r in rows}
     versions = sorted({(r["posenc_version"], r["torch_version"]) for r in rows})
     v = ", ".join(f"posenc {a} / torch {b}" for a, b in versions)
     return (f"{len(rows)} rows, {len(wall)} cells, {sum(wall.values()) / 60:.1f} min of cell wall "

@@ -205,8 +205,6 @@ class Store:
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
-    # ------------------------------------------------------------------------- leases
-
     def claim(self, key: tuple, owner: str, ttl: float, stale=None) -> bool:
         """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: False if another
         live run holds it (stale(owner): its process is dead), else True (taken or renewed)."""

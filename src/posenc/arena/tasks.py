@@ -1,16 +1,9 @@
 """Arena tasks: `sample(rng, sizes) -> Batch`, one instance per entry of `sizes`.
 
-Every task is next-token prediction for a decoder: a sequence s gives inputs = s[:-1] and
-targets = s[1:], both [B, T]; `mask` [B, T] marks the targets that are scored (the answer).
-Exact match (every masked target predicted by argmax under teacher forcing) equals greedy
-decoding's exact match, so no generation is needed.
-
-A task's length is its own unit, the instance SIZE n: symbols for copy / reverse / sort, digits
-per operand for addition, tokens for passkey and lm. `tokens(n)` is the number of input tokens
-T an instance of size n takes. Instances of different sizes share a batch: each is RIGHT-padded
-with PAD (id 0, never scored) up to the longest. In a causal decoder a pad comes after every
-real token, so it never changes a real token's output (no key mask needed) and every sequence
-starts at position 0 whatever its padding.
+Next-token prediction for a decoder: a sequence s gives inputs s[:-1] and targets s[1:], [B, T];
+`mask` [B, T] marks the scored targets (the answer): teacher-forced exact match equals greedy
+decoding's. Sizes n are in the task's unit; instances of different sizes share a batch,
+right-padded with PAD (id 0, never scored), which in a causal decoder changes no real token.
 
     copy      x SEP x                      n symbols (10 symbols)       T = 2n
     reverse   x SEP reversed(x)                                         T = 2n

@@ -13,8 +13,6 @@ from posenc.functional import apply_rope, rope_cos_sin, rope_inv_freq
 from posenc.functional.rotary import _rope_qk_fast  # q and k in one call (one Triton launch)
 from posenc.kernels import engine_status
 
-# ---------------------------------------------------------------------------------- copy
-
 
 def bench_copy(rep: Report, s: Sizes, device: str) -> float:
     q = torch.randn(s.B, s.H, s.T, s.Dh, device=device)  # [B, H, T, Dh]
@@ -25,9 +23,6 @@ def bench_copy(rep: Report, s: Sizes, device: str) -> float:
     note = f"{moved / GB / (ms / 1e3):.1f} GB/s (read + write of q and k)"
     rep.rows.append(Row("copy", "q,k", "torch copy_ into buffers", ms, None, 1.0, note=note))
     return ms
-
-
-# ---------------------------------------------------------------------------------- rope
 
 
 def reference_qk(q, k, pos, inv):
