@@ -6,6 +6,7 @@ apart. Issue 39 took them from 4-6 per call to at most one.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import torch
 
@@ -15,6 +16,7 @@ from posenc.bench.report import Report, Row
 from posenc.encodings import build
 
 READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+BACKENDS = ("auto", "eager")
 
 
 @contextlib.contextmanager
@@ -58,14 +60,11 @@ def syncs_per_call(name: str, given: bool, backend: str, T: int = 64) -> dict:
 def bench_syncs(rep: Report) -> dict:
     """Rows of the section; {(name, positions, backend): {"syncs", "checks"}}."""
     out = {}
-    for name in ("rope", "alibi"):
-        for given in (False, True):
-            for backend in ("auto", "eager"):
-                n = syncs_per_call(name, given, backend)
-                where = "given" if given else "default"
-                out[name, where, backend] = n
-                rep.rows.append(Row("syncs", f"{name} T=64 {where} positions",
-                                    f"posenc.attention ({backend})",
-                                    note=f"{n['syncs']} host syncs per call, "
-                                         f"{n['checks']} of them position checks"))  # fmt: skip
+    for name, given, backend in itertools.product(("rope", "alibi"), (False, True), BACKENDS):
+        n = syncs_per_call(name, given, backend)
+        where = "given" if given else "default"
+        out[name, where, backend] = n
+        note = f"{n['syncs']} host syncs per call, {n['checks']} of them position checks"
+        case = f"{name} T=64 {where} positions"
+        rep.rows.append(Row("syncs", case, f"posenc.attention ({backend})", note=note))
     return out

@@ -44,9 +44,7 @@ def xtransformers_model(cfg: dict, encoding: str, vocab: int):
 
 def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     """Rows "train" (ratio: posenc's tokens/s / the row's); {encoding: {impl: tokens/s}}."""
-    cfg = arena_size()
-    if s.B == 1:  # --smoke
-        cfg = SMOKE
+    cfg = SMOKE if s.B == 1 else arena_size()  # s.B == 1: --smoke
     B, T = cfg["batch"], cfg["T"]
     out = {}
     xt = optional("x_transformers")
