@@ -1,9 +1,5 @@
-"""The arena's grid: cells, the models they train, the metrics they report.
-
-A cell is (task, label, seed, train_len). Cells of one trained model form a group: the label
-"rope" and its variants "rope+ntk", ..., "rope+drope" share one training run (DroPE's cell
-trains on from it: only its recalibration is its own). A group is the unit of
-work a worker takes; each cell's rows are written in one transaction.
+"""The arena's grid: a cell is (task, label, seed, train_len); the cells of one trained model
+("rope", "rope+ntk", ..., "rope+drope") form a group, the unit of work a worker takes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""`posenc arena`: train small models per encoding, measure length generalization, report.
-
-    posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--backbone posenc,hf-llama]
-                 [--seeds N] [--steps N]
-                 [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
-                 [--device D] [--workers N] [--ray [ADDRESS]] [--cpus-per-cell N]
-                 [--gpus-per-cell N]
-    posenc arena report [--db FILE] [--out DIR]
-
-Bad input prints one line and returns 2, before anything is written.
+"""`posenc arena`: train small models per encoding, measure length generalization, report;
+`posenc arena report` redraws the report. Bad input prints one line and returns 2, before
+anything is written.
 """
 
 from __future__ import annotations

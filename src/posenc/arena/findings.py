@@ -1,10 +1,6 @@
-"""The published findings the arena checks, declared on posenc.verdict: each a finding (the
-paper and its figure, the wording, the rules) whose measurement reads the rows.
-
-Every number is the median over seeds with its [min–max] spread. A model counts as trained on a
-task when its median exact match at L reaches BAR; an encoding below it is left out of that
-task's verdict, with its number shown. A run without the rows a finding reads leaves it
-"not measured" (posenc.verdict.Absent); the verdict is always the engine's.
+"""The published findings the arena checks, each a finding of posenc.verdict measured from the
+rows: medians over seeds with their [min–max]. An encoding below BAR at L is left out of its
+task's verdict (its number shown); a run without the rows leaves a finding "not measured".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
-    posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections cli,copy,rope,table,precision,bias,train,hf,syncs] [--bias-T 1024,4096]
-                 [--bias-encodings alibi,t5] [--bias-paths none]
-
-Runs the sections in this order in one process (the bias section's paths in subprocesses),
-then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
+Runs the sections in order in one process (the bias section's paths in subprocesses), then
+decides the targets and prints the report; `--worker SPEC` (internal) runs one bias path.
 """
 
 from __future__ import annotations
