@@ -153,9 +153,6 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     )  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- labels
-
-
 def split_label(label: str) -> tuple[str, str | None]:
     """'rope+yarn' -> ('rope', 'yarn'); 'alibi' -> ('alibi', None)."""
     base, _, variant = label.partition("+")

@@ -16,11 +16,8 @@ from posenc.cliargs import OneLineParser, checked, integer, integers, json_file,
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
 
-# seconds per section on the project's 2-core CPU when quiet: the estimate printed before a
-# run, and rescaled to its pace after each section. full: the recorded runs (docs/bench/bias.txt
-# for bias + train, hf.txt, precision.txt, cpu.txt for the rest). quick: cli..precision from a
-# run at load average ~20 (2026-11-27) divided by its RoPE slowdown against cpu.txt (2.5x);
-# bias, train and hf, which that run did not reach, and smoke: from their sizes against full's
+# seconds per section on 2 quiet cores, for the estimate: full from the recorded runs in
+# docs/bench; quick from a loaded run (2026-11-27) rescaled by its RoPE slowdown; smoke by sizes
 SECONDS = {
     "smoke": dict(cli=8, copy=1, rope=2, table=1, precision=2, bias=20, train=5, hf=15, syncs=2),
     "quick": dict(
