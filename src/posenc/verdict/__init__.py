@@ -80,11 +80,6 @@ class Source:
     line: int = 0
     paper: str = ""
 
-    def __str__(self) -> str:
-        if self.seed:
-            return f"{self.seed}:{self.line}" if self.line else self.seed
-        return self.paper
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -214,10 +209,6 @@ class Claim:
     @property
     def rule(self) -> str:
         return rule_text(self.rules, self.otherwise)
-
-    @property
-    def source(self) -> Source:
-        return Source(self.seed, self.quote, self.line, self.paper)
 
 
 # ----------------------------------------------------------------------------- the registry
