@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -37,9 +36,11 @@ if TYPE_CHECKING:
 DEFAULTS = dict(seeds=3, db="arena.sqlite", out="arena_out", device="cpu")
 
 
-def _check(name: str):
-    """posenc.arena.config's `name` check, imported (torch) only once the flag is given."""
-    return lambda items: getattr(importlib.import_module("posenc.arena.config"), name)(items)
+def _config():
+    """posenc.arena.config (torch): imported only once a flag it checks is given."""
+    from posenc.arena import config
+
+    return config
 
 
 # --quick (the README's command, <= 5 min on 2 cores): one seed of copy for Kazemnejad et al.'s
@@ -64,13 +65,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", type=names(check=_check("validate_tasks")),
+        "--tasks", type=names(check=lambda items: _config().validate_tasks(items)),
         help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
         "--encodings",
-        type=names(check=_check("validate_encodings")),
+        type=names(check=lambda items: _config().validate_encodings(items)),
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
