@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.bench.common import Sizes, timeit_many
+from posenc.bench.common import Sizes, optional, timeit_many
 from posenc.bench.report import Report, Row
 from posenc.hf import patch
 from posenc.stretch import models
@@ -31,9 +31,7 @@ def hf_model(smoke: bool):
 
 def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
     """Rows "hf" (ratio: the row's time / posenc's); {"fwd"|"decode": posenc / transformers}."""
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
+    if optional("transformers") is None:
         rep.notes.append("transformers not installed: section hf skipped")
         return None
     model, name = hf_model(smoke=s.B == 1 or not s.hf_real)
