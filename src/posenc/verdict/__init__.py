@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from posenc.verdict.tables import (  # noqa: F401 - the renderers, re-exported
     html_rows,
@@ -250,8 +250,7 @@ def optional_missing(err: BaseException) -> bool:
 def check(data: Finding, *args, **kwargs) -> Claim:
     """Run the finding's measurement and decide. Evidence absent by design gives `absent`;
     any other exception gives ERROR with its message (an error stays an error)."""
-    said = dict(id=data.id, claim=data.claim, seed=data.source.seed, quote=data.source.quote,
-                line=data.source.line, paper=data.source.paper, about=data.about)  # fmt: skip
+    said = dict(id=data.id, claim=data.claim, about=data.about, **asdict(data.source))
     try:
         m = MEASUREMENTS[data.measure](*args, **kwargs)
         if not isinstance(m, Measured):
