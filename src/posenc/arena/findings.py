@@ -219,8 +219,6 @@ def per_task(res: Results, tasks, cell, title: str):
 
 
 def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: exact match at L per task and encoding, marked where below BAR."""
-
     def cell(t, L, e):
         s = at_L(res, t, L, e)
         return "–" if s is None else show(s, 3) + ("" if s[0] >= BAR else " ✗")
@@ -232,9 +230,6 @@ def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]
 
 
 def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: per task and encoding, the mean over sizes L+1..2L of exact match / token
-    accuracy (median over seeds) — the out-of-distribution result the verdicts read."""
-
     def cell(t, L, e):
         em, tok = ood(res, t, L, e, "accuracy"), ood(res, t, L, e, "token_accuracy")
         return "–" if em is None or tok is None else f"{em[0]:.2f} / {tok[0]:.2f}"
@@ -245,9 +240,6 @@ def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: per task trained to the stop, the seeds that reached it (learned) and the
-    steps each took (median [min–max], a model at the cap counted at the cap)."""
-
     def cell(t, L, e):
         learned = res.per_seed(t, L, "learned", e, L)
         steps = spread(list(res.per_seed(t, L, "steps", e, L).values()))
