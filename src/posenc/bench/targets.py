@@ -1,12 +1,6 @@
-"""The acceptance targets (issues 6, 15): one table, each target a finding of the verdict
-engine (posenc.verdict: its Rule decides, never this module).
-
-TARGETS: target -> (measurement, how it is judged, threshold). ">=": the measurement must be
-at least the threshold (a speed-up); "<=": at most (a cost). FINDINGS: each as a Finding whose
-rule says it does not hold on the wrong side of the threshold. measurements() turns a run's
-results into {measurement: (value, as printed)}, or a note saying why the run has no such
-value (then the finding's evidence is absent: not measured here).
-"""
+"""The acceptance targets (issues 6, 15) as findings of the verdict engine, whose Rule decides:
+TARGETS: target -> (measurement, ">=" a speed-up / "<=" a cost, threshold); measurements()
+turns a run's results into {measurement: (value, as printed)} or why it has none (absent)."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ from posenc.verdict import (
     check,
 )
 
-# target -> (measurement, judged by, threshold)
 TARGETS: dict[str, tuple[str, str, float]] = {
     "out-of-place RoPE >= 3x transformers": ("rope_fwd_speedup", ">=", 3.0),
     "in-place RoPE >= 10x transformers": ("rope_inplace_speedup", ">=", 10.0),
