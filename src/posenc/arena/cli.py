@@ -32,7 +32,7 @@ from posenc.cliargs import (
 if TYPE_CHECKING:
     from posenc.arena.config import ArenaConfig
 
-# ArenaConfig's defaults that --help shows (torch-free; tests/arena/test_cli.py checks them)
+# ArenaConfig's defaults that --help shows (torch-free; tests/test_cli.py checks them)
 DEFAULTS = dict(seeds=3, db="arena.sqlite", out="arena_out", device="cpu")
 
 
