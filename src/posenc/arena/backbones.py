@@ -1,15 +1,6 @@
-"""The models the arena trains: posenc's TransformerLM, transformers' own LlamaForCausalLM, or
-an LSTM.
-
-    build_model(kwargs) -> model; model(tokens [B, T]) -> logits [B, T, V]
-
-kwargs are a cell's model settings (posenc.arena.cells.model_kwargs): TransformerLM's keywords,
-plus "backbone": "hf-llama" for HFLlama. HFLlama is a randomly initialised LlamaForCausalLM of
-the same size (dim, depth, heads, an MLP of 4 x dim, tied embeddings) whose positions come from
-the posenc encoding through posenc.hf.patch: the arena's numbers then hold inside the model
-people use, not only inside posenc's own. transformers is optional (pip install posenc[hf]).
-LSTMLM ("backbone": "lstm") is a recurrent model of the same width and depth: the seeds say a
-positional encoding helps an RNN, which the arena can then measure.
+"""The models the arena trains: build_model(kwargs) -> model; model(tokens [B, T]) -> logits
+[B, T, V]. kwargs are TransformerLM's keywords, plus "backbone": "hf-llama" (transformers' own
+LlamaForCausalLM, positions through posenc.hf.patch; pip install posenc[hf]) or "lstm".
 """
 
 from __future__ import annotations
@@ -24,12 +15,9 @@ from posenc.model import TransformerLM
 
 
 class HFLlama(nn.Module):
-    """transformers' LlamaForCausalLM at the arena's size, positions from a posenc encoding.
-
-    forward(tokens [B, T]) -> logits [B, T, V] (no cache, right padding needs no mask in a causal
-    model). `encoding` is the posenc encoding its rotary embedding computes (rope with any
-    scaling, or nope); `attn_backend` is accepted and ignored (transformers picks its own).
-    """
+    """transformers' LlamaForCausalLM at the arena's size (MLP 4 x dim, tied embeddings), its
+    rotary embedding a posenc encoding (rope with any scaling, or nope); no cache, no mask
+    (right padding in a causal model). `attn_backend` is ignored: transformers picks its own."""
 
     attn_backend = "auto"
 
@@ -62,10 +50,9 @@ class HFLlama(nn.Module):
 
 
 class LSTMLM(nn.Module):
-    """tokens [B, T] -> embedding [B, T, D] -> encoding.embed (an absolute encoding, or nope)
-    -> Linear back to D if it concatenates -> an LSTM of `depth` layers -> LayerNorm -> tied
-    head -> logits [B, T, V]. `heads` and `attn_backend` are accepted and unused (no attention).
-    """
+    """tokens [B, T] -> embedding [B, T, D] -> encoding.embed (absolute, or nope) -> Linear to D
+    if it concatenates -> LSTM of `depth` layers -> LayerNorm -> tied head -> logits [B, T, V].
+    `heads` and `attn_backend` are unused (no attention)."""
 
     attn_backend = "auto"
 

@@ -1,9 +1,5 @@
-"""The arena's grid: cells, the models they train, the metrics they report.
-
-A cell is (task, label, seed, train_len). Cells of one trained model form a group: the label
-"rope" and its variants "rope+ntk", ..., "rope+drope" share one training run (DroPE's cell
-trains on from it: only its recalibration is its own). A group is the unit of
-work a worker takes; each cell's rows are written in one transaction.
+"""The arena's grid: a cell is (task, label, seed, train_len); the cells of one trained model
+("rope", "rope+ntk", ..., "rope+drope") form a group, the unit of work a worker takes.
 """
 
 from __future__ import annotations
@@ -61,12 +57,9 @@ def config_hash(cfg: dict) -> str:
 
 
 def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
-    """TransformerLM(**kwargs) for a trained label. The encoding reads what it needs from
-    train_len, in tokens (a learned table's size, T5's buckets, FIRE's threshold); randomized
-    samples positions from [0, 4 x the tokens of the longest evaluation), in training and in
-    evaluation (Ruoss et al. 2023). Another backbone than posenc's is named by a "backbone" key
-    (absent for posenc, so that posenc's cells keep their hashes); a hybrid's per-layer schedule
-    and windows (posenc.arena.hybrid) by "encoding" and "window" (a key only hybrids have)."""
+    """TransformerLM(**kwargs) for a trained label (train_len in tokens); randomized samples from
+    [0, RANDOMIZED_REACH x the longest evaluation's tokens). "backbone" is absent for posenc's
+    (its cells keep their hashes)."""
     backbone, base = backbone_of(base)
     if base in HYBRIDS:
         layers = hybrid_kwargs(base, tc.depth, task.tokens(tc.train_len))
@@ -89,10 +82,8 @@ def model_kwargs(task, base: str, tc: TaskConfig) -> dict:
 
 
 def check_builds(task, tc: TaskConfig) -> None:
-    """Every trained label of tc built as a worker builds it (on the meta device: no memory, no
-    values): a bad combination (randomized's sample_len past the max_len it was given) is a
-    ValueError naming the label now, not in the worker. A missing optional package is left
-    to the worker to report."""
+    """Every trained label of tc built as a worker builds it (on the meta device): a bad one is
+    a ValueError naming it now, not in the worker (a missing optional package: the worker's)."""
     for base in dict.fromkeys(split_label(label)[0] for label in tc.encodings):
         try:
             with torch.device("meta"):
@@ -108,12 +99,8 @@ def check_builds(task, tc: TaskConfig) -> None:
 
 def rope_scaling(variant: str, train_tokens: int, eval_tokens: list[int], head_dim: int) -> dict:
     """HF rope_scaling for a zero-shot variant; static ones target the longest eval length.
-
-    dynamic: s = max(1, T / L) at each forward. llama3: Llama 3.1's band (1, 4). longrope: no
-    searched factors here, so short = 1 and long ramps from 1 (the fastest pair) to the factor
-    (the slowest), with LongRoPE's attention factor. proportional: p-RoPE's rule zero-shot:
-    the slowest quarter of the pairs stop turning (frequency 0), no factor.
-    """
+    longrope (no searched factors): short = 1, long ramps from 1 to the factor; proportional:
+    the slowest quarter of the pairs stop turning."""
     factor = max(1.0, max(eval_tokens) / train_tokens)
     params = {"rope_type": variant, "factor": factor}
     if variant == "dynamic":

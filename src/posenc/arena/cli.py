@@ -1,19 +1,12 @@
-"""`posenc arena`: train small models per encoding, measure length generalization, report.
-
-    posenc arena [--quick] [--tasks a,b] [--encodings a,b] [--backbone posenc,hf-llama]
-                 [--seeds N] [--steps N]
-                 [--train-len L] [--eval-lens a,b,c] [--corpus PATH] [--db FILE] [--out DIR]
-                 [--device D] [--workers N] [--ray [ADDRESS]] [--cpus-per-cell N]
-                 [--gpus-per-cell N]
-    posenc arena report [--db FILE] [--out DIR]
-
-Bad input prints one line and returns 2, before anything is written.
+"""`posenc arena`: train small models per encoding, measure length generalization, report;
+`posenc arena report` redraws the report. Bad input prints one line and returns 2, before
+anything is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -39,43 +32,26 @@ from posenc.cliargs import (
 if TYPE_CHECKING:
     from posenc.arena.config import ArenaConfig
 
-# ArenaConfig's defaults that --help shows (torch-free; tests/arena/test_cli.py checks them)
+# ArenaConfig's defaults that --help shows (torch-free; tests/test_cli.py checks them)
 DEFAULTS = dict(seeds=3, db="arena.sqlite", out="arena_out", device="cpu")
 
 
-def _tasks(items: list[str]) -> None:  # the registries (torch): once the flag is given
-    from posenc.arena.config import validate_tasks
+def _config():
+    """posenc.arena.config (torch): imported only once a flag it checks is given."""
+    from posenc.arena import config
 
-    validate_tasks(items)
-
-
-def _encodings(items: list[str]) -> None:
-    from posenc.arena.config import validate_encodings
-
-    validate_encodings(items)
+    return config
 
 
-# --quick: the README's main command, <= 5 minutes on 2 CPU cores, one seed: copy with the five
-# encodings of Kazemnejad et al.'s ranking (trained to the stop, capped at 3000 steps instead of
-# 15000), and lm exactly as in the full run (its seed-0 cells: the same numbers) for Press et
-# al.'s perplexity findings and the zero-shot rope scalings. The report shows the findings it
-# measured.
+# --quick (the README's command, <= 5 min on 2 cores): one seed of copy for Kazemnejad et al.'s
+# ranking, capped at 3000 steps, and of lm as in the full run (the same cells, the same numbers)
+QUICK_LM = ("learned", "sinusoidal", "rope", "alibi", "rope+ntk", "rope+yarn", "rope+dynamic")
 QUICK = dict(
     tasks=["copy", "lm"],
     seeds=1,
     overrides={
         "copy": dict(encodings=("nope", "t5", "alibi", "rope", "sinusoidal"), steps=3000),
-        "lm": dict(
-            encodings=(
-                "learned",
-                "sinusoidal",
-                "rope",
-                "alibi",
-                "rope+ntk",
-                "rope+yarn",
-                "rope+dynamic",
-            ),
-        ),  # fmt: skip
+        "lm": dict(encodings=QUICK_LM),
     },
 )
 
@@ -89,13 +65,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="copy + lm subset, 1 seed (<= 5 min)")
     p.add_argument(
-        "--tasks", type=names(check=_tasks),
+        "--tasks", type=names(check=lambda items: _config().validate_tasks(items)),
         help=f"comma-separated, from {','.join(TASK_NAMES)} "
         f"(default {','.join(DEFAULT_TASKS)})",
     )  # fmt: skip
     p.add_argument(
         "--encodings",
-        type=names(check=_encodings),
+        type=names(check=lambda items: _config().validate_encodings(items)),
         help="comma-separated (default per task: see docs/arena); any registered encoding, "
         "randomized:NAME (Ruoss et al.'s randomized positions over NAME), "
         f"rope+{{{','.join(VARIANTS)}}} (zero-shot scaling of the rope model), NAME+drope "
@@ -181,8 +157,7 @@ def config_from_args(args) -> ArenaConfig:
         kw["backbones"] = tuple(args.backbone)
     kw.update(ray_options(args, kw))
     kw.update(corpus=args.corpus, db=args.db, out=args.out, device=args.device)
-    kw["fixed_steps"] = args.fixed_steps
-    cfg = ArenaConfig(**{**cfg.__dict__, **kw})
+    cfg = dataclasses.replace(cfg, **kw, fixed_steps=args.fixed_steps)
     for name in cfg.tasks:
         task = build_task(name, corpus=True)  # lengths only; the corpus comes below
         tc = task_config(cfg, name)
@@ -194,24 +169,19 @@ def config_from_args(args) -> ArenaConfig:
         check_builds(task, tc)  # each label as the worker builds it: a bad one fails now
     check_device(cfg.device, local=cfg.ray is None)  # a cluster's nodes may have the GPUs
     check_writable(cfg.out)  # before any training, not after; nothing is created yet
-    if os.path.isdir(cfg.db):
-        raise ValueError(f"--db {cfg.db} is a directory; give a file name")
     check_db(cfg.db)  # another application's database: refused now, and left untouched
     check_writable(os.path.dirname(os.path.abspath(cfg.db)), "--db")
     return cfg
 
 
 def ray_options(args, kw: dict) -> dict:
-    """--ray, --cpus-per-cell, --gpus-per-cell and what --workers means with them."""
+    """--ray, --cpus-per-cell, --gpus-per-cell (each parsed and checked: cliargs) and what
+    --workers means with them."""
     gpus = args.gpus_per_cell
-    if gpus is not None and not (math.isfinite(gpus) and gpus >= 0):
-        raise ValueError(f"--gpus-per-cell must be a finite number >= 0, got {gpus}")
     if args.ray is None:
         if args.cpus_per_cell is not None or gpus is not None:
             raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
         return {"workers": kw.get("workers", os.cpu_count() or 1)}
-    if not args.ray.strip():
-        raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address for a local Ray")
     from posenc.arena.cluster import import_ray
 
     import_ray()  # the install hint now, before anything runs
@@ -247,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_run(argv: list[str]) -> int:
     args = parser().parse_args(argv)  # --help and usage errors answer before torch
-    from posenc.arena import report, runner
+    from posenc.arena import runner
     from posenc.arena.store import Store
 
     cfg = config_from_args(args)
@@ -259,7 +229,13 @@ def main_run(argv: list[str]) -> int:
         n = runner.run(cfg, tasks, store)
         rows = store.all_rows()
     print(f"arena: {n} rows written to {cfg.db}", file=sys.stderr)
-    index = report.write_report(rows, cfg.out)
+    return write_report(rows, cfg.out)
+
+
+def write_report(rows: list[dict], out: str) -> int:
+    from posenc.arena import report
+
+    index = report.write_report(rows, out)
     print(report.terminal_summary(rows))
     print(f"arena: full report at {index} (tables and plots: results.md beside it)")
     return 0
@@ -297,11 +273,9 @@ def step_seconds(job, task) -> float:
 
 
 def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
-    """Before the first cell: what will be trained, and how long it takes at most here (each
-    model's step cap at one step measured now per task, over the workers; a model that reaches
-    the stop ends sooner, and evaluation adds a little)."""
+    """Before the first cell: what will be trained, and at most how long (the step caps at one
+    step measured now per task, over the workers)."""
     from posenc.arena import runner
-    from posenc.arena.runner import fmt_time
 
     cells, jobs = runner.plan(cfg, tasks, store)
     if not jobs:
@@ -331,26 +305,21 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
     if per_step:
         steps = ", ".join(f"{t} {1000 * s:.0f} ms" for t, s in per_step.items())
         slots = min(cfg.workers, len(jobs))
-        print(
-            f"arena: estimate: ~{fmt_time(work / slots)} of training steps (one step measured "
-            f"now: {steps}; validation and evaluation add ~10%, models that reach the stop end "
-            "sooner)",
-            file=sys.stderr,
-            flush=True,
+        estimate = (
+            f"arena: estimate: ~{runner.fmt_time(work / slots)} of training steps (one step "
+            f"measured now: {steps}; validation and evaluation add ~10%, models that reach the "
+            "stop end sooner)"
         )
+        print(estimate, file=sys.stderr, flush=True)
 
 
 def main_report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    from posenc.arena import report
     from posenc.arena.store import Store
 
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
-    index = report.write_report(rows, args.out)
-    print(report.terminal_summary(rows))
-    print(f"arena: full report at {index} (tables and plots: results.md beside it)")
-    return 0
+    return write_report(rows, args.out)
 
 
 __all__ = ["main"]

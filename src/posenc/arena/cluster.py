@@ -1,13 +1,7 @@
-"""Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`).
-
-One group is one Ray task with its CPU / GPU request; tasks return rows and the runner, the only
-writer, writes them with the same leases as the local path. Ray retries a task whose worker or
-node died (`max_retries`), then the runner runs the group again. Tasks set a local worker's
-threads and determinism, so a cluster's rows equal a local run's. A driver that dies (SIGKILL
-included) leaves no task running: Ray ends a dead driver's job (its workers killed 0.1-0.2 s
-after, tests/arena/test_cluster.py); a local Ray (`--ray` alone) dies with its run. Checkpoints
-go under `--out` on the training node: a shared `--out` lets a moved group resume, else it
-trains again (same numbers). Ray is optional (`pip install 'posenc[ray]'`), imported only here.
+"""Running the arena's groups as Ray tasks (`posenc arena --ray [ADDRESS]`, docs/arena/cluster.md):
+one group per task with its CPU / GPU request, retried by Ray when its worker or node dies, its
+rows written by the runner as a local run's. A dead driver's tasks end with it (Ray ends its
+job). Ray is optional (`pip install 'posenc[ray]'`), imported only here.
 """
 
 from __future__ import annotations
@@ -40,11 +34,8 @@ def run_on_node(run_id: str, tasks: dict, threads: int, fn, job):
 
 
 class RayExecutor:
-    """The runner's executor interface over a Ray cluster.
-
-    address: "local" starts a new Ray on this machine (loopback only, no dashboard), "auto" the
-    cluster already started here, or "HOST:PORT" of a head node. slots: groups in flight (default
-    the cluster's CPUs / cpus_per_cell, or its GPUs / gpus_per_cell if fewer)."""
+    """The runner's executor over Ray: address "local" (a new Ray on 127.0.0.1), "auto" or
+    "HOST:PORT"; slots: groups in flight (default: as many as the cluster's CPUs / GPUs fit)."""
 
     whole = False  # a lost worker loses only its own task
 

@@ -1,19 +1,10 @@
 """The arena's configuration: the default grid, the training recipe per task, encoding labels.
 
-Lengths are in each task's own unit (posenc.arena.tasks): symbols for copy / reverse / sort,
-digits per operand for addition, tokens for passkey and lm. A task's `train_len` L is the
-largest training size; algorithmic tasks are evaluated at every size 1..2L, lm at L..8L tokens.
-
-Labels: a registry name ("alibi"); "randomized:<name>" for the `randomized` wrapper (Ruoss et
-al. 2023) over <name>; "rope+<variant>" for the trained rope model evaluated zero-shot with a
-rope scaling (no training of its own); "<name>+drope" for the trained <name> model with its
-encoding dropped and recalibrated briefly (DroPE: posenc.arena.drope); a hybrid per-layer
-schedule by its name ("rnope-swa": posenc.arena.hybrid); "hf-llama:<label>" for the same on
-transformers' own LlamaForCausalLM instead of posenc's TransformerLM (rope and nope only:
-posenc.arena.backbones); "lstm:<label>" for an LSTM language model with that absolute encoding
-(or nope) added to its inputs. Keywords for the encoding go in parentheses:
-"sinusoidal(fusion=concat)", "learned(max_len=1024)" (values: int, float, true / false, or a
-word).
+Lengths are in each task's unit (posenc.arena.tasks); L = train_len is the largest training
+size. Labels: a registry name ("alibi", "sinusoidal(fusion=concat)", "learned(max_len=1024)");
+"randomized:<name>" (Ruoss et al. 2023); "rope+<variant>", the trained rope model with a
+zero-shot scaling; "<name>+drope" (posenc.arena.drope); a hybrid schedule ("rnope-swa");
+"hf-llama:<label>" and "lstm:<label>" for another backbone (posenc.arena.backbones).
 """
 
 from __future__ import annotations
@@ -30,14 +21,11 @@ from posenc.encodings import build_for, resolve
 PROTOCOL = "arena-2"  # hashed into every cell: bump when the recipe changes what a cell means
 HF_ENCODINGS = ("rope", "nope")  # what hf-llama can take (what posenc.hf.patch applies)
 RANDOMIZED_REACH = 4  # randomized: positions sampled from [0, 4 x tokens of the longest eval)
-# randomized: evaluation reads each instance under 8 position draws (its output is random: single
-# draws moved a 128-instance exact match at L by up to 0.06, docs/arena/recipe round 6)
+# randomized: each instance evaluated under 8 position draws (one draw moved a 128-instance
+# exact match by up to 0.06, docs/arena/recipe round 6)
 RANDOMIZED_DRAWS = 8
-# DroPE (Gelberg et al. 2025): "<name>+drope" trains on from the trained <name> model, encoding
-# dropped, for DROPE_FRACTION of the task's steps at L (the paper: < 1% of pretraining; 10% left
-# passkey at 0.89-0.92 at L, 20% at 0.945: docs/arena/frontier/README.md has the sweep). A fresh
-# AdamW, the training's betas and decay; lr warmed up over DROPE_WARMUP of the steps, then
-# constant (the released configs) at DROPE_LR x the task's peak lr (0.1 and 0.3 extend less).
+# DroPE: recalibrate for 20% of the task's steps (10% left passkey at 0.89-0.92 at L:
+# docs/arena/frontier/README.md), lr warmed up over 10%, then constant at 1.0 x the task's lr
 DROPE_FRACTION = 0.2
 DROPE_WARMUP = 0.1
 DROPE_LR = 1.0
@@ -56,42 +44,28 @@ PASSKEY_ENCODINGS = ("nope", "rope") + tuple(f"rope+{v}" for v in VARIANTS)
 PASSKEY_ENCODINGS += ("rope+drope", "rnope-swa")
 LM_ENCODINGS += ("rope+drope", "rnope-swa")
 
-# Train to the bar (Kazemnejad et al. train every model to ~100% in distribution first): on the
-# algorithmic tasks a model trains until its exact match on VALID held-out instances per size
-# 1..L (a seed of their own) is at least STOP at every size, checked every `check_every` steps;
-# `steps` is the cap (reached: not learned). STOP is a margin above BAR against first-crossing
-# bias, and the lr's cosine runs over the whole cap (docs/arena/recipe: rounds 4 and 5).
+# Train to the bar (Kazemnejad et al.): an algorithmic model trains until its exact match on
+# VALID held-out instances is at least STOP at every size 1..L, checked every CHECK_EVERY steps,
+# `steps` the cap; STOP is a margin above BAR (docs/arena/recipe: rounds 4 and 5).
 BAR = 0.95  # exact match at L (median over seeds) for a model to count as trained
 STOP = 0.97
 VALID = 256
 CHECK_EVERY = 250
 
-# The training recipe per task (docs/arena/README.md says how it was chosen). Every task: AdamW
-# (0.9, 0.98), weight decay 0.1 on the blocks' matrices only, warmup then cosine to 0.1 lr over
-# `decay` steps (0: over `steps`), gradient clip 1.0, right-padded batches; `mix` is the share
-# of each batch at size L, the rest at sizes U(1..L).
+# The training recipe per task (docs/arena/README.md); `mix` is the share of each batch at size
+# L, the rest at sizes U(1..L).
 ALGO = dict(dim=64, depth=4, heads=4, batch_size=32, lr=1e-3, steps=3000, check_every=0, mix=0.5,
             decay=0, stop=STOP, valid=VALID)  # fmt: skip
 BARRED = dict(ALGO, train_len=8, steps=15000, decay=0, check_every=CHECK_EVERY,
               encodings=ALGORITHMIC_ENCODINGS)  # fmt: skip
+LM = dict(dim=128, depth=2, batch_size=16, lr=2e-3, steps=1000, train_len=32, mix=0.0)
 TASK_DEFAULTS: dict[str, dict] = {
     "copy": BARRED,
     "reverse": BARRED,
     "sort": BARRED,
     "addition": dict(BARRED, train_len=5, mix=0.0),
     "passkey": dict(ALGO, train_len=32, encodings=PASSKEY_ENCODINGS, eval_lens=(32, 64, 128, 256)),
-    "lm": dict(
-        ALGO,
-        dim=128,
-        depth=2,
-        heads=4,
-        batch_size=16,
-        lr=2e-3,
-        steps=1000,
-        train_len=32,
-        mix=0.0,
-        encodings=LM_ENCODINGS,
-    ),  # fmt: skip
+    "lm": dict(ALGO, **LM, encodings=LM_ENCODINGS),
 }
 
 
@@ -177,9 +151,6 @@ def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
         eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
         eval_tokens=cfg.eval_tokens, **pick,
     )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- labels
 
 
 def split_label(label: str) -> tuple[str, str | None]:

@@ -1,10 +1,6 @@
-"""Byte-level corpora for the arena's `lm` task.
-
-The default corpus is the Python standard library's own source (`*.py` under
-`sysconfig.get_paths()["stdlib"]`, without site-packages and the test suites), found from the
-running interpreter. Files are split into train / valid deterministically by a hash of their
-relative path (about 1 in 10 goes to valid); a single file (or a split that leaves one side
-empty) is split by bytes instead, the last 10% being valid.
+"""Byte-level corpora for `lm`: Python's standard library source by default, or a text file or
+directory; files go to valid by a hash of their path (1 in 10), a single file by bytes (the last
+10%).
 """
 
 from __future__ import annotations
@@ -29,10 +25,6 @@ class Corpus:
     digest: str  # sha1 of the bytes and the split, part of the config hash
 
 
-def _is_valid_file(rel: str) -> bool:
-    return hashlib.sha1(rel.encode()).digest()[0] % VALID_EVERY == 0
-
-
 def _walk(root: str, suffix: str | None) -> list[str]:
     out = []
     for dirpath, dirs, files in os.walk(root, onerror=_raise):
@@ -46,14 +38,6 @@ def _walk(root: str, suffix: str | None) -> list[str]:
 
 def _raise(err: OSError) -> None:
     raise err
-
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise ValueError(f"--corpus: cannot read {path}: {err.strerror or err}") from None
 
 
 def load_corpus(path: str | None = None) -> Corpus:
@@ -75,12 +59,17 @@ def load_corpus(path: str | None = None) -> Corpus:
     train, valid = [], []
     for f in files:
         rel = os.path.relpath(f, root) if os.path.isdir(root) else os.path.basename(f)
-        data = _read(f)
+        try:
+            with open(f, "rb") as fh:
+                data = fh.read()
+        except OSError as err:
+            raise ValueError(f"--corpus: cannot read {f}: {err.strerror or err}") from None
         if b"\0" in data[:4096]:  # binary file in a directory: not text, skip it
             if len(files) == 1:
                 raise ValueError(f"--corpus: {path} is not a text file")
             continue
-        (valid if len(files) > 1 and _is_valid_file(rel) else train).append(data)
+        to_valid = len(files) > 1 and hashlib.sha1(rel.encode()).digest()[0] % VALID_EVERY == 0
+        (valid if to_valid else train).append(data)
     if not train and not valid or sum(map(len, train + valid)) == 0:
         raise ValueError(f"--corpus: {path or root} holds no text")
     if not train or not valid:
@@ -90,10 +79,5 @@ def load_corpus(path: str | None = None) -> Corpus:
     else:
         train_b, valid_b = b"".join(train), b"".join(valid)
     digest = hashlib.sha1(train_b + b"\0--valid--\0" + valid_b).hexdigest()[:16]
-    return Corpus(
-        name=name,
-        train=np.frombuffer(train_b, dtype=np.uint8),
-        valid=np.frombuffer(valid_b, dtype=np.uint8),
-        files=len(files),
-        digest=digest,
-    )
+    as_array = lambda b: np.frombuffer(b, dtype=np.uint8)  # noqa: E731
+    return Corpus(name, as_array(train_b), as_array(valid_b), len(files), digest)

@@ -1,14 +1,6 @@
-"""DroPE in the arena (Gelberg et al. 2025, Sakana AI: "Extending the Context of Pretrained
-LLMs by Dropping Their Positional Embeddings"): train with RoPE, then drop the positional
-encoding and recalibrate briefly at the training length; the model then runs past it with no
-positions to go out of distribution.
-
-The cell "<name>+drope" belongs to <name>'s group: the worker trains (or loads) <name>'s model
-as for "<name>" itself, then `recalibrate` copies every weight but the encoding's into the same
-model with encoding "nope" and trains it on for the recipe's steps (posenc.arena.config
-.drope_recipe, in the cell's config and hash). The recalibration checkpoints and resumes like any
-training (posenc.arena.train.fit) and its result is saved beside the trained model, keyed by the
-trained model's hash and the recipe: a rerun or a second run on the database loads it.
+"""DroPE (Gelberg et al. 2025): the trained <name> model with its encoding dropped ("nope") and
+recalibrated briefly at L (config.drope_recipe), checkpointed like any training and saved beside
+the trained model, keyed by its hash and the recipe (docs/arena/README.md, DroPE).
 """
 
 from __future__ import annotations

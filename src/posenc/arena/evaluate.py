@@ -35,13 +35,10 @@ def variant_model(model: nn.Module, cell: Cell, device: str) -> nn.Module:
 
 
 def trained_rows(model: nn.Module, task, cell: Cell) -> list[Row]:
-    """Rows about the training itself, at eval_len = train_len: the steps it took (`steps`);
-    trained to the bar, whether it reached it (`learned`, 1 or 0) and its validation curve
-    (`valid@<step>`: the lowest exact match over the sizes 1..L), else the learning curve
-    (`train_loss@<fraction of the steps>`); for a learned table its statistics, trained and
-    at init (`table_jump`, `table_periodicity` over the rows training reached; `table_drift@seen`
-    / `@unseen`: mean |W_t - W0_t| / |W0_t| of the rows training reached / never reached), and a
-    learned scalar scale on the encoding (`encoding_scale`, sinusoidal(learned_scale=true))."""
+    """Rows about the training, at eval_len = train_len: steps, learned and valid@<step> (to the
+    bar) or train_loss@<fraction>; a learned table's table_jump / table_periodicity (trained and
+    @init) and table_drift@seen / @unseen (mean |W - W0| / |W0| of the rows training reached or
+    not); a learned scalar encoding_scale."""
     row = lambda m, v: Row(  # noqa: E731
         cell.task, cell.label, cell.seed, cell.train_len, cell.train_len, m, v, "ok", None
     )

@@ -1,10 +1,6 @@
-"""The published findings the arena checks, declared on posenc.verdict: each a finding (the
-paper and its figure, the wording, the rules) whose measurement reads the rows.
-
-Every number is the median over seeds with its [min–max] spread. A model counts as trained on a
-task when its median exact match at L reaches BAR; an encoding below it is left out of that
-task's verdict, with its number shown. A run without the rows a finding reads leaves it
-"not measured" (posenc.verdict.Absent); the verdict is always the engine's.
+"""The published findings the arena checks, each a finding of posenc.verdict measured from the
+rows: medians over seeds with their [min–max]. An encoding below BAR at L is left out of its
+task's verdict (its number shown); a run without the rows leaves a finding "not measured".
 """
 
 from __future__ import annotations
@@ -42,9 +38,8 @@ def show(s, digits: int = 2) -> str:
     if s is None:
         return "–"
     med, lo, hi = s
-    return (
-        f"{med:.{digits}f}" if lo == hi else f"{med:.{digits}f} [{lo:.{digits}f}–{hi:.{digits}f}]"
-    )
+    text = f"{med:.{digits}f}"
+    return text if lo == hi else f"{text} [{lo:.{digits}f}–{hi:.{digits}f}]"
 
 
 def group(res: Results, task: str) -> int | None:
@@ -82,9 +77,6 @@ def published(text: str, paper: str, *, rules, otherwise: str = REPRODUCED):
                    otherwise=otherwise, absent=NOT_MEASURED)  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- algorithmic
-
-
 USABLE = "tasks where all five are at the bar"
 ABOVE_ALIBI = "min(NoPE, T5) - ALiBi"
 ALIBI_ABOVE = "ALiBi - max(RoPE, sinusoidal)"
@@ -119,13 +111,11 @@ def kazemnejad(res: Results) -> Measured:
             measured={USABLE: 0, ABOVE_ALIBI: None, ALIBI_ABOVE: None},
             result=result + f". No task where all five reach {BAR} at L.",
         )
-    metric = "accuracy"
-    score = {e: statistics.mean(ood(res, t, L, e, metric)[0] for t, L in usable)
-             for e in KAZEMNEJAD}  # fmt: skip
-    if max(score.values()) < 0.05:  # ~nothing extrapolates by exact match: rank by tokens
-        metric = "token_accuracy"
+    for metric in ("accuracy", "token_accuracy"):  # by tokens if ~none extrapolates by exact match
         score = {e: statistics.mean(ood(res, t, L, e, metric)[0] for t, L in usable)
                  for e in KAZEMNEJAD}  # fmt: skip
+        if max(score.values()) >= 0.05:
+            break
     ranked = " > ".join(f"{e} {score[e]:.3f}" for e in sorted(score, key=score.get, reverse=True))
     by = "exact match" if metric == "accuracy" else "token accuracy"
     result += f". Ranked by {by} over {', '.join(t for t, _ in usable)}: {ranked}"
@@ -171,12 +161,9 @@ def ruoss(res: Results) -> Measured:
             "needs trained randomized:rope / randomized:sinusoidal and their bases on an "
             "algorithmic task; " + "; ".join(parts)
         )
-    result = (
-        "token accuracy over L+1..2L, median [min–max] over seeds. "
-        + "; ".join(parts)
-        + ". Mean gain: "
-        + ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
-    )
+    gain = ", ".join(f"{k} {100 * v:+.1f} points" for k, v in gains.items())
+    result = f"token accuracy over L+1..2L, median [min–max] over seeds. {'; '.join(parts)}"
+    result += f". Mean gain: {gain}"
     return Measured(measured={"smallest mean gain in token accuracy": min(gains.values())},
                     result=result)  # fmt: skip
 
@@ -232,8 +219,6 @@ def per_task(res: Results, tasks, cell, title: str):
 
 
 def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: exact match at L per task and encoding, marked where below BAR."""
-
     def cell(t, L, e):
         s = at_L(res, t, L, e)
         return "–" if s is None else show(s, 3) + ("" if s[0] >= BAR else " ✗")
@@ -245,9 +230,6 @@ def in_distribution(res: Results) -> list[tuple[str, list[str], list[list[str]]]
 
 
 def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: per task and encoding, the mean over sizes L+1..2L of exact match / token
-    accuracy (median over seeds) — the out-of-distribution result the verdicts read."""
-
     def cell(t, L, e):
         em, tok = ood(res, t, L, e, "accuracy"), ood(res, t, L, e, "token_accuracy")
         return "–" if em is None or tok is None else f"{em[0]:.2f} / {tok[0]:.2f}"
@@ -258,9 +240,6 @@ def past_L(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def to_the_bar(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
-    """One table: per task trained to the stop, the seeds that reached it (learned) and the
-    steps each took (median [min–max], a model at the cap counted at the cap)."""
-
     def cell(t, L, e):
         learned = res.per_seed(t, L, "learned", e, L)
         steps = spread(list(res.per_seed(t, L, "steps", e, L).values()))

@@ -1,12 +1,7 @@
-"""The findings of the 2025 context-extension schemes the arena runs (DroPE, RNoPE-SWA), each a
-Claim computed from the passkey and lm rows against the plain `rope` cell of the same run.
-
-Both papers claim two things, and a verdict needs both on every task measured: past L the
-scheme beats keeping RoPE (passkey: higher mean exact match over the evaluated lengths past L;
-lm: lower mean perplexity there), and at L it keeps the model's in-distribution quality
-(passkey: exact match at L at least BAR; lm: perplexity at L within KEEP of RoPE's). Numbers
-are per seed, then median [min-max] over seeds. A task whose RoPE model does not learn it
-(passkey below BAR at L) is inconclusive.
+"""The 2025 context-extension findings (DroPE, RNoPE-SWA) against the run's `rope`, on passkey
+and lm: each needs, on every task decided, to beat RoPE past L (passkey: mean exact match; lm:
+mean perplexity) and keep quality at L (passkey: >= BAR; lm: perplexity within KEEP of RoPE's).
+A task whose RoPE model is below BAR at L is inconclusive.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Hybrid per-layer schedules in the arena: labels whose layers differ (TransformerLM's
-per-layer `encoding` list and `window`).
-
-    rnope-swa   RoPE with a sliding window in three layers of four, NoPE with full (global)
-                attention in the fourth (Yang et al. 2025, "Rope to Nope and Back Again";
-                Cohere's Command A: window 4096, 3:1; Llama 4's iRoPE without the window).
-
-The last layer is always global (lm's two layers: one local, one global). The window is
-shorter than the training sequences, so already in training the global NoPE layer must learn
-the long-range retrieval, the division of labour the paper describes.
+"""Hybrid per-layer schedules (TransformerLM's per-layer `encoding` and `window`): rnope-swa is
+RoPE with a sliding window in three layers of four, NoPE with global attention in the fourth and
+the last (Yang et al. 2025; Command A's 3:1). The window is shorter than training sequences, so
+the global NoPE layer learns the long-range retrieval already in training.
 """
 
 from __future__ import annotations

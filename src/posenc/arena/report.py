@@ -9,22 +9,15 @@ import shutil
 import textwrap
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure
 
 from posenc.arena.config import STOP, backbone_of
-from posenc.arena.findings import (  # noqa: E402
-    addition,
-    kazemnejad,
-    ruoss,
-    summary_tables,
-)
-from posenc.arena.findings_frontier import frontier_findings  # noqa: E402
-from posenc.arena.findings_lm import lm_findings  # noqa: E402
-from posenc.arena.results import ORDER, Results, fmt, main_metric  # noqa: E402
-from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table  # noqa: E402
-from posenc.verdict.tables import html_rows  # noqa: E402
+from posenc.arena.findings import addition, kazemnejad, ruoss, summary_tables
+from posenc.arena.findings_frontier import frontier_findings
+from posenc.arena.findings_lm import lm_findings
+from posenc.arena.results import ORDER, Results, fmt, main_metric
+from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table
+from posenc.verdict.tables import html_rows
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
 BAR_METRICS = ("steps", "learned", "valid@")  # training to the stop: a table and a plot
@@ -42,29 +35,19 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
     for task, L in res.groups:
         lens = res.eval_lens(task, L)
         encs = res.encodings(task, L)
-        seeds = max((s[3] for k in res.values if k[:2] == (task, L) for s in [res.stat(*k)]),
-                    default=0)  # fmt: skip
+        seeds = max((len(v) for k, v in res.values.items() if k[:2] == (task, L)), default=0)
         for metric in res.metrics(task, L):
             if metric.startswith(("loss@", *MODEL_METRICS)):
                 continue
             header = ["encoding"] + [f"{E} ({E / L:g}L)" for E in lens]
-            rows = []
-            for enc in encs:
-                cells = []
-                for E in lens:
-                    s = res.stat(task, L, metric, enc, E)
-                    cells.append("n/a" if s is None and res.is_na(task, L, metric, enc, E)
-                                 else fmt(s, metric))  # fmt: skip
-                rows.append([enc] + cells)
+            rows = [[enc] + [cell(res, task, L, metric, enc, E) for E in lens] for enc in encs]
             title = f"{task}, L={L}: {metric} (median [min–max] over {seeds} seeds)"
             out.append((title, header, rows))
         bands = [m for m in res.metrics(task, L) if m.startswith("loss@")]
         if bands:
             E = max(lens)
             header = ["encoding"] + [f"positions {m[5:]}" for m in bands]
-            rows = [[enc] + [fmt(res.stat(task, L, m, enc, E), m) if res.stat(task, L, m, enc, E)
-                             else ("n/a" if res.is_na(task, L, m, enc, E) else "–") for m in bands]
-                    for enc in encs]  # fmt: skip
+            rows = [[enc] + [cell(res, task, L, m, enc, E) for m in bands] for enc in encs]
             out.append((f"{task}, L={L}: loss per position band at eval length {E}", header, rows))
         trained = sorted((m for m in res.metrics(task, L) if m.startswith(MODEL_METRICS)
                           and not m.startswith(BAR_METRICS)), key=curve_order)  # fmt: skip
@@ -75,6 +58,14 @@ def tables(res: Results) -> list[tuple[str, list[str], list[list[str]]]]:
             title = f"{task}, L={L}: training (learning curve, learned tables), median"
             out.append((title, ["encoding", *trained], rows))
     return out
+
+
+def cell(res: Results, task: str, L: int, metric: str, enc: str, E: int, spread=True) -> str:
+    """A table's cell: median [min–max] (or the median alone), "n/a" where it cannot run."""
+    s = res.stat(task, L, metric, enc, E)
+    if s is None and res.is_na(task, L, metric, enc, E):
+        return "n/a"
+    return fmt(s if spread or s is None else (s[0], s[0], s[0], 1), metric)
 
 
 def curve_order(metric: str) -> tuple:
@@ -88,7 +79,7 @@ def style(enc: str) -> dict:
     i = ORDER.index(enc) if enc in ORDER else len(ORDER) + sum(map(ord, enc))
     ls = "--" if "+" in enc else (":" if enc.startswith("randomized:") else "-")
     markers = "osD^v<>ph*"
-    return {"color": plt.get_cmap("tab20")(i % 20), "ls": ls, "marker": markers[i % 10]}
+    return {"color": matplotlib.colormaps["tab20"](i % 20), "ls": ls, "marker": markers[i % 10]}
 
 
 def plots(res: Results, out: str) -> list[tuple[str, str]]:
@@ -102,13 +93,11 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
             encs = res.encodings(task, L)
             # one panel per backbone (posenc's TransformerLM, hf-llama), a label's style shared
             backbones = list(dict.fromkeys(backbone_of(e)[0] for e in encs))
-            fig, panels = plt.subplots(
-                1, len(backbones), figsize=(7 * len(backbones), 4.5), sharey=True, squeeze=False
-            )
+            fig = Figure(figsize=(7 * len(backbones), 4.5))
+            panels = fig.subplots(1, len(backbones), sharey=True, squeeze=False)
             for enc in encs:
                 backbone, label = backbone_of(enc)
                 ax = panels[0][backbones.index(backbone)]
-                xs, med, lo, hi = [], [], [], []
                 if by == "eval":
                     pts = [(E, res.stat(task, L, metric, enc, E)) for E in lens]
                 else:
@@ -116,14 +105,10 @@ def plots(res: Results, out: str) -> list[tuple[str, str]]:
                     pts = [((int(m[5:].split("-")[0]) + int(m.split("-")[1])) / 2,
                             res.stat(task, L, m, enc, E))
                            for m in res.metrics(task, L) if m.startswith("loss@")]  # fmt: skip
-                for x, s in pts:
-                    if s is not None:
-                        xs.append(x)
-                        med.append(s[0])
-                        lo.append(s[1])
-                        hi.append(s[2])
-                if not xs:
+                pts = [(x, *s[:3]) for x, s in pts if s is not None]
+                if not pts:
                     continue
+                xs, med, lo, hi = zip(*pts, strict=True)
                 (line,) = ax.plot(xs, med, ms=3, label=label, **style(label))
                 ax.fill_between(xs, lo, hi, alpha=0.12, color=line.get_color())
             for backbone, ax in zip(backbones, panels[0], strict=True):
@@ -144,7 +129,8 @@ def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
                         key=lambda m: int(m[6:]))  # fmt: skip
         if not curves:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig = Figure(figsize=(7, 4.5))
+        ax = fig.subplots()
         for enc in res.encodings(task, L):
             per = [(int(m[6:]), res.per_seed(task, L, m, enc, L)) for m in curves]
             for i, seed in enumerate(sorted({s for _, p in per for s in p})):
@@ -165,7 +151,6 @@ def bar_plots(res: Results, out: str) -> list[tuple[str, str]]:
 def save(fig, out: str, name: str, caption: str) -> tuple[str, str]:
     fig.tight_layout()
     fig.savefig(os.path.join(out, name), dpi=110)
-    plt.close(fig)
     return name, caption
 
 
@@ -191,14 +176,9 @@ def decorate(ax, task: str, L: int, metric: str, by: str, lens, name: str) -> st
     return title
 
 
-# ----------------------------------------------------------------------------- writing
-
-
 def _run_summary(res: Results) -> str:
     rows = res.rows
-    wall = {}
-    for r in rows:
-        wall[(r["task"], r["encoding"], r["seed"], r["train_len"])] = r["wall_time"]
+    wall = {(r["task"], r["encoding"], r["seed"], r["train_len"]): r["wall_time"] for r in rows}
     versions = sorted({(r["posenc_version"], r["torch_version"]) for r in rows})
     v = ", ".join(f"posenc {a} / torch {b}" for a, b in versions)
     return (f"{len(rows)} rows, {len(wall)} cells, {sum(wall.values()) / 60:.1f} min of cell wall "
@@ -212,16 +192,15 @@ def unmeasured_note(found) -> str:
 
 
 def terminal_summary(rows: list[dict], width: int = 0) -> str:
-    """What `posenc arena` prints at the end: the findings this run measured with their
-    verdicts (numbers and rule beside them), the ones it did not, the in-distribution table."""
+    """What `posenc arena` prints at the end: the findings measured, those not, the summary."""
     res = Results(rows)
     found = findings(res) if rows else []
     measured = [f for f in found if f.verdict != NOT_MEASURED]
     width = width or shutil.get_terminal_size((120, 40)).columns
     title = "Published findings (verdicts computed from this run)"
     out = [terminal_table(measured, ("claim", "verdict", "numbers", "rule"), width, title)]
-    if unmeasured_note(found):
-        out.append(textwrap.fill(unmeasured_note(found), width))
+    if note := unmeasured_note(found):
+        out.append(textwrap.fill(note, width))
     for title, header, body in summary_tables(res):
         out += ["", text_table(header, body, title=title)]
     return "\n".join(out)
@@ -266,10 +245,8 @@ def write_report(rows: list[dict], out: str) -> str:
 
 
 def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
-    """docs/arena/findings.md's tables, generated from the recorded run's rows (tests/arena keeps
-    the page in step): the findings with their verdicts (unless not `verdicts`: they read one
-    training length per task), in distribution, past L, the steps to the stop, and per lm length
-    the median perplexity ([min–max] in the run's results.md)."""
+    """docs/arena/findings.md's tables (tests/arena keeps the page in step): the findings (unless
+    not `verdicts`), the summary tables and lm's median perplexity per length."""
     res = Results(rows)
     found = [[f.claim, f.result, f.verdict] for f in (findings(res) if verdicts else [])
              if f.verdict != NOT_MEASURED]  # fmt: skip
@@ -279,16 +256,9 @@ def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:
     for task, L in res.groups:
         if task == "lm":
             lens = res.eval_lens(task, L)
-            body = [[e] + [fmt_median(res, task, L, e, E) for E in lens]
+            body = [[e] + [cell(res, task, L, "ppl", e, E, spread=False) for E in lens]
                     for e in res.encodings(task, L)]  # fmt: skip
             header = ["encoding"] + [f"{E / L:g}L" if E != L else "L" for E in lens]
             out += [f"lm, L={L} bytes: perplexity (median over seeds):", "",
                     markdown(header, body), ""]  # fmt: skip
     return "\n".join(out).strip() + "\n"
-
-
-def fmt_median(res: Results, task: str, L: int, enc: str, E: int) -> str:
-    s = res.stat(task, L, "ppl", enc, E)
-    if s is None:
-        return "n/a" if res.is_na(task, L, "ppl", enc, E) else "–"
-    return fmt((s[0], s[0], s[0], 1), "ppl")

@@ -14,8 +14,6 @@ from posenc.arena.config import (
     backbone_of,
 )
 
-MAIN_METRIC = {"lm": "ppl"}  # tasks: exact-match accuracy
-
 
 class Results:
     """Rows grouped: (task, train_len, metric, encoding, eval_len) -> per-seed values."""
@@ -82,7 +80,7 @@ def _metric_order(m: str):
 
 
 def main_metric(task: str) -> str:
-    return MAIN_METRIC.get(task, "accuracy")
+    return "ppl" if task == "lm" else "accuracy"  # the tasks': exact match
 
 
 def fmt(s, metric: str) -> str:

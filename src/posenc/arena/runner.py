@@ -1,10 +1,6 @@
-"""Running the arena: which cells are left, who runs them, writing their rows as they come.
-
-The run's cells (posenc.arena.cells) minus those whose rows are already in the database are
-grouped by trained model and handed to workers (posenc.arena.workers). The parent process is
-the only writer: each cell's rows go in one transaction as soon as its group comes back, so a
-run killed at any moment resumes where it was (training resumes from its checkpoint), and two
-runs on the same database share the groups through leases instead of doing them twice.
+"""Running the arena: the cells not yet in the database, grouped by trained model, run by the
+workers; the parent writes each cell's rows in one transaction as its group comes back, and two
+runs on one database share the groups through leases.
 """
 
 from __future__ import annotations
@@ -107,11 +103,8 @@ def summarize(rows, train_len: int) -> str:
     """The main metric at L, at 2L and at the longest length (where measured)."""
     main = {r.eval_len: r for r in rows if r.metric in ("ppl", "accuracy")}
     show = sorted({e for e in (train_len, 2 * train_len, max(main, default=0)) if e in main})
-    parts = []
-    for e in show:
-        r = main[e]
-        parts.append(f"{r.metric}@{e}=" + ("n/a" if r.value is None else f"{r.value:.3g}"))
-    return ", ".join(parts)
+    value = lambda r: "n/a" if r.value is None else f"{r.value:.3g}"  # noqa: E731
+    return ", ".join(f"{main[e].metric}@{e}={value(main[e])}" for e in show)
 
 
 def executor(cfg: ArenaConfig, tasks: dict):
@@ -152,12 +145,10 @@ def run(cfg: ArenaConfig, tasks: dict, store: Store) -> int:
 
 def drive(jobs, pool, store: Store, progress: Progress, *, fresh, write, name, prog: str,
           unit: str, lease: float = LEASE_SECONDS, fn=None) -> int:  # fmt: skip
-    """The run loop of `posenc arena` and `posenc stretch`: each job leased in `store` (a job
-    another run holds waits, one it finished is dropped), run on `pool`, its rows written by
-    `write(job, result, progress)` -> rows written, its lease released. A job that fails is
-    printed and recorded when it fails, the others go on, and RuntimeError at the end names
-    how many failed (a rerun retries them); workers.StopRun ends the run at once.
-    fresh(job): whether it still has rows to write; name(job): how a failure names it."""
+    """The run loop of `posenc arena` and `posenc stretch`: each job leased in `store`, run on
+    `pool`, its rows written by write(job, result, progress) -> count; a failure is printed and
+    recorded at once, the others go on, and a RuntimeError at the end counts them (StopRun ends
+    the run at once). fresh(job): rows left to write; name(job): how a failure names it."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     written = 0
 

@@ -1,9 +1,6 @@
-"""The arena's results store: one SQLite file, one row per measurement.
-
-A row is (task, encoding, seed, train_len, eval_len, metric) -> value, UNIQUE on those six, with
-status 'ok' or 'n/a' (+ reason), the config hash and config, posenc and torch versions and the
-cell's wall time. All rows of a cell are written in one transaction, so a kill at any moment
-leaves a cell either complete or absent.
+"""The arena's results store: one SQLite file, one row per (task, encoding, seed, train_len,
+eval_len, metric), status 'ok' or 'n/a' (+ reason). A cell's rows are written in one
+transaction: a kill leaves a cell complete or absent.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -59,10 +56,6 @@ CREATE TABLE IF NOT EXISTS failures (
     created   TEXT    NOT NULL
 )
 """
-COLUMNS = {
-    "id", "task", "encoding", "seed", "train_len", "eval_len", "metric", "value", "status",
-    "reason", "config_hash", "config", "posenc_version", "torch_version", "wall_time", "created",
-}  # fmt: skip
 
 
 @dataclass
@@ -77,6 +70,11 @@ class Row:
     status: str = "ok"
     reason: str | None = None
 
+
+# what write_cell inserts: a Row's fields, then the cell's
+CELL_COLUMNS = ("config_hash", "config", "posenc_version", "torch_version", "wall_time", "created")
+INSERTED = (*(f.name for f in fields(Row)), *CELL_COLUMNS)
+COLUMNS = {"id", *INSERTED}
 
 ARENA_TABLES = {"results", "leases", "failures"}
 
@@ -103,15 +101,11 @@ def _tables(path: str, *, immutable: bool) -> tuple[set, set]:
 
 
 def check_db(path: str, *, create: bool = True) -> None:
-    """ValueError (one line, naming --db) unless `path` is an arena database, a new or empty
-    file (create), or missing (create). An existing file is only read, through a read-only
-    connection: another application's database is refused and left byte-for-byte as it was.
-
-    The read takes SQLite's shared lock, so another run writing the same database meanwhile
-    is waited for, never read half-written. A WAL database (never one of ours) is read
-    immutable: a read-only connection to it would create -wal / -shm files beside it; so is a
-    file with a hot journal (a writer crashed mid-transaction), which a read-only connection
-    may not roll back (the Store's own connection recovers it)."""
+    """ValueError (one line, naming --db) unless `path` is an arena database, or new or empty
+    or missing (create). An existing file is only read (read-only, under SQLite's shared lock):
+    another application's database is left byte-for-byte as it was. A WAL database (never one
+    of ours), or one with a hot journal, is read immutable: a read-only connection would create
+    -wal / -shm files beside it, or may not roll the journal back."""
     if not os.path.exists(path):
         if create:
             return
@@ -181,28 +175,19 @@ class Store:
         torch_version: str,
     ) -> None:
         """Insert all rows of a cell in one transaction (all or nothing)."""
-        created = time.strftime("%Y-%m-%dT%H:%M:%S")
         cfg = json.dumps(config, sort_keys=True)
-        values = [
-            (
-                r.task, r.encoding, r.seed, r.train_len, r.eval_len, r.metric, r.value, r.status,
-                r.reason, config_hash, cfg, posenc_version, torch_version, wall_time, created,
-            )
-            for r in rows
-        ]  # fmt: skip
+        per_cell = (config_hash, cfg, posenc_version, torch_version, wall_time)
+        created = time.strftime("%Y-%m-%dT%H:%M:%S")
+        values = [(*astuple(r), *per_cell, created) for r in rows]
+        marks = ", ".join("?" * len(INSERTED))
+        insert = f"INSERT INTO results ({', '.join(INSERTED)}) VALUES ({marks})"
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany(
-                "INSERT INTO results (task, encoding, seed, train_len, eval_len, metric, value, "
-                "status, reason, config_hash, config, posenc_version, torch_version, wall_time, "
-                "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                values,
-            )
+            self.conn.executemany(insert, values)
 
     def all_rows(self) -> list[dict]:
         cur = self.conn.execute(
-            "SELECT task, encoding, seed, train_len, eval_len, metric, value, status, reason, "
-            "config_hash, config, posenc_version, torch_version, wall_time FROM results "
+            f"SELECT {', '.join(INSERTED[:-1])} FROM results "
             "ORDER BY task, encoding, seed, train_len, eval_len, metric"
         )
         names = [d[0] for d in cur.description]
@@ -220,13 +205,9 @@ class Store:
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
-    # ------------------------------------------------------------------------- leases
-
     def claim(self, key: tuple, owner: str, ttl: float, stale=None) -> bool:
-        """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: True if it is this
-        owner's now (free, expired, already this owner's: renewed, or held by an owner that
-        `stale(owner)` says is dead), False if another run holds it. Two runs on one database
-        so share the work instead of doing it twice."""
+        """Lease a group (task, encoding, seed, train_len) for `ttl` seconds: False if another
+        live run holds it (stale(owner): its process is dead), else True (taken or renewed)."""
         now = time.time()
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -246,8 +227,7 @@ class Store:
         return True
 
     def record_failure(self, key: tuple, error: str, owner: str) -> None:
-        """A group (task, encoding, seed, train_len) whose cell raised: its error, kept so a
-        failed grid says why without its log (a rerun retries it; rows are written only then)."""
+        """A group (task, encoding, seed, train_len) whose cell raised, and its error."""
         with self.conn:
             self.conn.execute(
                 "INSERT INTO failures (task, encoding, seed, train_len, error, owner, created) "

@@ -1,16 +1,9 @@
 """Arena tasks: `sample(rng, sizes) -> Batch`, one instance per entry of `sizes`.
 
-Every task is next-token prediction for a decoder: a sequence s gives inputs = s[:-1] and
-targets = s[1:], both [B, T]; `mask` [B, T] marks the targets that are scored (the answer).
-Exact match (every masked target predicted by argmax under teacher forcing) equals greedy
-decoding's exact match, so no generation is needed.
-
-A task's length is its own unit, the instance SIZE n: symbols for copy / reverse / sort, digits
-per operand for addition, tokens for passkey and lm. `tokens(n)` is the number of input tokens
-T an instance of size n takes. Instances of different sizes share a batch: each is RIGHT-padded
-with PAD (id 0, never scored) up to the longest. In a causal decoder a pad comes after every
-real token, so it never changes a real token's output (no key mask needed) and every sequence
-starts at position 0 whatever its padding.
+Next-token prediction for a decoder: a sequence s gives inputs s[:-1] and targets s[1:], [B, T];
+`mask` [B, T] marks the scored targets (the answer): teacher-forced exact match equals greedy
+decoding's. Sizes n are in the task's unit; instances of different sizes share a batch,
+right-padded with PAD (id 0, never scored), which in a causal decoder changes no real token.
 
     copy      x SEP x                      n symbols (10 symbols)       T = 2n
     reverse   x SEP reversed(x)                                         T = 2n
@@ -23,6 +16,7 @@ starts at position 0 whatever its padding.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -38,15 +32,6 @@ class Batch(NamedTuple):
     inputs: torch.Tensor  # [B, T] int64
     targets: torch.Tensor  # [B, T] int64
     mask: torch.Tensor  # [B, T] bool, True = scored
-
-
-def _to_batch(s: np.ndarray, answer: np.ndarray) -> Batch:
-    """s [B, T+1] tokens, answer [B, T+1] bool (token is part of the answer) -> Batch."""
-    return Batch(
-        torch.from_numpy(np.ascontiguousarray(s[:, :-1])).long(),
-        torch.from_numpy(np.ascontiguousarray(s[:, 1:])).long(),
-        torch.from_numpy(np.ascontiguousarray(answer[:, 1:])).bool(),
-    )
 
 
 class _Task:
@@ -68,7 +53,8 @@ class _Task:
             si, ai = self._instances(rng, len(rows), int(n))
             s[rows, : si.shape[1]] = si
             answer[rows, : ai.shape[1]] = ai
-        return _to_batch(s, answer)
+        tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        return Batch(tensor(s[:, :-1]), tensor(s[:, 1:]), tensor(answer[:, 1:]))
 
     def sample_batch(self, rng: np.random.Generator, batch_size: int, size: int) -> Batch:
         """`batch_size` instances of size `size` (no padding)."""
@@ -101,16 +87,10 @@ class SequenceTask(_Task):
 
 
 class AdditionTask(_Task):
-    """a + b digit by digit, least-significant digit first, with a scratchpad: for each place i
-    the operand digits a_i b_i, then the sum digit s_i and the carry out k_{i+1} (scored):
-
-        a0 b0 s0 k1  a1 b1 s1 k2  ...  a_{n-1} b_{n-1} s_{n-1} k_n      (a + b = k_n s_{n-1}..s0)
-
-    Size n = digits per operand; sequence 4n tokens. Digit d is token 1 + d. The places come
-    aligned and the carries are written out (Nye et al. 2021's scratchpad; Lee et al. 2023's
-    reversed order and digit-wise sum and carry), so that a model of the arena's size learns it;
-    what stays is applying the per-place rule at positions past those trained on.
-    """
+    """a0 b0 s0 k1  a1 b1 s1 k2 ... (least-significant first, sum digit s_i and carry k_{i+1}
+    scored): the scratchpad of Nye et al. 2021 / Lee et al. 2023, so that a model of the arena's
+    size learns it and what is tested is the per-place rule past the trained positions. Digit d
+    is token 1 + d."""
 
     name = "addition"
     unit = "digits"
@@ -135,10 +115,8 @@ class AdditionTask(_Task):
 
 
 class PasskeyTask(_Task):
-    """filler KEY k1..k5 filler QUERY k1..k5: retrieve a key hidden at a random depth.
-
-    Size n = tokens (T = n). Digit d is token 3 + d; filler tokens are 13..20.
-    """
+    """filler KEY k1..k5 filler QUERY k1..k5, the key at a random depth; T = n. Digit d is
+    token 3 + d; fillers are 13..20."""
 
     name = "passkey"
     unit = "tokens"
@@ -201,19 +179,12 @@ class LMTask(_Task):
         return Batch(inputs, targets, torch.ones_like(inputs, dtype=torch.bool))
 
 
-def copy_rows(x: np.ndarray) -> np.ndarray:  # module-level functions: tasks go to workers
-    return x
-
-
-def reverse_rows(x: np.ndarray) -> np.ndarray:
-    return x[:, ::-1]
-
-
-def sort_rows(x: np.ndarray) -> np.ndarray:
-    return np.sort(x, axis=1)
-
-
-SEQUENCES = {"copy": (10, copy_rows), "reverse": (10, reverse_rows), "sort": (5, sort_rows)}
+# symbols, f(x) [B, n] (module-level functions: tasks go to workers)
+SEQUENCES = {
+    "copy": (10, np.copy),
+    "reverse": (10, partial(np.flip, axis=1)),
+    "sort": (5, partial(np.sort, axis=1)),
+}
 
 
 def build_task(name: str, corpus=None):

@@ -1,10 +1,6 @@
-"""Training one arena model: the recipe, batches, and checkpoints that survive a kill.
-
-Training state is checkpointed atomically (tmp file + os.replace) every `checkpoint_seconds`
-and the final model is saved beside it, so a run killed at any moment resumes where it was.
-Everything random is seeded from the cell (model init, batches), so a cell trains to the same
-weights in any process, in any order.
-"""
+"""Training one arena model: the recipe, batches, and checkpoints that survive a kill (saved
+atomically every `checkpoint_seconds`). Everything random is seeded from the cell, so a cell
+trains to the same weights in any process, in any order."""
 
 from __future__ import annotations
 
@@ -51,9 +47,8 @@ def lr_at(step: int, steps: int, lr: float) -> float:
 
 
 def train_batch(task, tc: TaskConfig, rng: np.random.Generator):
-    """lm: batch_size windows of train_len bytes. Algorithmic: a share `mix` of the instances at
-    size L (the length evaluation reads first), the rest at sizes U(min..L), each its own size,
-    right-padded (in a causal model pads after a sequence never reach it)."""
+    """lm: batch_size windows of train_len bytes; algorithmic: a share `mix` at size L, the rest
+    at sizes U(min..L), right-padded."""
     if tc.task == "lm":
         return task.sample_batch(rng, tc.batch_size, tc.train_len)
     sizes = rng.integers(task.min_size, tc.train_len + 1, size=tc.batch_size)
@@ -70,15 +65,10 @@ def validation(task, tc: TaskConfig) -> list:
 
 
 def per_instance(model: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """logits [B, T, V] of inputs [B, T] (mask [B, T]: the scored targets), in training and
-    evaluation. An encoding that draws its positions (randomized) draws one subset per instance,
-    of the instance's own length, as a batch of its size alone would (Ruoss et al.): its
-    positions count its own tokens and stay at its last scored one over the right-padding after
-    it, which is a document of its own (doc_ids), so that the instance never attends to it
-    (causal attention compares position values). With the model's default [T] positions the
-    batch would share one draw over its longest row: a short instance would train on the first
-    few positions of that draw (close together) and be evaluated on a draw of its own (spread
-    over the whole range)."""
+    """logits [B, T, V] of inputs [B, T] (mask [B, T]: the scored targets). An encoding that
+    draws its positions (randomized) draws one subset per instance, of its own length (Ruoss et
+    al.): its right-padding is a document of its own (doc_ids) at its last position. A shared
+    [T] draw would train a short instance on the first few positions of the longest row's."""
     if "sample_positions" not in model.encoding.provides:
         return model(inputs)
     B, T = inputs.shape
@@ -90,9 +80,8 @@ def per_instance(model: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> 
 
 @torch.no_grad()
 def lowest_exact_match(model: nn.Module, batches: list, device: str) -> float:
-    """The lowest exact match over the batches (teacher-forced argmax = greedy decoding). Torch's
-    random state is kept, so that checking does not change the training (randomized positions
-    draw at evaluation, per_instance)."""
+    """The lowest exact match over the batches; torch's random state is kept (randomized draws
+    positions here too), so that checking does not change the training."""
     was_training = model.training
     model.eval()
     with torch.random.fork_rng(devices=[]):
@@ -153,11 +142,6 @@ def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None
     return model
 
 
-def load_trained(path: str, cell: Cell) -> nn.Module | None:
-    """The finished model of this cell's training, or None."""
-    return load_final(path, cell.train_hash, cell.train_cfg["model"], cell.name)
-
-
 def save_final(path: str, model: nn.Module, key: str, kwargs: dict, meta: dict) -> None:
     """{"config": kwargs (build_model rebuilds it), "model", "arena": meta + train_hash=key}."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -167,11 +151,10 @@ def save_final(path: str, model: nn.Module, key: str, kwargs: dict, meta: dict) 
 
 def train(cell: Cell, task, tc: TaskConfig, *, out: str, device: str, checkpoint_seconds: float,
           on_step=None) -> nn.Module:  # fmt: skip
-    """Train (or resume, or load) the model of a cell; returns it in eval mode.
-
-    on_step(step, loss) is called after every step (progress bars)."""
+    """Train (or resume, or load) the model of a cell; returns it in eval mode. on_step(step,
+    loss) is called after every step."""
     final = model_path(out, cell)
-    model = load_trained(final, cell)
+    model = load_final(final, cell.train_hash, cell.train_cfg["model"], cell.name)
     if model is not None:
         return model.to(device).eval()
 
@@ -197,13 +180,9 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
         device: str, checkpoint_seconds: float, kwargs: dict, meta: dict, on_step=None,
         check=None, check_every: int = 0) -> nn.Module:  # fmt: skip
     """`steps` optimizer steps from fresh() -> (model, optimizer, numpy rng) at lr_of(step),
-    resuming from the training state saved beside `final` under `key` (saved atomically every
-    `checkpoint_seconds`); then the model is saved at `final` (save_final(kwargs, meta + the
-    loss, the steps taken, the curves)) and the state removed. Returns the model.
-
-    With check_every, check(model) (the validation's lowest exact match) runs every check_every
-    steps and at the last; training stops once it reaches tc.stop, so `steps` is a cap, and
-    the model records whether it was `learned`."""
+    resuming from the state saved beside `final` under `key`; the model is then saved at `final`
+    (kwargs, meta, loss, steps, curves). With check_every, check(model) runs every check_every
+    steps and at the last, and training stops (`learned`) once it reaches tc.stop."""
     state_path = final[: -len(".ckpt")] + ".train.ckpt"
     model, opt, rng = fresh()
     step = 0

@@ -1,13 +1,7 @@
-"""Running groups of cells: in this process (workers=1), in N worker processes of one thread,
-or on a Ray cluster (posenc.arena.cluster, the same executor interface).
-
-A job is one group (one trained model and the cells evaluated from it). Workers return rows;
-only the parent writes the database. A worker that dies breaks the pool: the parent starts a
-new one and resubmits the groups that had not come back (each resumes from its checkpoint).
-One thread per cell, so its numbers do not depend on the number of workers (a second thread
-buys ~4% per cell; a second process ~1.8x). A worker ends with the run that started it, from
-its first step, SIGKILL included (posenc.lifeline); the run's leases are then stale
-(runner.stale) and a rerun takes its jobs over at once.
+"""Running groups of cells (one trained model each): in this process, in N spawned worker
+processes of one thread (a cell's numbers do not depend on the number of workers), or on Ray
+(cluster.py). Workers return rows; only the parent writes. A lost worker's groups run again;
+a worker ends with the run that started it (posenc.lifeline).
 """
 
 from __future__ import annotations
@@ -119,9 +113,8 @@ class InlineExecutor:
 
 
 class ProcessExecutor:
-    """N spawned worker processes of `threads` threads each, ending with this process. A worker
-    that dies breaks the whole pool (`whole`): every job in flight is lost and the pool is
-    started again."""
+    """N spawned worker processes of `threads` threads each, ending with this process; a worker
+    that dies breaks the whole pool (`whole`), restarted."""
 
     whole = True
 
@@ -156,11 +149,9 @@ def local_executor(workers: int, tasks: dict, threads: int = 1):
 
 
 def run_jobs(jobs, pool, claim, on_result, on_failure=None, max_restarts: int = 3, fn=run_job):
-    """Run fn(job) for jobs, `pool.slots` in flight on `pool`; returns [(job, error)] of those
-    that raised. claim(job) -> "take", "held" (another run holds it: retried later) or "done"
-    (dropped); on_result(job, results) writes; on_failure(job, error) is told at once (the grid
-    goes on; a StopRun ends the run). A job whose worker was lost (pool.lost(err)) runs again,
-    at most `max_restarts` times in all."""
+    """Run fn(job), `pool.slots` in flight; returns [(job, error)] of those that raised.
+    claim(job) -> "take", "held" (retried later) or "done"; on_result(job, results) and
+    on_failure(job, error) as each ends. A lost worker's job runs again (max_restarts in all)."""
     pending, failed, restarts = list(jobs), [], 0
     in_flight: dict[Future, Job] = {}
     try:

@@ -1,21 +1,9 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
-    posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-
-Sections, in run order (a library that is not installed is skipped with a note):
-    cli         startup.py     start-up time of the CLI commands
-    copy, rope  rope.py        copy bandwidth (RoPE's limit); RoPE against other libraries
-    table       sinusoidal.py  sinusoidal table generation against positional-encodings
-    precision   precision.py   what accurate angles cost against float32 products
-    bias        attention.py   score-bias attention: time and peak memory against the limit
-    train       train.py       TransformerLM training tokens/s against x-transformers
-    hf          hf.py          a transformers model patched by posenc against unpatched
-    syncs       syncs.py       host syncs per posenc.attention call
-and common.py (Sizes, the timer), workers.py (subprocess workers, peak memory), targets.py
-(the acceptance targets, decided by the verdict engine), report.py, cli.py.
-
-Times are medians of repeats after warm-up. "ratio" = that row's time / posenc's time (> 1:
-posenc is faster). "of limit" = copy time / the row's time (1.0 = at the copy bandwidth).
+Sections, in run order: cli (startup.py), copy and rope (rope.py), table (sinusoidal.py),
+precision, bias (attention.py, bias_paths.py), train, hf, syncs; common.py (Sizes, the timer),
+workers.py (subprocesses, peak memory), targets.py (verdict findings), report.py, cli.py.
+"ratio" = the row's time / posenc's (> 1: posenc is faster); "of limit" = the limit's / the row's.
 """
 
 from posenc.lazy import lazy_exports

@@ -1,16 +1,8 @@
-"""Section `bias`: causal attention with a score bias (alibi, kerple, sandwich, t5, fire below and
-past its threshold), T = 512, 2048, 8192, forward and forward+backward: time and peak extra
-memory of posenc.attention beside the limit (SDPA without a bias), the path `auto` took before
-(chunked), compiled FlexAttention and the bias materialized the way transformers does
-(bias_paths). q, k, v [1, H, T, Dh] float32.
-
-posenc and limit run in one worker process (posenc.bench.workers), in turn, so the machine's
-load moves them alike and their ratio holds; before, flex and materialized each run in a
-process of their own (before frees large buffers; flex compiles per shape; materialized needs
-3·H·T² floats). The encodings are built from the standard keywords alone (dim, heads,
-head_dim, train_len=T); a case of REGIMES changes train_len (FIRE past its threshold: train_len
-= T / 4, so 3/4 of the queries normalize by their own position). A summary note gives every
-case's ratio to the limit.
+"""Section `bias`: causal attention with a score bias, forward and forward+backward, q, k, v
+[1, H, T, Dh] float32: time and peak extra memory of posenc.attention beside the limit (SDPA
+without a bias), before, flex and materialized (bias_paths). posenc and the limit share one
+worker process, so the load moves them alike; the others run in one each (docs/bench/README.md,
+Method).
 """
 
 from __future__ import annotations
@@ -42,9 +34,8 @@ def case_label(case: str) -> str:
 
 
 def bias_case_worker(spec: dict) -> list[dict]:
-    """Paths over increasing T, alternately, in this (worker) process: [{T, mode, path, ms,
-    peak_mb}]. spec: device, encoding, paths, T (list), modes, H, Dh, repeats (at T >= 8192;
-    times 8192 // T below; or `turns` at every T), threads."""
+    """[{T, mode, path, ms, peak_mb}] of the spec's paths timed in turn in this worker process
+    (repeats x 8192 // T below T = 8192, or `turns` at every T)."""
     torch.set_num_threads(spec["threads"])
     device, case = spec["device"], spec["encoding"]
     name, per = REGIMES.get(case, (case, 1))

@@ -1,17 +1,8 @@
-"""The paths the bias section times, each a zero-argument call over q, k, v [1, H, T, Dh]:
-
-    posenc        posenc.attention, backend `auto` (on CPU: the `distance` backend)
-    limit         F.scaled_dot_product_attention without a bias (is_causal): the least a bias
-                  costing one add per logit can take
-    before        posenc.attention(backend="chunked"): what `auto` ran on CPU before issue 15
-    flex          FlexAttention compiled with the encoding's score_mod (forward only: this
-                  torch has no FlexAttention backward on CPU)
-    materialized  the full [1, H, T, T] bias built the way transformers does: T5 (compute_bias:
-                  buckets -> embedding, added to q·k), BLOOM (build_alibi_tensor + baddbmm);
-                  the others have no transformers model: posenc's own bias(), materialized
-
-Modes: "fwd" under torch.no_grad; "fwd+bwd" with q, k, v requiring grad and a backward pass
-with a fixed random gradient (an encoding's parameters get gradients too).
+"""The paths the bias section times, each a zero-argument call over q, k, v [1, H, T, Dh]
+(docs/bench/README.md, Method): posenc (backend auto), limit (SDPA without a bias), before
+(backend chunked), flex (FlexAttention, forward only), materialized (the [1, H, T, T] bias the
+way transformers' T5 and BLOOM build it; posenc's bias() for the others). Modes: "fwd" under
+no_grad, "fwd+bwd" with a fixed random output gradient.
 """
 
 from __future__ import annotations

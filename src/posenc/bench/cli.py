@@ -1,11 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
-    posenc bench [--device cpu|cuda] [--quick] [--smoke] [--json FILE] [--threads N]
-                 [--sections cli,copy,rope,table,precision,bias,train,hf,syncs] [--bias-T 1024,4096]
-                 [--bias-encodings alibi,t5] [--bias-paths none]
-
-Runs the sections in this order in one process (the bias section's paths in subprocesses),
-then judges the targets and prints the report. `--worker SPEC` (internal) runs one bias path.
+Runs the sections in order in one process (the bias section's paths in subprocesses), then
+decides the targets and prints the report; `--worker SPEC` (internal) runs one bias path.
 """
 
 from __future__ import annotations
@@ -20,11 +16,8 @@ from posenc.cliargs import OneLineParser, checked, integer, integers, json_file,
 SECTIONS = ("cli", "copy", "rope", "table", "precision", "bias", "train", "hf", "syncs")
 
 
-# seconds per section on the project's 2-core CPU when quiet: the estimate printed before a
-# run, and rescaled to its pace after each section. full: the recorded runs (docs/bench/bias.txt
-# for bias + train, hf.txt, precision.txt, cpu.txt for the rest). quick: cli..precision from a
-# run at load average ~20 (2026-11-27) divided by its RoPE slowdown against cpu.txt (2.5x);
-# bias, train and hf, which that run did not reach, and smoke: from their sizes against full's
+# seconds per section on 2 quiet cores, for the estimate: full from the recorded runs in
+# docs/bench; quick from a loaded run (2026-11-27) rescaled by its RoPE slowdown; smoke by sizes
 SECONDS = {
     "smoke": dict(cli=8, copy=1, rope=2, table=1, precision=2, bias=20, train=5, hf=15, syncs=2),
     "quick": dict(
@@ -37,9 +30,8 @@ SECONDS = {
 
 
 def bias_share(s, default) -> float:
-    """The share of the bias section's default time that `s` asks for: its encodings, its
-    lengths by T^2 (attention's work), its paths beside posenc and the limit (measured: the
-    two alone take ~1/9 of the time of the three paths)."""
+    """The share of the bias section's default time that `s` asks for: encodings, T^2, paths
+    (posenc and the limit alone take ~1/9 of the three paths' time)."""
     enc = len(s.bias_encodings) / max(1, len(default.bias_encodings))
     work = sum(t * t for t in s.bias_T) / max(1, sum(t * t for t in default.bias_T))
     paths = (1 + 8 * len(s.bias_paths) / max(1, len(default.bias_paths))) / 9
@@ -59,10 +51,10 @@ class Progress:
               " on 2 quiet cores (more under load); each row prints as it is measured",
               file=sys.stderr, flush=True)  # fmt: skip
 
-    def section(self, name: str, fn, *args):
+    def section(self, name: str, fn):
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         start = time.time()
-        out = fn(*args)
+        out = fn()
         self.done += self.plan.pop(name, 0)
         took, elapsed = time.time() - start, time.time() - self.start
         pace = elapsed / self.done if self.done else 1.0
@@ -163,24 +155,23 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     run = Progress(sections, mode, bias_share(s, sizes_for(args)))
-    if "cli" in sections:
-        run.section("cli", bench_cli, rep, s.cli_repeats)
-    if "copy" in sections or "rope" in sections:
-        copy_ms = run.section("copy", bench_copy, rep, s, device)
-    else:
-        copy_ms = None
-    rope = run.section("rope", bench_rope, rep, s, device, copy_ms) if "rope" in sections else None
-    if "table" in sections:
-        run.section("table", bench_table, rep, s, device)
-    precision = (run.section("precision", bench_precision, rep, s, device)
-                 if "precision" in sections else None)  # fmt: skip
-    bias = (run.section("bias", bench_bias, rep, s, device, args.threads)
-            if "bias" in sections else None)  # fmt: skip
-    train = run.section("train", bench_train, rep, s, device) if "train" in sections else None
-    hf = run.section("hf", bench_hf, rep, s, device) if "hf" in sections else None
-    if "syncs" in sections:
-        run.section("syncs", bench_syncs, rep)
-    check_targets(rep, s, copy_ms, rope, precision, bias, train, args.quick, hf)
+    calls = {  # in run order; copy runs for rope too (its limit)
+        "cli": lambda: bench_cli(rep, s.cli_repeats),
+        "copy": lambda: bench_copy(rep, s, device),
+        "rope": lambda: bench_rope(rep, s, device, got["copy"]),
+        "table": lambda: bench_table(rep, s, device),
+        "precision": lambda: bench_precision(rep, s, device),
+        "bias": lambda: bench_bias(rep, s, device, args.threads),
+        "train": lambda: bench_train(rep, s, device),
+        "hf": lambda: bench_hf(rep, s, device),
+        "syncs": lambda: bench_syncs(rep),
+    }
+    got = dict.fromkeys(SECTIONS)
+    for name, call in calls.items():
+        if name in sections or (name == "copy" and "rope" in sections):
+            got[name] = run.section(name, call)
+    results = [got[k] for k in ("copy", "rope", "precision", "bias", "train")]
+    check_targets(rep, s, *results, args.quick, got["hf"])
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
     print_report(rep)

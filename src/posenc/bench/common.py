@@ -68,10 +68,8 @@ def timeit(fn, device: str, repeats: int, warmup: int = 2) -> float:
 
 
 def timeit_many(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
-    """{name: median wall time in ms} of each fn(), the fns run in turn (side by side: a busy
-    machine slows them alike), after `warmup` turns. Each turn runs them in a shuffled order
-    (seeded), so that no fn always runs right after the same other one, paying for the
-    memory it freed or the cache it evicted."""
+    """{name: median ms} of each fn(), run in turn (a busy machine slows them alike) in a seeded
+    shuffled order (none always pays for the memory or cache another freed or evicted)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()

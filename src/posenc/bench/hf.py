@@ -1,16 +1,12 @@
-"""Section "hf": a transformers model patched by posenc.hf.patch against the same model as
-transformers runs it, side by side: a forward pass and a greedy decode with the KV cache.
-
-The model is the embedded SmolLM2-135M (`posenc stretch`'s default; a tiny random Llama with
---smoke and --quick, or where it is not installed). Both take turns on one set of weights:
-each call puts its own rotary embedding module in place first.
+"""Section `hf`: a transformers model patched by posenc.hf.patch against the same model
+unpatched, in turn on one set of weights: a forward and a greedy decode with the KV cache.
 """
 
 from __future__ import annotations
 
 import torch
 
-from posenc.bench.common import Sizes, timeit_many
+from posenc.bench.common import Sizes, optional, timeit_many
 from posenc.bench.report import Report, Row
 from posenc.hf import patch
 from posenc.stretch import models
@@ -35,9 +31,7 @@ def hf_model(smoke: bool):
 
 def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
     """Rows "hf" (ratio: the row's time / posenc's); {"fwd"|"decode": posenc / transformers}."""
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
+    if optional("transformers") is None:
         rep.notes.append("transformers not installed: section hf skipped")
         return None
     model, name = hf_model(smoke=s.B == 1 or not s.hf_real)

@@ -1,11 +1,6 @@
-"""Section `precision`: what accurate angles cost, side by side with float32 products.
-
-posenc computes every angle p * w in float64 and drops whole turns before float32 cos / sin
-(posenc.functional.position_angles). The usual float32 product (the seeds', transformers',
-and posenc's own before) is one pass cheaper and off by up to p * w * 2^-24 rad. Both are
-timed alternately in one run, on the sinusoidal table [T, D] and on RoPE of q, k
-[1, H, T, Dh] (cos / sin inside each call, the same rotation kernel), and their largest
-error against float64 is measured at positions 10^3 .. 2^31 - 1.
+"""Section `precision`: what accurate angles (float64, whole turns dropped) cost against float32
+products, timed alternately on the sinusoidal table [T, D] and RoPE of q, k [1, H, T, Dh], with
+each one's largest error against float64 at positions 10^3 .. 2^31 - 1.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The results of a run (rows, targets, notes) and how they are shown: a text table, --json.
-
-Columns: ms = median time; ratio = the row's time / posenc's time in the same case (> 1:
-posenc is faster); of limit = the limit's time / the row's time (1.0 = at the limit): the copy
-time (rope), SDPA without a bias (bias attn), a model with no encoding (train); peak MB = peak
-extra memory of one call (bias section).
+"""The results of a run (rows, targets, notes) as a text table and --json; the columns'
+meaning is printed under the table.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Sections `copy` and `rope`: RoPE on q and k against the copy bandwidth and other libraries.
-
-copy   q and k copied once into preallocated buffers: the physical limit of RoPE, which reads
-       and writes q and k once. "of limit" = copy time / a row's time.
-rope   forward, and forward+backward with random output gradients, on q, k [B, H, T, Dh]
-       float32, positions arange(T), cos/sin computed inside every timed call. posenc
-       out-of-place, into out= buffers, in place, and its pure-PyTorch reference, against
-       transformers (Llama's rotary embedding + apply_rotary_pos_emb), rotary-embedding-torch,
-       x-transformers, and on CUDA Liger-Kernel and flash-attn.
+"""Sections `copy` and `rope`: RoPE on q, k [B, H, T, Dh] float32 (cos / sin inside every
+call), forward and forward+backward, posenc against other libraries; `copy` of q and k into
+buffers is RoPE's limit ("of limit" = copy time / a row's time).
 """
 
 from __future__ import annotations
@@ -18,8 +12,6 @@ from posenc.bench.report import Report, Row
 from posenc.functional import apply_rope, rope_cos_sin, rope_inv_freq
 from posenc.functional.rotary import _rope_qk_fast  # q and k in one call (one Triton launch)
 from posenc.kernels import engine_status
-
-# ---------------------------------------------------------------------------------- copy
 
 
 def bench_copy(rep: Report, s: Sizes, device: str) -> float:
@@ -33,23 +25,19 @@ def bench_copy(rep: Report, s: Sizes, device: str) -> float:
     return ms
 
 
-# ---------------------------------------------------------------------------------- rope
-
-
 def reference_qk(q, k, pos, inv):
     """posenc.functional's pure-PyTorch reference RoPE on q and k (no fast path)."""
     cos, sin = rope_cos_sin(pos, inv)  # [T, Dh/2]
     return tuple(apply_rope(x, cos=cos, sin=sin, engine="reference") for x in (q, k))
 
 
-def rope_impls(s: Sizes, device: str, notes: list[str]):
-    """name -> (fwd(q, k) -> (q', k'), supports_backward). posenc first."""
-    inv, _ = rope_inv_freq(s.Dh)  # [Dh/2]
-    inv = inv.to(device)
+def rope_impls(s: Sizes, device: str, notes: list[str], out: tuple):
+    """name -> (fwd(q, k) -> (q', k'), supports_backward), posenc first; out: the out= buffers."""
+    inv = rope_inv_freq(s.Dh)[0].to(device)  # [Dh/2]
     pos = torch.arange(s.T, device=device)  # [T]
     impls = {
         "posenc": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv), True),
-        "posenc out=": (None, False),  # filled in bench_rope (needs the buffers)
+        "posenc out=": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv, out=out), False),
         "posenc in-place": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv, inplace=True), False),
         "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
     }
@@ -86,23 +74,19 @@ def rope_impls(s: Sizes, device: str, notes: list[str]):
 
         def xtr(q, k):
             freqs, scale = xr(pos)
-            return xt.apply_rotary_pos_emb(q, freqs, scale), xt.apply_rotary_pos_emb(
-                k, freqs, scale
-            )
+            return tuple(xt.apply_rotary_pos_emb(x, freqs, scale) for x in (q, k))
 
         impls["x-transformers"] = (xtr, True)
     else:
         notes.append("x-transformers not installed: skipped")
     if device == "cuda":
-        add_cuda_rope_impls(impls, s, pos, notes)
+        add_cuda_rope_impls(impls, *rope_cos_sin(pos, inv), notes)
     else:
         notes.append("Liger-Kernel and flash-attn rotary: CUDA only, not measured on CPU")
     return impls
 
 
-def add_cuda_rope_impls(impls, s, pos, notes) -> None:
-    inv, _ = rope_inv_freq(s.Dh)
-    cos, sin = rope_cos_sin(pos, inv.to(pos.device))  # [T, Dh/2]
+def add_cuda_rope_impls(impls, cos, sin, notes) -> None:  # cos, sin [T, Dh/2]
     liger = optional("liger_kernel.ops.rope")
     if liger is not None:
         full_cos = torch.cat((cos, cos), -1)[None]  # [1, T, Dh]
@@ -128,14 +112,7 @@ def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:
     torch.manual_seed(0)
     q0 = torch.randn(s.B, s.H, s.T, s.Dh, device=device)  # [B, H, T, Dh]
     k0 = torch.randn_like(q0)
-    oq, ok = torch.empty_like(q0), torch.empty_like(k0)
-    inv, _ = rope_inv_freq(s.Dh)
-    pos = torch.arange(s.T, device=device)
-    impls = rope_impls(s, device, rep.notes)
-    impls["posenc out="] = (
-        lambda q, k: _rope_qk_fast(q, k, pos, None, inv.to(device), out=(oq, ok)),
-        False,
-    )
+    impls = rope_impls(s, device, rep.notes, out=(torch.empty_like(q0), torch.empty_like(k0)))
     case = f"B={s.B} H={s.H} T={s.T} Dh={s.Dh} f32"
     gq, gk = torch.randn_like(q0), torch.randn_like(k0)  # output gradients
 

@@ -49,11 +49,6 @@ def imports(argv: list[str]) -> list[tuple[str, float]]:
     return found
 
 
-def top_imports(argv: list[str], n: int = 8) -> list[tuple[str, float]]:
-    """The n modules with the largest cumulative import time (ms), outermost first where nested."""
-    return sorted(imports(argv), key=lambda kv: -kv[1])[:n]
-
-
 def bench_cli(rep: Report, repeats: int) -> dict:
     """Rows of section `cli`; returns {command: ms}."""
     helps = {name: median_ms(argv, repeats) for name, argv in HELPS.items()}
@@ -70,7 +65,7 @@ def bench_cli(rep: Report, repeats: int) -> dict:
         rep.rows.append(Row("cli", name, "a fresh python", ms[name], None, None, note=note))
         if name != "import torch":
             rep.notes.append(f"cli: `{name}` takes {ratio:.2f}x the time of `import torch`")
-    tops = top_imports(COMMANDS["posenc list"][0])
+    tops = sorted(imports(COMMANDS["posenc list"][0]), key=lambda kv: -kv[1])[:8]  # outermost 1st
     rep.notes.append("cli: `python -X importtime -m posenc list`, largest cumulative: "
                      + ", ".join(f"{m} {t:.0f} ms" for m, t in tops))  # fmt: skip
     bad = []

@@ -1,17 +1,12 @@
-"""Section `syncs`: host syncs per posenc.attention call, for a rotary (rope) and a bias
-(alibi) encoding, with default positions and given ones, on backends auto and eager.
-
-A host sync is a read of a tensor's value into Python (Tensor.__bool__, item, tolist,
-__int__ / __float__ / __index__, torch.equal): counted by patching those for one call after a
-warm-up (on the CPU, where CUDA's sync debug mode does not apply; the same calls sync a GPU).
-Position checks (posenc.checks' value check, one sync each) are counted apart. Issue 39 took
-them from 4-6 per call to at most one: attention validates positions once, the hooks take them
-as given, and default positions are checked against max_len without reading a value.
+"""Section `syncs`: host syncs (reads of a tensor's value into Python) per posenc.attention call,
+rope and alibi, default and given positions, backends auto and eager; position checks counted
+apart. Issue 39 took them from 4-6 per call to at most one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import torch
 
@@ -21,6 +16,7 @@ from posenc.bench.report import Report, Row
 from posenc.encodings import build
 
 READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+BACKENDS = ("auto", "eager")
 
 
 @contextlib.contextmanager
@@ -64,14 +60,11 @@ def syncs_per_call(name: str, given: bool, backend: str, T: int = 64) -> dict:
 def bench_syncs(rep: Report) -> dict:
     """Rows of the section; {(name, positions, backend): {"syncs", "checks"}}."""
     out = {}
-    for name in ("rope", "alibi"):
-        for given in (False, True):
-            for backend in ("auto", "eager"):
-                n = syncs_per_call(name, given, backend)
-                where = "given" if given else "default"
-                out[name, where, backend] = n
-                rep.rows.append(Row("syncs", f"{name} T=64 {where} positions",
-                                    f"posenc.attention ({backend})",
-                                    note=f"{n['syncs']} host syncs per call, "
-                                         f"{n['checks']} of them position checks"))  # fmt: skip
+    for name, given, backend in itertools.product(("rope", "alibi"), (False, True), BACKENDS):
+        n = syncs_per_call(name, given, backend)
+        where = "given" if given else "default"
+        out[name, where, backend] = n
+        note = f"{n['syncs']} host syncs per call, {n['checks']} of them position checks"
+        case = f"{name} T=64 {where} positions"
+        rep.rows.append(Row("syncs", case, f"posenc.attention ({backend})", note=note))
     return out

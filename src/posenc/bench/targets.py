@@ -1,12 +1,6 @@
-"""The acceptance targets (issues 6, 15): one table, each target a finding of the verdict
-engine (posenc.verdict: its Rule decides, never this module).
-
-TARGETS: target -> (measurement, how it is judged, threshold). ">=": the measurement must be
-at least the threshold (a speed-up); "<=": at most (a cost). FINDINGS: each as a Finding whose
-rule says it does not hold on the wrong side of the threshold. measurements() turns a run's
-results into {measurement: (value, as printed)}, or a note saying why the run has no such
-value (then the finding's evidence is absent: not measured here).
-"""
+"""The acceptance targets (issues 6, 15) as findings of the verdict engine, whose Rule decides:
+TARGETS: target -> (measurement, ">=" a speed-up / "<=" a cost, threshold); measurements()
+turns a run's results into {measurement: (value, as printed)} or why it has none (absent)."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ from posenc.verdict import (
     check,
 )
 
-# target -> (measurement, judged by, threshold)
 TARGETS: dict[str, tuple[str, str, float]] = {
     "out-of-place RoPE >= 3x transformers": ("rope_fwd_speedup", ">=", 3.0),
     "in-place RoPE >= 10x transformers": ("rope_inplace_speedup", ">=", 10.0),
@@ -90,15 +83,16 @@ def target_rows(measured: dict) -> list[dict]:
     return rows
 
 
+def ratio(a, b, spec: str, why: str):
+    """(a / b, as printed) where both were measured, else why not."""
+    return (a / b, f"{a / b:{spec}}x") if a and b else why
+
+
 def measurements(
     s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, patched=None
 ) -> dict:
-    """measurement -> (value, as printed), or a str: why this run has no value for it.
-
-    copy_ms: copy time; rope: {"fwd"|"bwd": {impl: ms}}; precision: the largest cost ratio of
-    the precision section; bias: {encoding: {mode: {path: {T: {ms,
-    peak_mb}}}}}; train: {encoding: {impl: tokens/s}}; patched: {"fwd"|"decode": posenc's time /
-    transformers'}; any of them None where not run."""
+    """measurement -> (value, as printed), or why this run has none; the sections' results as
+    they return them (None where not run)."""
     out: dict = {}
     for what in ("fwd", "decode"):
         r = (patched or {}).get(what)
@@ -112,15 +106,9 @@ def measurements(
         ("rope_inplace_speedup", fwd.get("posenc in-place"), hf),
         ("rope_bwd_speedup", bwd.get("posenc"), hfb),
     ):
-        if ours and other and at_shape:
-            out[key] = (other / ours, f"{other / ours:.1f}x")
-        else:
-            out[key] = why or "transformers not measured"
+        out[key] = why or ratio(other, ours, ".1f", "transformers not measured")
     inp = fwd.get("posenc in-place")
-    if inp and copy_ms and at_shape:
-        out["rope_inplace_over_copy"] = (inp / copy_ms, f"{inp / copy_ms:.2f}x")
-    else:
-        out["rope_inplace_over_copy"] = why
+    out["rope_inplace_over_copy"] = why or ratio(inp, copy_ms, ".2f", "")
     if precision is not None:
         out["precision_cost"] = (precision, f"{precision:.2f}x (largest case)")
     else:
@@ -137,11 +125,9 @@ def measurements(
         else:
             out[f"{name}_vs_mat"] = "materialized path not measured"
     sp = (train or {}).get("rope", {})
-    if "posenc" in sp and "x-transformers" in sp:
-        r = sp["posenc"] / sp["x-transformers"]
-        out["train_rope_speedup"] = (r, f"{r:.2f}x")
-    else:
-        out["train_rope_speedup"] = "not in this run"
+    out["train_rope_speedup"] = ratio(
+        sp.get("posenc"), sp.get("x-transformers"), ".2f", "not in this run"
+    )
     return out
 
 
@@ -176,15 +162,11 @@ def bias_measurements(bias: dict, train: dict, quick: bool) -> dict:
         else:
             out[f"{name}_peak_mb"] = f"T={MEMORY_T} not in this run" + (" (--quick)" * quick)
         sp = train.get(name, {})
-        if "posenc" in sp and "posenc before" in sp:
-            r = sp["posenc"] / sp["posenc before"]
-            shown = f"{r:.2f}x"
-            if "nope" in sp:  # the most any bias path can gain: before's time / no encoding's
-                bound = sp["nope"] / sp["posenc before"]
-                shown += f" (bound: before took {bound:.2f}x nope's step)"
-            out[f"train_{name}_vs_before"] = (r, shown)
-        else:
-            out[f"train_{name}_vs_before"] = "not in this run"
+        m = ratio(sp.get("posenc"), sp.get("posenc before"), ".2f", "not in this run")
+        if "nope" in sp and not isinstance(m, str):  # the most a bias path can gain
+            bound = sp["nope"] / sp["posenc before"]
+            m = (m[0], f"{m[1]} (bound: before took {bound:.2f}x nope's step)")
+        out[f"train_{name}_vs_before"] = m
     return out
 
 

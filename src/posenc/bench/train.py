@@ -1,14 +1,6 @@
-"""Section `train`: training tokens/s of posenc.TransformerLM against x-transformers, and of
-the score encodings against posenc before issue 15.
-
-Every model at the arena's default size (posenc.arena.config.task_config: dim, depth, heads,
-batch size, train length), vocabulary 256, ff multiplier 4, tied embeddings. One step:
-forward, cross-entropy, backward, AdamW step, on fixed random tokens.
-
-Score encodings (alibi, kerple, sandwich, t5, fire): the same model timed alternately with the
-`distance` backend ("posenc") and without it (POSENC_DISTANCE_BIAS=0: "posenc before", what
-`auto` ran before), beside the same model with no positional encoding ("nope": the limit, a
-step with no encoding work at all).
+"""Section `train`: training tokens/s of posenc.TransformerLM against x-transformers at the
+arena's default size, and of the score encodings against posenc before issue 15
+(POSENC_DISTANCE_BIAS=0) and nope (the limit). One step: forward, cross-entropy, backward, AdamW.
 """
 
 from __future__ import annotations
@@ -52,9 +44,7 @@ def xtransformers_model(cfg: dict, encoding: str, vocab: int):
 
 def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     """Rows "train" (ratio: posenc's tokens/s / the row's); {encoding: {impl: tokens/s}}."""
-    cfg = arena_size()
-    if s.B == 1:  # --smoke
-        cfg = SMOKE
+    cfg = SMOKE if s.B == 1 else arena_size()  # s.B == 1: --smoke
     B, T = cfg["batch"], cfg["T"]
     out = {}
     xt = optional("x_transformers")

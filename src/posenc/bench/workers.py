@@ -1,15 +1,6 @@
-"""Subprocess workers and peak memory: each measured path runs in a process of its own.
-
-A worker is `python -m posenc.bench --worker SPEC` (SPEC: JSON); it prints one JSON line, the
-last line of its stdout. A fresh process per path means one library's caches (allocator,
-thread pools, compiled kernels) never count against another.
-
-Peak extra memory of one call (CPU, Linux): freed heap memory is given back (glibc
-malloc_trim) and the peak resident set size reset ("5" into /proc/self/clear_refs), the call
-runs, and peak extra = VmHWM - VmRSS before the call: every byte the call made resident,
-allocator caches included. Without clear_refs: the growth of ru_maxrss (an underestimate when
-an earlier peak was higher). CUDA: torch.cuda.max_memory_allocated minus what was allocated
-before the call.
+"""Subprocess workers (`python -m posenc.bench --worker SPEC`, one JSON line out: one library's
+caches never count against another) and the peak extra memory of one call: VmHWM after it
+minus VmRSS before, freed heap trimmed and the peak reset first (docs/bench/README.md, Method).
 """
 
 from __future__ import annotations
@@ -27,22 +18,18 @@ import torch
 from posenc.bench.common import GB
 
 
-def proc_status_kb(field: str) -> int | None:
-    """A field of /proc/self/status in kB (VmRSS, VmHWM), or None off Linux."""
+def proc_status_kb(field: str, path: str = "/proc/self/status") -> int | None:
+    """A field of /proc/self/status (VmRSS, VmHWM) or /proc/meminfo in kB, or None off Linux."""
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
+        with open(path) as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), None)
     except OSError:
-        pass
-    return None
+        return None
 
 
 def reset_peak_rss() -> bool:
-    """Give freed heap memory back to the OS (glibc malloc_trim, so a later allocation cannot
-    reuse resident pages unseen), then reset the peak RSS (VmHWM) to the current RSS (Linux
-    >= 4.0, /proc/self/clear_refs)."""
+    """Give freed heap memory back (malloc_trim: no later allocation reuses resident pages
+    unseen), then reset VmHWM to the current RSS (Linux /proc/self/clear_refs)."""
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -76,14 +63,8 @@ def available_memory() -> float:
     """Bytes the OS can still give (MemAvailable), or the GPU's free memory."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return float(torch.cuda.mem_get_info()[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 * GB
+    kb = proc_status_kb("MemAvailable", "/proc/meminfo")
+    return 8 * GB if kb is None else float(kb) * 1024
 
 
 def run_worker(spec: dict) -> list[dict]:

@@ -1,11 +1,9 @@
 """The verdict engine: claims and published findings as data, verdicts computed from numbers.
 
-One engine for `posenc explain`'s claims of the seeds, the arena's published findings and any
-other client (`posenc stretch`). A finding is data: where it comes from (`Source`: a seed's
-verbatim quote with its file and line, or a paper with its published figure), its English
-wording (once), the measurement it reads (a name in MEASUREMENTS) and its rules. A measurement
-returns named numbers (`Measured`); `check()` runs it and `decide()` turns the numbers into the
-verdict. A verdict is never written anywhere else: a test scans the sources for the words.
+One engine for `posenc explain`'s claims, the arena's and stretch's published findings and
+bench's targets. A finding is data (its source, its wording once, its measurement, its rules);
+a measurement returns named numbers and decide() turns them into the verdict, which nothing
+else writes (a test scans the sources for the words).
 
     Source, Rule, Finding      the data
     Measured, Absent           what a measurement returns, or raises when its evidence is
@@ -37,7 +35,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from posenc.verdict.tables import (  # noqa: F401 - the renderers, re-exported
     html_rows,
@@ -50,23 +48,12 @@ from posenc.verdict.tables import (  # noqa: F401 - the renderers, re-exported
     where,
 )
 
-# the verdicts: a seed's claim...
-HOLDS, FAILS, CAVEAT, UNMEASURED = (
-    "holds",
-    "does not hold",
-    "holds with a caveat",
-    "not measured here",
-)
-# ... a published finding (the arena's, stretch's) ...
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED = (
-    "reproduced",
-    "not reproduced",
-    "inconclusive",
-    "not measured",
-)
+# the verdicts: a seed claim's, a published finding's (the arena's, stretch's) ...
+VERDICTS = ("holds", "does not hold", "holds with a caveat", "not measured here")
+HOLDS, FAILS, CAVEAT, UNMEASURED = VERDICTS
+FINDING_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not measured")
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED = FINDING_VERDICTS
 ERROR = "error"  # ... and a measurement that raised: a bug to fix, never an honest verdict
-VERDICTS = (HOLDS, FAILS, CAVEAT, UNMEASURED)  # a seed claim's
-FINDING_VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED)
 ALL_VERDICTS = (*VERDICTS, *FINDING_VERDICTS, ERROR)
 ABSENT = (UNMEASURED, NOT_MEASURED)  # evidence absent by design
 
@@ -92,11 +79,6 @@ class Source:
     quote: str = ""
     line: int = 0
     paper: str = ""
-
-    def __str__(self) -> str:
-        if self.seed:
-            return f"{self.seed}:{self.line}" if self.line else self.seed
-        return self.paper
 
 
 @dataclass(frozen=True)
@@ -228,10 +210,6 @@ class Claim:
     def rule(self) -> str:
         return rule_text(self.rules, self.otherwise)
 
-    @property
-    def source(self) -> Source:
-        return Source(self.seed, self.quote, self.line, self.paper)
-
 
 # ----------------------------------------------------------------------------- the registry
 
@@ -241,22 +219,16 @@ FINDINGS: dict[str, Finding] = {}
 
 def finding(*, id: str, claim: str, source: Source, rules, otherwise: str, about=(),
             absent: str = UNMEASURED, measure: str | None = None):  # fmt: skip
-    """Decorator: declare a finding and register the function below as its measurement.
-
-    The decorated name becomes the check: calling it runs the measurement and returns the
-    Claim (`check`); `.finding` is the data and `.measure` the bare function."""
+    """Decorator: declare a finding, its measurement the function below; the decorated name runs
+    check() and returns the Claim (`.finding`: the data, `.measure`: the bare function)."""
     data = Finding(id=id, claim=claim, source=source, measure=measure or id, rules=tuple(rules),
                    otherwise=otherwise, about=tuple(about), absent=absent)  # fmt: skip
 
     def wrap(fn: Callable[..., Measured]):
-        old = MEASUREMENTS.get(data.measure)
-        if old is not None and (old.__module__, old.__qualname__) != (
-            fn.__module__,
-            fn.__qualname__,
-        ):
-            raise ValueError(f"measurement {data.measure!r} is registered twice")  # a re-run of
-        # the same definition (a reloaded module, a notebook cell) replaces it
-        MEASUREMENTS[data.measure] = fn
+        old = MEASUREMENTS.get(data.measure, fn)
+        if (old.__module__, old.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise ValueError(f"measurement {data.measure!r} is registered twice")
+        MEASUREMENTS[data.measure] = fn  # the same definition again (a reloaded module) replaces it
         FINDINGS[data.id] = data
 
         def run(*args, **kwargs) -> Claim:
@@ -278,8 +250,7 @@ def optional_missing(err: BaseException) -> bool:
 def check(data: Finding, *args, **kwargs) -> Claim:
     """Run the finding's measurement and decide. Evidence absent by design gives `absent`;
     any other exception gives ERROR with its message (an error stays an error)."""
-    said = dict(id=data.id, claim=data.claim, seed=data.source.seed, quote=data.source.quote,
-                line=data.source.line, paper=data.source.paper, about=data.about)  # fmt: skip
+    said = dict(id=data.id, claim=data.claim, about=data.about, **asdict(data.source))
     try:
         m = MEASUREMENTS[data.measure](*args, **kwargs)
         if not isinstance(m, Measured):

@@ -1,14 +1,6 @@
-"""Intervals for numbers that are samples: a seeded percentile bootstrap and Wilson's interval.
-
-    bootstrap(values, stat)   95% interval of stat(values) over resamples of the values
-    mean(values)              the mean and its 95% interval: Student's t below SMALL values
-                              (a percentile bootstrap under-covers there), else the bootstrap
-    wilson(k, n)              95% interval of a rate of k successes in n trials
-    Interval                  (value, lo, hi, n); `separated` says two do not overlap
-
-Deterministic: the bootstrap's generator is seeded from the values themselves, so a report
-regenerates to the same text.
-"""
+"""95% intervals for numbers that are samples: bootstrap(values, stat), mean(values) (Student's
+t for few values), wilson(k, n) for a rate. The bootstrap is seeded from the values, so a report
+regenerates to the same text."""
 
 from __future__ import annotations
 
@@ -87,9 +79,8 @@ def t95(df: int) -> float:
 
 
 def mean(values: Sequence[float]) -> Interval:
-    """The mean of the values and its 95% interval: Student's t (n < SMALL: a percentile
-    bootstrap of a few values spans little more than their range), else the bootstrap; one value
-    gives lo = hi = the value (n = 1 says it has no interval)."""
+    """The mean and its 95% interval: Student's t below SMALL values (a bootstrap of a few spans
+    little more than their range), else the bootstrap; one value: lo = hi = the value."""
     x = _finite(values, "mean")
     if x.size == 1 or x.size >= SMALL:
         return bootstrap(x)
