@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in sections or (name == "copy" and "rope" in sections):
             got[name] = run.section(name, call)
     results = [got[k] for k in ("copy", "rope", "precision", "bias", "train")]
-    check_targets(rep, s, *results, args.quick, got["hf"])
+    check_targets(rep, s, *results, args.quick, got["hf"], got["cli"])
     load = rep.machine["load_avg"]
     rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
     print_report(rep)

@@ -1,4 +1,4 @@
-"""The acceptance targets (issues 6, 15) as findings of the verdict engine, whose Rule decides:
+"""The acceptance targets (issues 6, 15, 38) as findings of the verdict engine, whose Rule decides:
 TARGETS: target -> (measurement, ">=" a speed-up / "<=" a cost, threshold); measurements()
 turns a run's results into {measurement: (value, as printed)} or why it has none (absent)."""
 
@@ -32,6 +32,9 @@ TARGETS: dict[str, tuple[str, str, float]] = {
     "TransformerLM training >= 1.2x x-transformers (rope)": ("train_rope_speedup", ">=", 1.2),
     "transformers model patched by posenc: forward <= 1.02x unpatched": ("hf_fwd", "<=", 1.02),
     "transformers model patched by posenc: decode <= 1.02x unpatched": ("hf_decode", "<=", 1.02),
+    "posenc --help <= 0.1x import torch": ("cli_help", "<=", 0.1),
+    "every posenc COMMAND --help <= 0.1x import torch": ("cli_command_help", "<=", 0.1),
+    "posenc list <= 1.2x import torch": ("cli_list", "<=", 1.2),
 }
 # issues 15, 41: forward time / SDPA-without-bias time at most this at every T >= LIMIT_MIN_T
 # with the backward too; fire_past: FIRE past its threshold (bench.attention.REGIMES)
@@ -89,11 +92,15 @@ def ratio(a, b, spec: str, why: str):
 
 
 def measurements(
-    s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, patched=None
+    s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, patched=None, cli=None
 ) -> dict:
     """measurement -> (value, as printed), or why this run has none; the sections' results as
     they return them (None where not run)."""
     out: dict = {}
+    ms = cli or {}
+    for key, name in (("cli_help", "posenc --help"), ("cli_list", "posenc list"),
+                      ("cli_command_help", "posenc COMMAND --help")):  # fmt: skip
+        out[key] = ratio(ms.get(name), ms.get("import torch"), ".2f", "section cli not in this run")
     for what in ("fwd", "decode"):
         r = (patched or {}).get(what)
         out[f"hf_{what}"] = (r, f"{r:.3f}x") if r is not None else "section hf not in this run"
@@ -171,7 +178,7 @@ def bias_measurements(bias: dict, train: dict, quick: bool) -> dict:
 
 
 def check_targets(
-    rep: Report, s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, hf=None
+    rep: Report, s: Sizes, copy_ms, rope, precision, bias, train, quick: bool, hf=None, cli=None
 ) -> None:
-    measured = measurements(s, copy_ms, rope, precision, bias, train, quick, hf)
+    measured = measurements(s, copy_ms, rope, precision, bias, train, quick, hf, cli)
     rep.targets.extend(target_rows(measured))
