@@ -27,11 +27,10 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float, check_max_len
 from posenc.encodings.bias import DistanceBias, difference
 from posenc.encodings.relative import check_qk, resolve_dims
-from posenc.encodings.rotary import RotaryEncoding
+from posenc.encodings.rotary import RotaryEncoding, check_per_head
 from posenc.functional import alibi_slopes
 from posenc.functional.absolute import sinusoidal_inv_freq
 from posenc.functional.grape import grape_a_gates, grape_m_angles
-from posenc.functional.rotary import apply_rope
 
 ORIENTATIONS = ("grape", "rope")
 GATES = ("query_key", "key", "query", "none")
@@ -70,10 +69,7 @@ class GrapeM(RotaryEncoding):
         log_freq_scale: float = 16.0,
         orientation: str = "grape",
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("grape_m needs the head dim: pass head_dim= (or dim= and heads=)")
         self.learnable = self.trainable = check_bool("learnable", learnable)
@@ -103,26 +99,14 @@ class GrapeM(RotaryEncoding):
         """The frequencies w [R/2] (or [H, R/2] per head), float32, > 0."""
         return torch.exp(self.log_freq.float() / self.log_freq_scale)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
+    def rotate(self, q, k, q_pos, k_pos):
         self.rotary_dim(q.shape[-1])  # the head dim it was built for
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"grape_m per_head=True has frequencies for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): use "
-                "per_head=False or as many kv heads as heads"
-            )
-        freq = self.freq()
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name)
-            cdtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-            angles = grape_m_angles(pos, freq, self.sign, cdtype)
-            cos, sin = angles.cos(), angles.sin()  # differentiable in the frequencies
-            out.append(apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
-        return out[0], out[1]
+        check_per_head(self, q, k, "grape_m", "frequencies")
+        return super().rotate(q, k, q_pos, k_pos)
+
+    def _angles(self, positions, r, dtype):
+        """[(B,) T, R/2] (or [B or 1, H, T, R/2] per head), differentiable in the frequencies."""
+        return grape_m_angles(positions, self.freq(), self.sign, dtype)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 signed angles (the

@@ -21,18 +21,31 @@ from posenc.checks import check_float, check_int, check_max_len, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
-def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
-    """Dh from the standard keywords, or None when none is given."""
+def head_dim_of(
+    dim: int | None, heads: int | None, head_dim: int | None, need: str | None = None
+) -> int | None:
+    """Dh from the standard keywords, or None when none is given (a ValueError naming `need`,
+    the encoding, where it needs one)."""
     for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
         if value is not None:
             check_int(name, value, low=1)
-    if head_dim is not None:
-        return head_dim
-    if dim is None:
-        return None
-    if heads and dim % heads:
-        raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
-    return dim // (heads or 1)
+    if head_dim is None and dim is not None:
+        if heads and dim % heads:
+            raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
+        head_dim = dim // (heads or 1)
+    if head_dim is None and need:
+        raise ValueError(f"{need} needs the head dim: pass head_dim= (or dim= and heads=)")
+    return head_dim
+
+
+def check_per_head(enc, q: torch.Tensor, k: torch.Tensor, name: str, what: str) -> None:
+    """A per_head encoding's q and k must both have its `heads` heads (`what` is per head)."""
+    if enc.per_head and not q.shape[1] == k.shape[1] == enc.heads:
+        raise ValueError(
+            f"{name} per_head=True has {what} for heads={enc.heads}; q and k have "
+            f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): use "
+            "per_head=False or as many kv heads as heads"
+        )
 
 
 def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
@@ -53,8 +66,8 @@ def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -
 class RotaryEncoding(PositionalEncoding):
     """Shared set-up of the rotary family: head dim, rotary dim, base, layout; and rotate and
     angles derived from one method, `_angles(positions, R, dtype) -> [..., R/2]`, the angle of
-    each rotary pair: a new rotary encoding defines _angles alone (rope_2d, mrope, rope_nd do;
-    rope, xpos and fope override rotate and angles for their scalings / decay / spectra).
+    each rotary pair: a new rotary encoding defines _angles alone (rope_2d, mrope, rope_nd,
+    grape_m do; fope its _cos_sin too; rope and xpos override rotate and angles).
     `signed`: whether negative coordinates are taken (rope_nd's, as rotary-embedding-torch)."""
 
     family = "rotary"
@@ -62,7 +75,7 @@ class RotaryEncoding(PositionalEncoding):
     _multiple = 2  # the rotary dim must be a multiple of this
     signed = False  # negative coordinates allowed (rope_nd's grid in [-1, 1])
 
-    def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
+    def __init__(self, dim, heads, head_dim, base, layout, rotary_dim, max_len=None) -> None:
         super().__init__()
         self.head_dim = head_dim_of(dim, heads, head_dim)
         check_float("base", base, gt=1)
@@ -72,6 +85,7 @@ class RotaryEncoding(PositionalEncoding):
         if rotary_dim is not None:
             rotary_dim = check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
         self._rotary_dim = rotary_dim
+        self.max_len = check_max_len(max_len)  # the hard limit
 
     def rotary_dim(self, head_dim: int | None = None) -> int:
         """R for inputs of head dim `head_dim` (default: the constructed one)."""
@@ -98,6 +112,11 @@ class RotaryEncoding(PositionalEncoding):
         (unless it overrides rotate and angles itself)."""
         raise NotImplementedError
 
+    def _cos_sin(self, positions: torch.Tensor, r: int, dtype: torch.dtype):
+        """positions -> cos, sin [..., R/2] rotate() turns the pairs by (FoPE: its series)."""
+        angles = self._angles(positions, r, dtype)
+        return angles.cos(), angles.sin()
+
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,8 +127,7 @@ class RotaryEncoding(PositionalEncoding):
             pos = self.check_positions(
                 pos, name=name, position_dims=self.position_dims, signed=self.signed
             )
-            angles = self._angles(pos, r, x.dtype)  # [..., R/2]
-            cos, sin = angles.cos(), angles.sin()
+            cos, sin = self._cos_sin(pos, r, x.dtype)  # [..., R/2]
             out.append(PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
         return out[0], out[1]
 
@@ -133,10 +151,7 @@ class MultiAxisRotary(RotaryEncoding):
 
     def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, base=10000.0,
                  layout="half", rotary_dim=None) -> None:  # fmt: skip
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is not None or rotary_dim is not None:
             self.rotary_dim()  # fail now on a head dim that does not split into the axes
 
@@ -190,10 +205,7 @@ class RoPE(RotaryEncoding):
         rotary_dim: int | None = None,
         scaling: dict | None = None,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         self.rope_type = rope_type_of(scaling)  # warns once about unrecognized keys, dropped here
         self.scaling = {k: v for k, v in (scaling or {}).items() if k in KNOWN_KEYS}
         if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
@@ -286,10 +298,7 @@ class XPos(RotaryEncoding):
         layout: str = "half",
         rotary_dim: int | None = None,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         self.scale_base = check_float("scale_base", scale_base, gt=0)
 
     def zeta(self, rotary_dim: int) -> torch.Tensor:

@@ -55,9 +55,7 @@ class ComRoPE(BlockRotations):
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
         self.variant = check_choice("variant", variant, VARIANTS)
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("comrope needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="comrope")
         g = check_int("block_dim", block_dim, low=2)
         step = g * axes if variant == "ap" else g  # ap: every axis as many blocks
         if self.head_dim % step:

@@ -17,10 +17,9 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary import RotaryEncoding
+from posenc.checks import check_bool, check_float, check_int
+from posenc.encodings.rotary import RotaryEncoding, check_per_head
 from posenc.functional.absolute import position_angles
-from posenc.functional.rotary import apply_rope
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
 DEFAULT_TRAIN_LEN = 2048  # the floor's length when train_len is not given
@@ -56,10 +55,7 @@ class FoPE(RotaryEncoding):
         learnable: bool = True,
         init_gain: float = 0.3,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
@@ -82,29 +78,17 @@ class FoPE(RotaryEncoding):
         self.cos_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
         self.sin_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
-        r = self.rotary_dim(q.shape[-1])
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"fope per_head=True has coefficients for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name)
-            cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
-            out.append(apply_rope(x, cos=cs[0], sin=cs[1], layout=self.layout, engine="reference"))
-        return out[0], out[1]
+    def rotate(self, q, k, q_pos, k_pos):
+        check_per_head(self, q, k, "fope", "coefficients")
+        return super().rotate(q, k, q_pos, k_pos)
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
-        every pair's series is built from), unreduced."""
-        positions = self.check_positions(positions)
-        return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
+    def _angles(self, positions, r, dtype):
+        """The angles of the K kept frequencies (every pair's series is built from them):
+        angles() gives [T, K]."""
+        return position_angles(positions, self.inv_freq.to(positions.device), dtype)
+
+    def _cos_sin(self, positions, r, dtype):
+        return fope_cos_sin(positions, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, dtype)
 
     def extra_repr(self) -> str:
         K, M = self.cos_coef.shape[-2:]

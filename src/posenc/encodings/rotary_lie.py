@@ -19,7 +19,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.encodings.rotary import check_per_head, head_dim_of
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
@@ -64,12 +64,7 @@ class BlockRotations(PositionalEncoding):
                 f"q/k have head dim {q.shape[-1]}, but {name} was built with "
                 f"head_dim={self.head_dim}"
             )
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"{name} per_head=True has generators for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
+        check_per_head(self, q, k, name, "generators")
         out = []
         for x, pos, pname in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
             pos = self.check_positions(pos, name=pname, position_dims=self.position_dims)
@@ -119,9 +114,7 @@ class LieRE(BlockRotations):
         self.position_dims = check_int("axes", axes, low=1)
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("liere needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="liere")
         g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
         if g > self.head_dim:
             raise ValueError(f"block_dim must be 2..head_dim={self.head_dim}, got {g}")

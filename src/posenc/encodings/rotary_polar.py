@@ -56,9 +56,7 @@ class PoPE(PositionalEncoding):
     ) -> None:
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("pope needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="pope")
         self.base = check_float("base", base, gt=1)
         if bias_init not in BIAS_INITS:
             raise ValueError(f"bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
@@ -90,8 +88,7 @@ class PoPE(PositionalEncoding):
         out = []
         for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
             pos = self.check_positions(pos, name=name)
-            work = torch.float64 if x.dtype == torch.float64 else torch.float32
-            angles = position_angles(pos, self.inv_freq.to(pos.device), work)  # [(B,) T, Dh]
+            angles = position_angles(pos, self.inv_freq.to(pos.device), x.dtype)  # [(B,) T, Dh]
             out.append(apply_pope(x, rope_align(angles, x, name), phase))
         return out[0], out[1]
 

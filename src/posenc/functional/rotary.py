@@ -42,11 +42,6 @@ def rope_inv_freq(
     return inv_freq.float(), float(attention_factor)
 
 
-def _rope_compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype rotations are computed in: float64 for float64 inputs, else float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def rope_cos_sin(
     positions: torch.Tensor,
     inv_freq: torch.Tensor,
@@ -60,7 +55,7 @@ def rope_cos_sin(
     within ~1e-6 of float64's at any position (position_angles). Build them once and pass
     them to apply_rope(x, cos=cos, sin=sin) for q and k.
     """
-    angles = position_angles(positions, inv_freq.to(positions.device), _rope_compute_dtype(dtype))
+    angles = position_angles(positions, inv_freq.to(positions.device), dtype)  # float32 / 64
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
