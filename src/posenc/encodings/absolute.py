@@ -129,8 +129,7 @@ class Sinusoidal(AddedEncoding):
         learned_scale: bool = False,
         noise: float = 0.0,
     ):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, max_len=max_len)
         self.fusion = check_choice("fusion", fusion, ("add", "concat"))
         self.base = check_base(base)
         self.noise = check_float("noise", noise, ge=0)  # an amplitude; 0 = off
@@ -172,8 +171,7 @@ class ScaledSinusoidal(AddedEncoding):
     trainable = True
 
     def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, max_len=max_len)
         if dim is not None and dim % 2:
             raise ValueError(f"dim must be even for scaled_sinusoidal (sin/cos halves), got {dim}")
         self.base = check_base(base)
@@ -197,8 +195,7 @@ class Sinusoidal2D(AddedEncoding):
     position_dims = 2
 
     def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, max_len=max_len)
         self.base = check_base(base)
 
     fusion = "add"

@@ -44,12 +44,13 @@ class PositionBias(PositionalEncoding):
     family = "bias"
     provides = frozenset({"bias", "score_mod"})
 
-    def __init__(self, heads: int | None):
+    def __init__(self, heads: int | None, max_len: int | None = None):
         super().__init__()
         name = type(self).__name__
         if heads is None:
             raise ValueError(f"{name} needs heads= (the number of attention heads, >= 1)")
         self.heads = check_int("heads", heads, low=1)
+        self.max_len = check_max_len(max_len)  # the hard limit
 
     # -- what a subclass defines
     def _params(self) -> tuple:
@@ -169,8 +170,7 @@ class KERPLE(DistanceBias):
     VARIANTS = ("log", "power")
 
     def __init__(self, *, heads=None, max_len=None, variant="log", eps=1e-2):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         if not 0 < eps < 1:
@@ -233,8 +233,7 @@ class FIRE(PositionBias):
     def __init__(
         self, *, heads=None, max_len=None, train_len=None, mlp_width=32, init_c=0.1, eps=1e-6
     ):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
+        super().__init__(heads, max_len)
         if train_len is not None:
             check_int("train_len", train_len, low=1)
         check_int("mlp_width", mlp_width, low=1)
@@ -303,8 +302,7 @@ class ALiBi(DistanceBias):
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
 
     def __init__(self, *, heads=None, max_len=None, bidirectional=False):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.reset_buffers()
 
@@ -353,14 +351,13 @@ class T5Bias(DistanceBias):
         num_buckets=None,
         max_distance=None,
     ):
-        super().__init__(heads)
+        super().__init__(heads, max_len)
         if dim is not None:
             check_int("dim", dim, low=1)
         if train_len is not None:
             check_int("train_len", train_len, low=1)
         if num_buckets is None:  # scaled with train_len
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
             if train_len is None:
@@ -404,8 +401,7 @@ class Sandwich(DistanceBias):
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
     def __init__(self, *, heads=None, max_len=None, sandwich_dim=128):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim
         self.sandwich_dim = sandwich_dim
         self.reset_buffers()

@@ -16,8 +16,7 @@ from torch import nn
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_int, check_max_len, position_at
 from posenc.encodings.bias import PositionBias
-from posenc.encodings.content import qk_rows
-from posenc.encodings.relative import resolve_dims
+from posenc.encodings.relative import qk_rows, resolve_dims
 from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
 
 
@@ -50,8 +49,7 @@ class DynamicPositionBias(PositionBias):
         log_distance=False,
         norm=False,
     ):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         if mlp_width is None:
             mlp_width = max(check_int("dim", dim, low=1) // 4, 1) if dim is not None else 32
         width = check_int("mlp_width", mlp_width, low=1)

@@ -22,25 +22,8 @@ from torch import nn
 from posenc.base import PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
-from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.relative import qk_rows, resolve_dims, rows
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
-
-
-def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int, integer=False) -> torch.Tensor:
-    """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
-    pos = enc.check_positions(pos, name=name, integer=integer)
-    bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
-    if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
-        raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
-                         f"{tuple(pos.shape)}")  # fmt: skip
-    return pos if pos.dim() == 2 else pos[None]
-
-
-def qk_rows(enc, q, k, q_pos, k_pos, integer=False) -> tuple[torch.Tensor, torch.Tensor]:
-    """check_qk, then q_pos, k_pos as rows [B or 1, Tq], [B or 1, Tk] on q's device."""
-    check_qk(enc, q, k)
-    qp = rows(enc, q_pos, "q_pos", q.shape[2], q.shape[0], integer)
-    return qp.to(q.device), rows(enc, k_pos, "k_pos", k.shape[2], k.shape[0], integer).to(q.device)
 
 
 class FoX(PositionalEncoding):

@@ -15,8 +15,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_max_len
-from posenc.encodings.content import qk_rows
-from posenc.encodings.relative import resolve_dims
+from posenc.encodings.relative import qk_rows, resolve_dims
 from posenc.functional.content import forget_bias
 
 

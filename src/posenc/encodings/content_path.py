@@ -15,8 +15,8 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.content import FoX, qk_rows
-from posenc.encodings.relative import resolve_dims
+from posenc.encodings.content import FoX
+from posenc.encodings.relative import qk_rows, resolve_dims
 from posenc.functional.content import forget_bias
 from posenc.functional.path import path_scores, short_conv
 

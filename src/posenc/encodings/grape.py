@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_choice, check_float, check_max_len
+from posenc.checks import check_bool, check_choice, check_float
 from posenc.encodings.bias import DistanceBias, difference
 from posenc.encodings.relative import check_qk, resolve_dims
 from posenc.encodings.rotary import RotaryEncoding, check_per_head
@@ -154,8 +154,7 @@ class GrapeA(DistanceBias):
         gate: str = "query_key",
         omega_init: float = 1.0,
     ) -> None:
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         self.gate = check_choice("gate", gate, GATES)
         check_float("omega_init", omega_init, gt=0)
         self.omega_init = float(omega_init)

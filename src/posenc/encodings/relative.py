@@ -67,22 +67,29 @@ def check_qk(enc, q: torch.Tensor, k: torch.Tensor) -> None:
         )
 
 
-def relative_positions(
-    enc, q_pos: torch.Tensor, k_pos: torch.Tensor, tq: int, tk: int, batch: int, integer: bool
-) -> torch.Tensor:
-    """Validate positions ([T] or [B, T]; enc.check_positions: its max_len) and return
-    q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
-    out = []
-    for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
-        pos = enc.check_positions(pos, name=name, integer=integer)
-        bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
-        if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
-            raise ValueError(
-                f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got {tuple(pos.shape)}"
-            )
-        pos = pos.long() if integer else pos
-        out.append(pos if pos.dim() == 2 else pos[None])
-    qp, kp = out
+def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int, integer=False) -> torch.Tensor:
+    """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
+    pos = enc.check_positions(pos, name=name, integer=integer)
+    bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
+    if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
+        raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
+                         f"{tuple(pos.shape)}")  # fmt: skip
+    return pos if pos.dim() == 2 else pos[None]
+
+
+def qk_rows(enc, q, k, q_pos, k_pos, integer=False) -> tuple[torch.Tensor, torch.Tensor]:
+    """check_qk, then q_pos, k_pos as rows [B or 1, Tq], [B or 1, Tk] on q's device."""
+    check_qk(enc, q, k)
+    qp = rows(enc, q_pos, "q_pos", q.shape[2], q.shape[0], integer)
+    return qp.to(q.device), rows(enc, k_pos, "k_pos", k.shape[2], k.shape[0], integer).to(q.device)
+
+
+def relative_positions(enc, q_pos, k_pos, tq: int, tk: int, batch: int, integer: bool):
+    """Validated positions (rows) -> q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
+    qp = rows(enc, q_pos, "q_pos", tq, batch, integer)
+    kp = rows(enc, k_pos, "k_pos", tk, batch, integer)
+    if integer:
+        qp, kp = qp.long(), kp.long()
     return (qp[:, :, None] - kp[:, None, :]).unsqueeze(1)
 
 
@@ -375,9 +382,7 @@ class DeBERTa(PositionalEncoding):
     def bias(self, q, k, q_pos, k_pos):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
-        rel = relative_positions(
-            self, q_pos, k_pos, tq, k.shape[2], b, True
-        )  # i - j, [B or 1, 1, Tq, Tk]
+        rel = relative_positions(self, q_pos, k_pos, tq, k.shape[2], b, True)  # i - j
         if self.num_buckets > 0:
             rel = deberta_bucket(rel, self.num_buckets, self.max_distance)
         idx = (rel + self.span).clamp(0, 2 * self.span - 1)
