@@ -201,38 +201,35 @@ def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
     return torch.cat(frames)
 
 
-def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int, advance: str,
-         newline: bool = False):  # fmt: skip
-    """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken,
-    intervals {kind: [time index factors per grid]}; newline: rows end with a newline token
-    (_newline_block)."""
+def _row(kinds: list[int], grids: dict, used: dict, merge: int, block, newline: bool = False,
+         dtype=torch.int64) -> torch.Tensor:  # fmt: skip
+    """[n, 3] positions of one unpadded row of token types: text (and audio) runs count on,
+    one index on all three axes; the i-th image / video block (kind 1 / 2, its grid `thw`)
+    gets block(start, kind, i, thw) -> (ids, next start); `used` counts the grids taken.
+    newline: its merged rows end with a newline token (_newline_block)."""
     start, at, pieces = 0, 0, []  # at: the token index in the row
     for kind, run in itertools.groupby(kinds):
         n = len(list(run))
         if kind in (0, 3):  # text (and audio): one index on all three axes
-            pieces.append(torch.arange(start, start + n)[:, None].expand(n, 3))
+            pieces.append((torch.arange(n, dtype=dtype) + start)[:, None].expand(n, 3))
             start, at = start + n, at + n
             continue
         i, name = used[kind], NAMES[kind]
         if i == len(grids[kind]):
             raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type {kind}")
         thw = grids[kind][i]
-        if newline:
-            block = _newline_block(start, thw, merge)
-        else:
-            block = _vision_block(start, thw, merge, intervals[kind][i])
-        if len(block) != n:
+        size = thw[0] * (thw[1] // merge) * (thw[2] // merge + newline)
+        if size != n:
             w = f"(w // {merge}{' + 1' if newline else ''})"
             raise ValueError(
-                f"{name}[{i}] = {list(thw)} gives {len(block)} tokens (t * (h // {merge}) * "
+                f"{name}[{i}] = {list(thw)} gives {size} tokens (t * (h // {merge}) * "
                 f"{w}, spatial_merge_size={merge}), but its block at token {at} has {n}; "
                 "separate consecutive blocks by a text token"
             )
         used[kind] += 1
-        pieces.append(block)
-        grid_end = start + max(thw[1], thw[2]) // merge
-        grid = advance == "grid" and not newline  # newline: after the last frame's block
-        start, at = grid_end if grid else int(block.max()) + 1, at + n
+        ids, start = block(start, kind, i, thw)
+        pieces.append(ids)
+        at += n
     return torch.cat(pieces) if pieces else torch.zeros(0, 3, dtype=torch.int64)
 
 
@@ -307,8 +304,17 @@ def mrope_positions(
     intervals = {1: [(1,)] * len(grids[1]), 2: videos}
     used = {1: 0, 2: 0}
 
+    def block(start, kind, i, thw):
+        if newline_columns:  # the next block starts after the last frame's
+            ids = _newline_block(start, thw, merge)
+        else:
+            ids = _vision_block(start, thw, merge, intervals[kind][i])
+            if advance == "grid":
+                return ids, start + max(thw[1], thw[2]) // merge
+        return ids, int(ids.max()) + 1
+
     def row(kinds):
-        return _row(kinds, grids, used, intervals, merge, advance, newline_columns)
+        return _row(kinds, grids, used, merge, block, newline_columns)
 
     return _positions(token_types, types, grids, used, row, attention_mask, padding)
 

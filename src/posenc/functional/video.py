@@ -21,8 +21,6 @@ are plain RoPE (HoPE: with its temporal pairs unrotated).
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 
 from posenc.checks import check_float, check_int, check_tensor
@@ -30,8 +28,9 @@ from posenc.functional.mrope import (
     MAX_PAIRS,
     NAMES,
     _grids,
-    _keep,
+    _positions,
     _real,
+    _row,
     _types,
     check_mrope_section,
 )
@@ -98,47 +97,24 @@ def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
     return block[:, :3].double(), start + t * span  # the fourth is implied: vrope_streams
 
 
-def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, width,
-            pad, scales):  # fmt: skip
-    """[B, T, width] float64 positions of every row: text runs count on, each vision block is
-    `block(start, merged (t, h, w), scale) -> (positions, next start)`; padding at `pad`."""
+def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, pad,
+            scales):  # fmt: skip
+    """[B, T, 3] float64 positions of every row (mrope's _row): text runs count on, each
+    vision block is `block(start, merged (t, h, w), scale) -> (positions, next start)`;
+    padding at `pad`."""
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", merge, low=1)
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
-    keep = _keep(attention_mask, token_types, types)
-    scale_of = scales(sum(len(g) for g in grids.values()))  # one per vision block, in order
-    out = torch.full((*types.shape, width), float(pad), dtype=torch.float64)
-    used, blocks = {1: 0, 2: 0}, 0
-    for b in range(types.shape[0]):
-        kinds, start, at, pieces = types[b][keep[b]].tolist(), 0.0, 0, []
-        for kind, run in itertools.groupby(kinds):
-            n = len(list(run))
-            if kind == 0:
-                text = torch.arange(n, dtype=torch.float64) + start
-                pieces.append(text[:, None].expand(n, width))
-                start, at = start + n, at + n
-                continue
-            i, name = used[kind], NAMES[kind]
-            if i == len(grids[kind]):
-                raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of "
-                                 f"type {kind}")  # fmt: skip
-            t, h, w = grids[kind][i]
-            if n != t * (h // merge) * (w // merge):
-                raise ValueError(
-                    f"{name}[{i}] = {[t, h, w]} gives {t * (h // merge) * (w // merge)} tokens "
-                    f"(t * (h // {merge}) * (w // {merge}), spatial_merge_size={merge}), but "
-                    f"its block at token {at} has {n}; separate consecutive blocks by a text token"
-                )
-            piece, start = block(start, (t, h // merge, w // merge), scale_of[blocks])
-            pieces.append(piece)
-            used[kind], blocks, at = i + 1, blocks + 1, at + n
-        if pieces:
-            out[b, keep[b]] = torch.cat(pieces)
-    for kind, name in NAMES.items():
-        if used[kind] != len(grids[kind]):
-            raise ValueError(f"{name} has {len(grids[kind])} rows, but token_types has "
-                             f"{used[kind]} blocks of type {kind}")  # fmt: skip
-    return out.reshape(*token_types.shape, width).to(token_types.device)
+    scale = iter(scales(sum(len(g) for g in grids.values())))  # one per vision block, in order
+    used = {1: 0, 2: 0}
+
+    def merged(start, kind, i, thw):
+        return block(float(start), (thw[0], thw[1] // merge, thw[2] // merge), next(scale))
+
+    def row(kinds):
+        return _row(kinds, grids, used, merge, merged, dtype=torch.float64)
+
+    return _positions(token_types, types, grids, used, row, attention_mask, pad, torch.float64)
 
 
 def diagonal_positions(
@@ -169,7 +145,7 @@ def diagonal_positions(
     """
     integral = all(_scale(s).is_integer() for s in _as_list(temporal_scale))
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _diagonal_block, 3, 1,
+                  attention_mask, _diagonal_block, 1,
                   lambda n: _scales(temporal_scale, n, generator))  # fmt: skip
     return out.long() if integral else out.float()
 
@@ -196,7 +172,7 @@ def vrope_positions(
     attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
     """
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _vrope_block, 3, 0,
+                  attention_mask, _vrope_block, 0,
                   lambda n: [1.0] * n)  # fmt: skip
     return out.long()
 
