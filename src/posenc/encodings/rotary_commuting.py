@@ -1,8 +1,5 @@
 """ComRoPE, rotary position embedding of trainable commuting angle matrices (Yu et al. 2025).
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
-
 Position p (P axes) gets R(p) = exp(sum_a p_a A_a), A_a skew-symmetric and block-diagonal in
 blocks of g channels, as LieRE; ComRoPE's A_a commute pairwise by construction (ComRoPE-AP:
 each block turns with one axis; ComRoPE-LD: every axis scales one matrix per block), so

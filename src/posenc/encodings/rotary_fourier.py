@@ -1,8 +1,5 @@
 """FoPE, Fourier position embedding (Hua et al. 2024): each rotary pair a Fourier series.
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T]) -> [T, K] float64, the angles of the K frequencies the series use
-
 RoPE's frequencies whose period is longer than the training length (w < 2 pi / train_len) are
 under-trained: FoPE zeroes them. The K kept ones form the basis: pair d gets
 C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) in place of cos(w_d t) and

@@ -1,7 +1,4 @@
-"""RoPE on some heads only, the others without a positional encoding (per-head NoPE).
-
-rope_heads  PartialHeadsRoPE  the last `rotate_heads` of the H query heads rotate
-"""
+"""rope_heads: RoPE on the last `rotate_heads` query heads, no positional encoding on the rest."""
 
 from __future__ import annotations
 
@@ -63,21 +60,15 @@ class PartialHeadsRoPE(PositionalEncoding):
         self.max_len, self.per_document = self.rope.max_len, self.rope.per_document
         self.heads, self.rotate_heads = self_heads, rotate_heads
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] -> (q, k) with the last rotate_heads query
-        heads (and their kv heads) rotated."""
+    def rotate(self, q, k, q_pos, k_pos):
         if q.dim() != 4 or k.dim() != 4:
             raise ValueError(
                 f"q and k must be [B, H, T, Dh], got {tuple(q.shape)} and {tuple(k.shape)}"
             )
         H, Hkv, n = q.shape[1], k.shape[1], self.rotate_heads
         if H == Hkv == 1 and self.heads > 1:  # a one-head probe (posenc explain): a rotated head
-            return (
-                self.rope.rotate(q, k, q_pos, k_pos) if n else self._unrotated(q, k, q_pos, k_pos)
-            )
-        if self.heads != H or H % Hkv:
+            n = min(n, 1)
+        elif self.heads != H or H % Hkv:
             raise ValueError(
                 f"rope_heads was built for heads={self.heads}; q has {H} heads and k {Hkv} "
                 f"(H must equal heads and be a multiple of Hkv)"
@@ -89,21 +80,16 @@ class PartialHeadsRoPE(PositionalEncoding):
                 f"(H / Hkv = {group}) under grouped-query attention: a kv head serves its "
                 f"whole group, rotated or not"
             )
-        if n == 0:
-            return self._unrotated(q, k, q_pos, k_pos)
+        if n == 0:  # nope: positions are still checked (max_len), nothing rotates
+            self.check_positions(q_pos, name="q_pos")
+            self.check_positions(k_pos, name="k_pos")
+            return q, k
         nk = n // group
         qr, kr = self.rope.rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
         return torch.cat([q[:, : H - n], qr], dim=1), torch.cat([k[:, : Hkv - nk], kr], dim=1)
 
-    def _unrotated(self, q, k, q_pos, k_pos):
-        """nope: positions are still checked (max_len), nothing rotates."""
-        self.check_positions(q_pos, name="q_pos")
-        self.check_positions(k_pos, name="k_pos")
-        return q, k
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] float64: the rotated heads' angles."""
-        return self.rope.angles(positions)
+    def angles(self, positions):
+        return self.rope.angles(positions)  # the rotated heads' angles
 
     def extra_repr(self) -> str:
         return f"rotate_heads={self.rotate_heads}, heads={self.heads}"

@@ -1,8 +1,5 @@
 """RoPE++ (Liu et al. 2025): attention from the imaginary part of RoPE's complex q.k as heads.
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [B, T]) -> [T, R/2] float64, RoPE's angles
-
 RoPE's score is Re(sum_j q_j(t) conj(k_j(s))) over the complex pairs; RoPE++ adds heads
 scored by Im(sum_j q_j(t) conj(k_j(s))) = (q . k) sin((t - s) w) - (q x k) cos((t - s) w),
 relative too. Im(z) = Re(z * -i): an imaginary head's query is the RoPE-rotated query turned a
@@ -90,11 +87,8 @@ class RoPEPP(RoPE):
         h = torch.arange(heads, device=device)
         return h % 2 == 1 if self.mode != "half" else h >= heads // 2
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> (q, k): real heads
-        RoPE-rotated, imaginary heads' queries a quarter turn further."""
+    def rotate(self, q, k, q_pos, k_pos):
+        """Real heads RoPE-rotated, imaginary heads' queries a quarter turn further."""
         H = q.shape[1]
         self.check_heads(H)
         q, k = super().rotate(q, k, q_pos, k_pos)

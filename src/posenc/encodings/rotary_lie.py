@@ -1,8 +1,5 @@
 """LieRE, Lie group relative position encodings (Ostmeier et al. 2024).
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
-
 Position p (P axes) gets the rotation R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
 generators, one per axis, block-diagonal in blocks of g channels; q and k are multiplied by
 it. One axis (or generators that commute, e.g. g = 2): R(i)^T R(j) = R(j - i), so scores depend
@@ -43,21 +40,21 @@ class BlockRotations(PositionalEncoding):
     trainable = True
 
     def generator_tensor(self) -> torch.Tensor:
-        raise NotImplementedError
+        raise NotImplementedError  # [P, G * heads?, g, g]
+
+    def _scaled(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] / [B, T] (or [..., P]) -> [..., P] float64 times position_scale."""
+        pos = positions.double() * self.position_scale
+        return pos[..., None] if self.position_dims == 1 else pos
 
     def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        rot = liere_rotations(pos, self.generator_tensor(), dtype)  # [(B,) T, G * heads?, g, g]
-        heads = self.heads if self.per_head else 1
+        rot = liere_rotations(self._scaled(positions), self.generator_tensor(), dtype)
+        heads = self.heads if self.per_head else 1  # rot [(B,) T, G * heads?, g, g]
         rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
         return rot if rot.dim() == 6 else rot[None]
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
+    def rotate(self, q, k, q_pos, k_pos):
         name = type(self).__name__
         if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
             raise ValueError(
@@ -76,11 +73,9 @@ class BlockRotations(PositionalEncoding):
         invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
         generator's rotation frequencies, as RoPE's p * w_j."""
         positions = self.check_positions(positions, position_dims=self.position_dims)
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
         gens = self.generator_tensor().detach()
         G = gens.shape[1] // (self.heads if self.per_head else 1)
-        return liere_angles(pos, gens[:, :G])
+        return liere_angles(self._scaled(positions), gens[:, :G])
 
 
 class LieRE(BlockRotations):

@@ -1,9 +1,5 @@
 """PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025).
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> q [B, H, Tq, 2 Dh],
-                                                                   k [B, Hkv, Tk, 2 Dh]
-    angles(positions [T]) -> [T, Dh] float64, the angle of each channel
-
 Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c:
 content ("what") sets magnitudes, position ("where") only angles, so
 q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c). The rotated q and k are
@@ -73,10 +69,8 @@ class PoPE(PositionalEncoding):
         """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
         return self.phase.clamp(-2 * math.pi, 0.0)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> q, k [..., 2 Dh]."""
+    def rotate(self, q, k, q_pos, k_pos):
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] -> q, k [..., 2 Dh]."""
         if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
             raise ValueError(
                 f"q/k have head dim {q.shape[-1]}, but pope was built with head_dim={self.head_dim}"
@@ -92,9 +86,8 @@ class PoPE(PositionalEncoding):
             out.append(apply_pope(x, rope_align(angles, x, name), phase))
         return out[0], out[1]
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, Dh] (or [B, T, Dh]) float64 angles, unreduced (the
-        phase, a query-key offset, not shown)."""
+    def angles(self, positions):
+        """positions [T] or [B, T] -> [(B,) T, Dh] float64 (the phase, an offset, not shown)."""
         positions = self.check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 
