@@ -163,32 +163,31 @@ def _seconds(name: str, seconds, videos: int) -> list:
 
 
 def _video_intervals(tokens_per_second, second_per_grid_ts, videos: int) -> list:
-    """Each video's time index factors: (1,) (Qwen2-VL), (tokens_per_second * seconds,)
-    (Qwen2.5-VL)."""
+    """Each video's time index factor: 1 (Qwen2-VL), tokens_per_second * seconds (Qwen2.5-VL)."""
     if tokens_per_second is None:
         if second_per_grid_ts is not None:
             raise ValueError("second_per_grid_ts needs tokens_per_second (Qwen2.5-VL's "
                              "vision_config.tokens_per_second)")  # fmt: skip
-        return [(1,)] * videos
+        return [1] * videos
     if check_float("tokens_per_second", tokens_per_second, gt=0) > MAX_INDEX:
         raise ValueError(f"tokens_per_second must be <= 2^62, got {tokens_per_second!r}")
     if second_per_grid_ts is None:
-        return [(tokens_per_second,)] * videos
+        return [tokens_per_second] * videos
     seconds = _seconds("second_per_grid_ts", second_per_grid_ts, videos)
-    return [(tokens_per_second * s,) for s in seconds]
+    return [tokens_per_second * s for s in seconds]
 
 
-def _vision_block(start: int, thw, merge: int, factors) -> torch.Tensor:
-    """[t * h * w, 3] (t, h, w) indices of one image / video over its merged grid, row-major,
-    offset by `start`; the time index is int(i * factors[0] * factors[1] ...), multiplied in
-    that order (as the model's own float32 rounding does)."""
-    t, h, w = thw[0], thw[1] // merge, thw[2] // merge
-    ti = torch.arange(t)
-    for factor in factors:
-        ti = ti * factor
-    ti = ti.long() + start
-    grid = torch.meshgrid(ti, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
-    return torch.stack(grid, dim=-1).reshape(-1, 3)
+def _grid(start, t_index: torch.Tensor, h: int, w: int, dtype=torch.int64) -> torch.Tensor:
+    """[t * h * w, 3] (t, h, w) ids of a grid, row-major, plus `start`: time ids t_index [t],
+    rows and columns counted from 0 (Qwen3-Omni: float32)."""
+    rows, cols = torch.arange(h, dtype=dtype), torch.arange(w, dtype=dtype)
+    grid = torch.meshgrid(t_index.to(dtype), rows, cols, indexing="ij")
+    return torch.stack(grid, dim=-1).reshape(-1, 3) + start
+
+
+def _vision_block(start: int, thw, merge: int, factor=1) -> torch.Tensor:
+    """The ids of one image / video over its merged grid: time index int(i * factor)."""
+    return _grid(start, (torch.arange(thw[0]) * factor).long(), thw[1] // merge, thw[2] // merge)
 
 
 def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
@@ -197,7 +196,7 @@ def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
     start + f * max(h, w + 1) on all three axes."""
     t, h, w = thw[0], thw[1] // merge, thw[2] // merge + 1
     size = max(h, w)
-    frames = [_vision_block(start + f * size, (1, h, w), 1, (1,)) for f in range(t)]
+    frames = [_vision_block(start + f * size, (1, h, w), 1) for f in range(t)]
     return torch.cat(frames)
 
 
@@ -211,7 +210,7 @@ def _row(kinds: list[int], grids: dict, used: dict, merge: int, block, newline: 
     for kind, run in itertools.groupby(kinds):
         n = len(list(run))
         if kind in (0, 3):  # text (and audio): one index on all three axes
-            pieces.append((torch.arange(n, dtype=dtype) + start)[:, None].expand(n, 3))
+            pieces.append(_line(n, start, dtype))
             start, at = start + n, at + n
             continue
         i, name = used[kind], NAMES[kind]
@@ -301,7 +300,7 @@ def mrope_positions(
     if check_int("padding", padding, low=0) > MAX_INDEX:
         raise ValueError(f"padding must be <= 2^62, got {padding}")
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
-    intervals = {1: [(1,)] * len(grids[1]), 2: videos}
+    intervals = {1: [1] * len(grids[1]), 2: videos}
     used = {1: 0, 2: 0}
 
     def block(start, kind, i, thw):
@@ -406,9 +405,9 @@ def _omni_blocks(kinds: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _line(n: int, start) -> torch.Tensor:
-    """[n, 3] ids start, start + 1, ... on all three axes (start an int or a 0-d tensor)."""
-    return (torch.arange(n) + start)[:, None].expand(n, 3)
+def _line(n: int, start, dtype=torch.int64) -> torch.Tensor:
+    """[n, 3] ids start, start + 1, ... on all three axes (start a number or a 0-d tensor)."""
+    return (torch.arange(n, dtype=dtype) + start)[:, None].expand(n, 3)
 
 
 def _chunks(times: list, size: int) -> list[tuple[int, int]]:
@@ -421,15 +420,6 @@ def _chunks(times: list, size: int) -> list[tuple[int, int]]:
             out.append((begin, i))
             begin, k = i, k + 1
     return out + [(begin, len(times))]
-
-
-def _omni_vision(start, thw, merge: int, t_index: torch.Tensor, qwen3: bool) -> torch.Tensor:
-    """[t * h * w, 3] ids of one image / video: time ids t_index [t], merged grid rows and
-    columns, row-major, plus `start` (Qwen3-Omni: float32)."""
-    dtype = torch.float32 if qwen3 else torch.int64
-    h, w = (torch.arange(n // merge, dtype=dtype) for n in thw[1:])
-    grid = torch.meshgrid(t_index.to(dtype), h, w, indexing="ij")
-    return torch.stack(grid, dim=-1).reshape(-1, 3) + start  # [t * h * w, 3]
 
 
 def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
@@ -447,7 +437,8 @@ def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
     scale = 1 if kind == 1 else seconds[i]
     t_index = torch.arange(thw[0]) * scale * pps  # transformers' product order
     t_index = t_index.float() if qwen3 else t_index.long()
-    video = _omni_vision(start, thw, merge, t_index, qwen3)
+    dtype = torch.float32 if qwen3 else torch.int64
+    video = _grid(start, t_index, thw[1] // merge, thw[2] // merge, dtype)
     n = sum(k == grid_kind for k in run)
     if len(video) != n:
         raise ValueError(

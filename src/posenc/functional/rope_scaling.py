@@ -25,28 +25,6 @@ import torch
 from posenc.checks import check_float
 from posenc.functional.absolute import sinusoidal_inv_freq
 
-KNOWN_KEYS = {
-    "rope_type",
-    "type",
-    "rope_theta",
-    "partial_rotary_factor",
-    "factor",
-    "original_max_position_embeddings",
-    "max_position_embeddings",
-    "beta_fast",
-    "beta_slow",
-    "mscale",
-    "mscale_all_dim",
-    "attention_factor",
-    "truncate",
-    "low_freq_factor",
-    "high_freq_factor",
-    "short_factor",
-    "long_factor",
-    "short_mscale",
-    "long_mscale",
-}
-
 
 def default(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Su et al.: inv_freq_i = 1 / base^(2i / dim)."""
@@ -55,9 +33,7 @@ def default(dim: int, base: float, params: dict, seq_len: int | None = None):
 
 def linear(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Position interpolation (Chen et al. 2023): positions / factor, i.e. inv_freq / factor."""
-    factor = _need(params, "factor", "linear")
-    inv_freq = sinusoidal_inv_freq(dim, base)
-    return inv_freq / factor, 1.0
+    return sinusoidal_inv_freq(dim, base) / _need(params, "factor", "linear"), 1.0
 
 
 def ntk(dim: int, base: float, params: dict, seq_len: int | None = None):
@@ -102,6 +78,8 @@ BOUNDS = {
     "original_max_position_embeddings": dict(ge=1), "max_position_embeddings": dict(ge=1),
 }  # fmt: skip
 NEEDS_FACTOR_AT_LEAST_1 = ("ntk", "dynamic", "yarn", "llama3", "longrope")
+# every key a scaling dict may have: the numeric ones (BOUNDS) and these
+KNOWN_KEYS = {*BOUNDS, "rope_type", "type", "truncate", "short_factor", "long_factor"}
 
 
 def check_values(params: dict, rope_type: str) -> None:
