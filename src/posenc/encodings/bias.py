@@ -1,17 +1,6 @@
-"""Bias encodings: a score added to the attention logits that depends on positions only.
-
-    alibi     ALiBi      fixed linear distance penalty per head
-    t5        T5Bias     learned scalar per (bucket, head)
-    kerple    KERPLE     learned log / power distance kernel
-    fire      FIRE       learned MLP of a normalized log distance
-    sandwich  Sandwich   parameter-free sinusoidal inner product
-
-Each is a PositionBias (posenc.encodings.bias): one elementwise function of query
-positions, key positions and head index, which bias() and score_mod() both evaluate, so the
-two give the same numbers by construction.
-
-Causal forms define values for keys after the query too (j > i); each class says which. The
-causal mask removes them in a decoder.
+"""Bias encodings: a score added to the attention logits that depends on positions only
+(alibi, t5, kerple, fire, sandwich). Causal forms define values for keys after the query too
+(j > i), which the causal mask removes; each class says which.
 """
 
 from __future__ import annotations
@@ -39,7 +28,8 @@ def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
 
 
 class PositionBias(PositionalEncoding):
-    """Shared plumbing: head count, position checks, bias() and score_mod() from _value()."""
+    """One elementwise `_value(qp, kp, h, params)` of query positions, key positions and head
+    indices, which bias() and score_mod() both evaluate: the same numbers by construction."""
 
     family = "bias"
     provides = frozenset({"bias", "score_mod"})
@@ -52,7 +42,6 @@ class PositionBias(PositionalEncoding):
         self.heads = check_int("heads", heads, low=1)
         self.max_len = check_max_len(max_len)  # the hard limit
 
-    # -- what a subclass defines
     def _params(self) -> tuple:
         """Tensors computed once per call (e.g. positive parameters), passed to _value."""
         return ()
@@ -61,7 +50,6 @@ class PositionBias(PositionalEncoding):
         """Elementwise bias for query positions qp, key positions kp, head indices h."""
         raise NotImplementedError
 
-    # -- shared
     def _positions(
         self, pos: torch.Tensor, name: str, length: int | None = None, batch: int | None = None
     ) -> torch.Tensor:
@@ -100,10 +88,7 @@ class PositionBias(PositionalEncoding):
         return qp, kp, h
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [1 or B, H, Tq, Tk].
-
-        q and k only supply shapes, dtype and device.
-        """
+        """[1 or B, H, Tq, Tk]; q and k only supply shapes, dtype and device."""
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         return self._value(qp, kp, h, self._params()).to(q.dtype)
 
@@ -118,8 +103,7 @@ class PositionBias(PositionalEncoding):
             )
         return q_pos, k_pos
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
+    def score_mod(self, q_pos, k_pos):
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         q_at, k_at = position_at(q_pos), position_at(k_pos)
         params = self._params()
@@ -140,8 +124,7 @@ class DistanceBias(PositionBias):
 
     provides = PositionBias.provides | {"distance"}
 
-    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-        """distances [N] int64 -> [H, N]: bias() at every pair that far apart."""
+    def distance_bias(self, distances, q_pos):
         d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
         h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
         return self._value(d, torch.zeros_like(d), h, self._params())
@@ -152,16 +135,12 @@ def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
 
 
 class KERPLE(DistanceBias):
-    """Kernelized relative positional embedding: a learned conditionally positive definite kernel.
+    """Kernelized relative positional embedding: a learned conditionally positive definite kernel,
+    -r1_h * log(1 + r2_h * |i - j|) ("log") or -r1_h * |i - j| ** r2_h, 0 < r2_h <= 2 ("power").
 
-    variant="log":   -r1_h * log(1 + r2_h * |i - j|)
-    variant="power": -r1_h * |i - j| ** r2_h, 0 < r2_h <= 2
-
-    Symmetric in i - j (keys after the query get the mirrored value). Positivity: r1 =
-    softplus(raw) and, for log, r2 = softplus(raw); the power exponent is r2 = 2*sigmoid(raw).
-    The paper's code instead clamps the raw values in place (min 0.01, exponent max 2) at every
-    forward; the smooth maps keep gradients alive and never mutate parameters. Init as that code:
-    log r1 ~ U(0, 2), r2 ~ U(0, 1); power r1 ~ U(0, 1), r2 ~ U(0, 2); all at least `eps`.
+    r1 = softplus(raw), r2 = softplus(raw) (log) or 2 sigmoid(raw) (power), where the paper's
+    code clamps the raw values in place (the smooth maps keep gradients alive). Init as that
+    code: log r1 ~ U(0, 2), r2 ~ U(0, 1); power r1 ~ U(0, 1), r2 ~ U(0, 2); all >= `eps`.
     """
 
     paper = "Chi et al. 2022"
@@ -189,12 +168,11 @@ class KERPLE(DistanceBias):
 
     @property
     def r1(self) -> torch.Tensor:
-        """Positive scale per head [H]."""
-        return F.softplus(self.r1_raw)
+        return F.softplus(self.r1_raw)  # [H] > 0
 
     @property
     def r2(self) -> torch.Tensor:
-        """Positive rate (log) or exponent in (0, 2) (power) per head [H]."""
+        """[H]: a rate > 0 (log) or an exponent in (0, 2) (power)."""
         if self.variant == "log":
             return F.softplus(self.r2_raw)
         return 2 * torch.sigmoid(self.r2_raw)
@@ -216,13 +194,10 @@ class KERPLE(DistanceBias):
 class FIRE(PositionBias):
     """Functional interpolation: b(i, j) = MLP(psi(i - j) / psi(max(i, L))), psi(x) = log(c*x + 1).
 
-    MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper. c (init 0.1) is learned;
-    L = |s * L0| with a learned multiplier s (init 1), as in the paper's code; L0 = `train_len`
-    when given, else the reference's 512, which would leave every
-    position of a short training run below the threshold. psi uses |c*x| and the denominator
-    gets `eps`, as in that code. Keys after the query (j > i) get psi(|i - j|), the mirrored
-    distance over the same normalizer. Depends on i itself (not only i - j): not shift-invariant.
-    Computed hidden unit by hidden unit, the same way in bias() and score_mod().
+    MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper; c (init 0.1) learned;
+    L = |s * L0| with a learned s (init 1), L0 = `train_len`, else the reference's 512. psi
+    uses |c*x| and the denominator gets `eps`, as that code. Keys after the query get the
+    mirrored distance. Not shift-invariant (depends on i itself).
     """
 
     provides = PositionBias.provides | {"distance"}  # below the threshold L
@@ -245,8 +220,7 @@ class FIRE(PositionBias):
         self.L_multiplier = nn.Parameter(torch.tensor(1.0))
 
     @property
-    def threshold(self) -> torch.Tensor:
-        """L, the position below which the normalizer stays psi(L)."""
+    def threshold(self) -> torch.Tensor:  # L: below it the normalizer stays psi(L)
         return (self.L_multiplier * self.init_L).abs()
 
     def _params(self):
@@ -292,9 +266,8 @@ class FIRE(PositionBias):
 class ALiBi(DistanceBias):
     """Attention with Linear Biases: bias = -m_h * (i - j), slopes m_h as in BLOOM.
 
-    Causal form (default): -m_h * (i - j) for every pair, so keys after the query (j > i) get
-    +m_h * (j - i), the linear continuation. That equals BLOOM's m_h * j up to a per-query
-    constant, so softmax matches BLOOM even without a mask; in a decoder the mask removes them.
+    The causal form (default) continues linearly past the query: BLOOM's m_h * j up to a
+    per-query constant, so the softmax matches BLOOM even without a mask.
     `bidirectional=True`: the symmetric -m_h * |i - j| (for encoders).
     """
 
@@ -323,16 +296,10 @@ class T5Bias(DistanceBias):
     """T5's relative attention bias: a learned scalar per (bucket, head), buckets of key - query.
 
     `bidirectional=False` (default, decoders) gives keys after the query bucket 0, as T5's
-    decoder does; encoders want `bidirectional=True`. Not scaled by 1/sqrt(Dh).
-
-    num_buckets, max_distance: 32 and 128 by default (T5). When `train_len` is given, those not
-    given scale with it: num_buckets = train_len (even, 4..32) and max_distance = max(train_len,
-    start of the log buckets + 1): the log buckets then span exactly the distances seen in
-    training, and longer distances share the bucket of the farthest trained ones, instead of
-    landing in buckets training never reached (with T5's 128 and a training length of, say,
-    20, buckets for 20..127 stay at their init).
-
-    Init: normal(0, dim**-0.5) as transformers' T5 when `dim` is given, else normal(0, 0.02).
+    decoder. num_buckets, max_distance: T5's 32 and 128; with `train_len`, those not given
+    scale with it (num_buckets = train_len, even, 4..32; max_distance = max(train_len, start of
+    the log buckets + 1)), so no bucket is left untrained. Init normal(0, dim**-0.5) as
+    transformers' T5 when `dim` is given, else normal(0, 0.02).
     """
 
     paper = "Raffel et al. 2020"
@@ -388,12 +355,9 @@ class T5Bias(DistanceBias):
 class Sandwich(DistanceBias):
     """Sandwich: the inner product of sinusoidal embeddings as a parameter-free bias.
 
-    bias_h(i, j) = (sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2) / (8h/H), h = 1..H:
-    p_i . p_j of two sinusoidal embeddings of width d' (`sandwich_dim`, 128 as in the paper),
-    shifted to 0 at i = j (softmax ignores the constant) and compressed per head by ALiBi-like
-    ratios 8h/H, as in NeMo and attention-gym. Symmetric in i - j. Computed
-    in float64: integer positions read a table over |i - j| = 0..max distance, float positions
-    sum the cosines directly; the numbers are the same either way.
+    bias_h(i, j) = (sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2) / (8h/H), h = 1..H,
+    d' = `sandwich_dim` (128, the paper's), as NeMo and attention-gym. Computed in float64:
+    integer positions read a table over |i - j|, float positions sum the cosines directly.
     """
 
     paper = "Chi et al. 2023"

@@ -1,16 +1,6 @@
-"""Relative encodings whose score depends on positions AND content (q / k).
-
-Each one adds bias(q, k, q_pos, k_pos) -> [B, H, Tq, Tk] to the scaled logits
-q.k * softmax_scale(Dh). Values depend only on the position values passed (never on tensor
-indices), so query-chunked and KV-cached evaluation equal the full one.
-
-    shaw            Shaw et al. 2018      q.a^K[clip(j - i)] (+ relative values a^V)
-    transformer_xl  Dai et al. 2019       u.k_j + (q_i + v).W_r R[i - j]
-    deberta         He et al. 2021        c2p q_i.K_r[d(i, j)] + p2c k_j.Q_r[d(i, j)], log buckets
-    cope            Golovneva et al. 2024 q_i.e[p_ij], p_ij = sum of sigmoid gates from j to i
-
-Shaw, Transformer-XL, DeBERTa and CoPE, and the helpers they share (keyword resolution, q / k
-checks, position differences).
+"""Relative encodings whose bias depends on positions AND content (q / k): shaw,
+transformer_xl, deberta, cope; and the helpers the q / k-dependent encodings share (keyword
+resolution, q / k checks, position rows and differences).
 """
 
 from __future__ import annotations
@@ -243,7 +233,7 @@ class TransformerXL(PositionalEncoding):
 
     def position_gather(self, qv: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """(q + v).W_r R[i - j] for any positions: score every distance in range, then gather."""
-        if rel.is_meta:  # a model on the meta device: no distances to range over, shapes only
+        if rel.is_meta:  # no distances to range over: shapes only
             return qv.new_empty(*qv.shape[:3], rel.shape[-1])
         lo, hi = int(rel.min().item()), int(rel.max().item())
         distances = torch.arange(lo, hi + 1, device=qv.device)
@@ -254,15 +244,11 @@ class TransformerXL(PositionalEncoding):
 class CoPE(PositionalEncoding):
     """Golovneva et al. 2024, contextual position encoding, for causal attention.
 
-    Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (the reference code gates the scaled
-    logits); contextual position p_ij = sum of g_it over the keys t from j up to the query
-    (k_pos[j] <= k_pos[t] <= q_pos[i], within j's run of increasing positions, so packed
-    documents do not count each other), clamped to max_distance - 1; bias q_i.e[p_ij] with e
-    [max_distance, Dh] (shared by the heads) linearly interpolated between floor and ceil.
-
-    Non-causal pairs (k_pos[j] > q_pos[i]) have no gates between key and query: p_ij = 0 and
-    the bias is q_i.e[0], the value the reference code gives masked pairs. With causal=False
-    every future key therefore sits at contextual position 0.
+    Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (as the reference, of the scaled
+    logits); p_ij = sum of g_it over the keys t from j up to the query, within j's run of
+    increasing positions (packed documents), clamped to max_distance - 1; bias q_i.e[p_ij],
+    e [max_distance, Dh] shared by the heads, interpolated between floor and ceil. Keys after
+    the query get p_ij = 0 (the reference's value for masked pairs).
     """
 
     family = "relative"
@@ -291,7 +277,7 @@ class CoPE(PositionalEncoding):
         self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
 
     def positions(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """Contextual positions p [B, H, Tq, Tk] float32 (before clamping)."""
+        """Contextual positions p [B, H, Tq, Tk] float32, not clamped."""
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
         tk = k.shape[2]
@@ -317,12 +303,10 @@ class DeBERTa(PositionalEncoding):
     """He et al. 2021 (DeBERTa-v2 form): disentangled attention with relative position buckets.
 
     d(i, j) = clamp(deberta_bucket(i - j) + span, 0, 2 span - 1), span = num_buckets (or
-    max_distance without buckets). Relative embeddings [2 span, D] (optionally
-    LayerNorm-ed) go through their own projections to K_r, Q_r [H, 2 span, Dh]; bias() returns
-    (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) * softmax_scale(Dh), softmax_scale = 1/sqrt(3 Dh)
-    (1/sqrt((1 + len(pos_att_type)) Dh)), as DebertaV2's DisentangledSelfAttention with
-    share_att_key=False. (The p2c index is transformers' -r of the transposed score, which is
-    again d(i, j) in query-key layout.)
+    max_distance without buckets). Relative embeddings [2 span, D] (optionally LayerNorm-ed)
+    project to K_r, Q_r [H, 2 span, Dh]; bias = (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) *
+    softmax_scale, 1/sqrt((1 + len(pos_att_type)) Dh), as DebertaV2's
+    DisentangledSelfAttention with share_att_key=False.
     """
 
     family = "relative"
