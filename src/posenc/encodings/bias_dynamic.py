@@ -1,11 +1,5 @@
-"""Biases a small network computes from the distance (x-transformers' two):
-
-    dynamic_bias    DynamicPositionBias   an MLP of the (log-)distance, one output per head
-    distance_basis  DistanceBasisBias     each query mixes learned curves over the distance
-
-The dynamic position bias is a bias of positions alone (bias, score_mod, distance: the MLP is
-evaluated once per distinct distance, a table [N, H] every form indexes). The distance-basis
-bias weighs its curves by the query, so it depends on content: bias only (no score_mod).
+"""Biases a small network computes from the distance (x-transformers' two): dynamic_bias, of
+positions alone, and distance_basis, whose curves each query weighs (content-dependent).
 """
 
 from __future__ import annotations
@@ -23,12 +17,10 @@ from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_dista
 class DynamicPositionBias(PositionBias):
     """Dynamic position bias (Wang et al.'s CrossFormer; x-transformers' DynamicPositionBias):
     bias_h(i, j) = MLP(i - j)_h, the MLP Linear(1, W) - SiLU - (Linear(W, W) - SiLU) x
-    (depth - 1) - Linear(W, H) over the signed distance d = i - j, or over sign(d) log(|d| + 1)
-    with `log_distance`; `norm` puts a LayerNorm before each SiLU (the first without a bias, as
-    x-transformers). W = `mlp_width`, default dim // 4 (x-transformers' width), else 32.
-
-    Signed: keys after the query get MLP at negative distances, the encoder form (the causal
-    mask removes them in a decoder). Integer positions (the table is indexed by distance).
+    (depth - 1) - Linear(W, H) over the signed distance d, or sign(d) log(|d| + 1) with
+    `log_distance`; `norm` puts a LayerNorm before each SiLU (the first without a bias, as
+    x-transformers). W = `mlp_width`, default dim // 4, else 32. The MLP runs once per
+    distinct distance.
     """
 
     provides = PositionBias.provides | {"distance"}
@@ -70,8 +62,6 @@ class DynamicPositionBias(PositionBias):
         return self.mlp(x[:, None].to(self.mlp[0].weight.dtype)).float()
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh] (shapes, dtype, device only), positions [T] or
-        [B, T] -> [1 or B, H, Tq, Tk]: the MLP at each distinct distance, gathered."""
         qp, kp, _ = self._grids(q, k, q_pos, k_pos)
         d = (qp - kp)[:, 0]  # [b, Tq, Tk]
         if d.is_meta:  # no values to take unique: the MLP at every pair
@@ -81,8 +71,7 @@ class DynamicPositionBias(PositionBias):
             values = self.table(distinct)[at]  # [b, Tq, Tk, H]
         return values.permute(0, 3, 1, 2).to(q.dtype)
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod reading a table of the MLP over the span of distances."""
+    def score_mod(self, q_pos, k_pos):  # a table of the MLP over the span of distances
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         lo = hi = 0
         if q_pos.numel() and k_pos.numel():
@@ -102,8 +91,7 @@ class DynamicPositionBias(PositionBias):
 
         return score_mod
 
-    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-        """distances [N] int64 -> [H, N]: the MLP at each distance."""
+    def distance_bias(self, distances, q_pos):
         return self.table(distances).t()
 
     def extra_repr(self) -> str:
@@ -112,16 +100,11 @@ class DynamicPositionBias(PositionBias):
 
 class DistanceBasisBias(PositionalEncoding):
     """Distance-basis bias (x-transformers' RelativeProjPositionalBias, after Thinking
-    Machines' Inkling; no paper): R learned curves over the distance, bank [R, M] (init
-    normal(0, 0.02)), and each query's own mix of them per head,
-
-        bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j]   for 0 <= i - j < M, else 0,
-
-    w_h(i) = W_h q_i + c_h, W [H, Dh, R], read from the query vector each head already has
-    (x-transformers reads the layer input x through Linear(D, H R); with q = W_q x that is the
-    Linear of weight W_h^T W_q,h, which gives the same numbers). M = `max_dist`, default
-    `train_len`, else x-transformers' 1024: farther keys get 0. Causal only (keys after the
-    query get 0). Integer positions.
+    Machines' Inkling; no paper): R learned curves over the distance, bank [R, M], and each
+    query's mix of them per head, bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j] for
+    0 <= i - j < M, else 0; w_h(i) = W_h q_i + c_h reads the query each head already has
+    (x-transformers' Linear on x, of weight W_h^T W_q,h, gives the same numbers).
+    M = `max_dist`, default `train_len`, else 1024. Causal only.
     """
 
     family = "content"

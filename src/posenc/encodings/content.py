@@ -1,14 +1,6 @@
-"""The content family: attention that depends on the tokens' content, not on positions alone.
-Positions only order the tokens and decide the causal mask (every scheme here is shift-invariant).
-
-fox            FoX's forget gates: a learned, content-dependent ALiBi, through bias()
-dape           DAPE: an MLP over each pair's logits and a positional bias, through
-               transform_logits()
-stickbreaking  stick-breaking attention: no softmax, through normalize()
-
-Where each runs (base.py): fox on eager, sdpa (a materialized bias) and chunked, not flex
-(its bias depends on k: no score_mod); dape and stickbreaking on eager and chunked only (sdpa
-and flex fuse the softmax and never form the logits).
+"""The content family: attention that depends on the tokens' content, not on positions alone
+(fox through bias(), dape through transform_logits(), stickbreaking through normalize()).
+Positions only order the tokens and decide the causal mask.
 """
 
 from __future__ import annotations
@@ -29,14 +21,10 @@ from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 class FoX(PositionalEncoding):
     """Forgetting Transformer (Lin et al. 2025): a forget gate f_l = sigmoid(w_h . k_l + b_h) per
     key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
-    whose slope each token sets. No positional encoding besides.
-
-    The gate reads the key vector each head already has (a learned [H, Dh] weight on k, plus a
-    bias), so cached keys give cached gates. The paper's gate reads the layer input x: with
-    k = W_k x, this is the gate Linear of weight w_h W_k (x-transformers' DataDependentAlibi
-    with that weight gives the same numbers). `gate_bias` initializes b (x-transformers' 5.0:
-    f ~ 0.993, a long memory). Causal only: keys after the query get bias 0. Packed documents
-    (positions that restart) never count each other's gates.
+    whose slope each token sets. The gate reads the key each head already has (cached keys
+    give cached gates; the paper's Linear on x, of weight w_h W_k, gives the same numbers).
+    `gate_bias` initializes b (x-transformers' 5.0). Causal only; packed documents never count
+    each other's gates.
     """
 
     family = "content"
@@ -57,7 +45,7 @@ class FoX(PositionalEncoding):
         self.gate_bias = nn.Parameter(torch.full((self.heads,), float(gate_bias)))
 
     def log_gates(self, k: torch.Tensor) -> torch.Tensor:
-        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32 (<= 0)."""
+        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32."""
         logit = torch.einsum("bhtd,hd->bht", k.float(), self.gate_weight.float())
         return F.logsigmoid(logit + self.gate_bias.float()[:, None])
 
@@ -71,10 +59,9 @@ class FoX(PositionalEncoding):
 
 class DAPE(PositionalEncoding):
     """Data-adaptive positional encoding (Zheng et al. 2024): logits x + b + MLP([x; b]) with b
-    a positional bias (KERPLE log by default, as the paper's main model; any of the bias
-    family by `encoding`) and the MLP Linear(2H, mlp_width) - LeakyReLU - Linear(mlp_width, H)
-    over the heads of one (i, j) pair, on the scaled logits before the mask (the authors'
-    code). Each pair on its own, so query blocks and the KV cache are exact.
+    a positional bias (`encoding` of the bias family, KERPLE by default as the paper's main
+    model) and the MLP Linear(2H, mlp_width) - LeakyReLU - Linear(mlp_width, H) over the heads
+    of each (i, j) pair, on the scaled logits before the mask (the authors' code).
     """
 
     family = "content"
@@ -122,12 +109,10 @@ class DAPE(PositionalEncoding):
 
 
 class StickBreaking(PositionalEncoding):
-    """Stick-breaking attention (Tan et al. 2024): no positional encoding and no softmax. With
-    beta_ij = sigmoid(q_i . k_j * softmax_scale), key j's weight is beta_ij times the stick the
-    keys after it (nearer the query) left: prod over l in (j, i) of (1 - beta_il). The nearest
-    keys come first, which is the position signal. As the paper (and the authors' kernels,
-    attend_current=False), the query does not attend to its own key; `attend_current=True`
-    lets it (the stick then starts at the query). The unallocated rest of the stick is dropped.
+    """Stick-breaking attention (Tan et al. 2024): no positional encoding and no softmax. Key
+    j's weight is beta_ij = sigmoid(q_i . k_j * softmax_scale) times the stick the keys nearer
+    the query left, prod over l in (j, i) of (1 - beta_il). As the paper, the query does not
+    attend to its own key unless `attend_current=True`.
     """
 
     family = "content"

@@ -1,11 +1,4 @@
-"""CABLE: context-aware biases for length extrapolation, a content-dependent ALiBi.
-
-    cable  CABLE  each token adds a learned, input-dependent penalty per head; the bias between
-                  a query and a key sums the penalties of the tokens between them
-
-Runs as FoX does (posenc.encodings.content): a bias of q / k, so eager, sdpa (materialized)
-and chunked, not flex (no score_mod).
-"""
+"""CABLE: context-aware biases for length extrapolation, a content-dependent ALiBi."""
 
 from __future__ import annotations
 
@@ -22,19 +15,11 @@ from posenc.functional.content import forget_bias
 class CABLE(PositionalEncoding):
     """Context-aware biases for length extrapolation (Veisi et al. 2025): a penalty
     p_hl = softplus(w_h . k_hl + c_h) >= 0 per token l and head h, and
-
-        bias_h(i, j) = -(p_h,j+1 + ... + p_h,i)     (keys j <= i)
-
-    the reference's b_i - b_j with b = cumsum(-softplus(.)) over the tokens: ALiBi whose slope
-    each token sets (equal penalties m_h give ALiBi's -m_h (i - j)). No other positional
-    encoding. The penalty reads the key vector each head already has (a learned [H, Dh] weight
-    and an [H] bias), so cached keys give cached penalties; the reference reads the layer input
-    x through Linear(D, H): with k = W_k x that is the Linear of weight w_h W_k,h (and bias
-    w_h . bias_k,h + c_h), which gives the same numbers. Init as the reference: w ~
-    normal(0, 0.02), c = 0 (a penalty of log 2 per token). Logits are q.k / sqrt(Dh) + bias;
-    the reference code divides q and k by sqrt(C / n_embd) = 1 (unscaled q.k). Causal only:
-    keys after the query get 0; packed documents (positions that restart) never count each
-    other's penalties.
+    bias_h(i, j) = -(p_h,j+1 + ... + p_h,i), the reference's b_i - b_j with
+    b = cumsum(-softplus(.)): ALiBi whose slope each token sets. The penalty reads the key each
+    head already has (the reference's Linear on x, of weight w_h W_k,h, gives the same
+    numbers). Init as the reference: w ~ normal(0, 0.02), c = 0. Causal only; packed documents
+    never count each other's penalties.
     """
 
     family = "content"
@@ -57,7 +42,6 @@ class CABLE(PositionalEncoding):
         return F.softplus(logit + self.penalty_bias.float()[:, None])
 
     def bias(self, q, k, q_pos, k_pos):
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [B, H, Tq, Tk]."""
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(-self.penalties(k), qp, kp).to(q.dtype)
 

@@ -1,11 +1,4 @@
-"""PaTH attention (Yang et al. 2025): a data-dependent position encoding of the content family.
-
-path   the score of query i and key j is q_i^T H_i ... H_{j+1} k_j with one Householder-like
-       H_t = I - beta_t w_t w_t^T per token between them, through bias(); optional FoX gates
-
-Runs on eager, sdpa (a materialized bias) and chunked, not flex (the bias depends on q and k:
-no score_mod), as FoX.
-"""
+"""PaTH attention (Yang et al. 2025): a data-dependent position encoding of the content family."""
 
 from __future__ import annotations
 
@@ -22,23 +15,14 @@ from posenc.functional.path import path_scores, short_conv
 
 
 class PaTH(PositionalEncoding):
-    """PaTH attention (Yang et al. 2025, "PaTH Attention: Position Encoding via Accumulating
-    Householder Transformations"): no positional encoding but, per token t and head, a
-    transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t = 2 sigmoid(.) in (0, 2), so H_t
-    may reflect), and the logit of query i and key j is
-
-        (q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j) * softmax_scale,
-
-    G the cumulative log forget gates (FoX's, only with `forget_gate=True`), as the authors'
-    kernels (flash-linear-attention's path_attn, which scales the gate term too). Given as
-    bias() = that logit - q.k * softmax_scale; keys after the query get 0.
-
-    As posenc's FoX, w_t and beta_t read the key vector each head already has, so cached keys
-    give cached transforms: w_t = normalize(SiLU(causal depthwise conv over the keys of
-    (W_w k_t))) with W_w [H, Dh, Dh] and `conv_size` taps (FLA's default 3; 0: no conv and no
-    SiLU, w_t = normalize(W_w k_t)), beta_t = 2 sigmoid(u . k_t + b) per head. The paper reads
-    the layer input x; with k = W_k x these are its projections through W_k. q, k [B, H, T, Dh].
-    Packed documents (positions that restart) never see each other's transforms.
+    """PaTH attention ("Position Encoding via Accumulating Householder Transformations"): per
+    token t and head a transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t in (0, 2)), and
+    the logit (q_i^T H_i ... H_{j+1} k_j + G_i - G_j) * softmax_scale, G FoX's cumulative log
+    forget gates (`forget_gate=True`), as flash-linear-attention's path_attn; bias() is that
+    logit less q.k * softmax_scale. As FoX, w_t and beta_t read the key each head already has:
+    w_t = normalize(SiLU(causal depthwise conv of `conv_size` taps over W_w k_t)) (0: no conv,
+    no SiLU), beta_t = 2 sigmoid(u . k_t + b). Causal only; packed documents never see each
+    other's transforms.
     """
 
     family = "content"
