@@ -1,11 +1,8 @@
 """FoPE, Fourier position embedding (Hua et al. 2024): each rotary pair a Fourier series.
 
-RoPE's frequencies whose period is longer than the training length (w < 2 pi / train_len) are
-under-trained: FoPE zeroes them. The K kept ones form the basis: pair d gets
-C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) in place of cos(w_d t) and
-sin(w_d t), for the first M = min(K, Dh/4) pairs (the authors' output dim); the pairs past M
-get C = S = 1, position-free (as the authors' code and vLLM's FourierRotaryEmbedding pad them).
-Coefficients start at identity plus Xavier noise (gain 0.3), as the authors' eye_xavier_norm.
+RoPE's frequencies with a period longer than the training length are zeroed; the K kept ones
+form the basis: pair d gets C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t)
+in place of cos(w_d t) and sin(w_d t), for the first M pairs; the rest get C = S = 1.
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ class FoPE(RotaryEncoding):
 
     `train_len` (else 2048) sets the floor 2 pi / train_len below which frequencies are
     zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head` gives each head
-    its own coefficients (the authors' fourier_separate_head; then q and k must have `heads`
-    heads); `learnable` trains them (the authors' pretraining configs keep them fixed; their
-    fine-tuning trains them); `init_gain` is the Xavier gain of the noise.
+    its own coefficients; `learnable` trains them; they start at the identity plus Xavier
+    noise of gain `init_gain` (the authors' eye_xavier_norm).
     """
 
     paper = "Hua et al. 2024"
@@ -79,9 +75,7 @@ class FoPE(RotaryEncoding):
         check_per_head(self, q, k, "fope", "coefficients")
         return super().rotate(q, k, q_pos, k_pos)
 
-    def _angles(self, positions, r, dtype):
-        """The angles of the K kept frequencies (every pair's series is built from them):
-        angles() gives [T, K]."""
+    def _angles(self, positions, r, dtype):  # the K kept frequencies': angles() is [T, K]
         return position_angles(positions, self.inv_freq.to(positions.device), dtype)
 
     def _cos_sin(self, positions, r, dtype):
@@ -93,8 +87,8 @@ class FoPE(RotaryEncoding):
 
 
 def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
-    """[(H,) K, M] coefficients: Xavier-normal noise (`gain`) plus the identity, or for M < K
-    a strided one (column d reads frequency d * ceil(K / M)), the authors' eye_xavier_norm."""
+    """[(H,) K, M] Xavier-normal noise (`gain`) plus the identity, strided for M < K (column d
+    reads frequency d * ceil(K / M)), as the authors' eye_xavier_norm."""
     coef = torch.zeros(shape)
     K, M = shape[-2:]
     if coef.numel() == 0:

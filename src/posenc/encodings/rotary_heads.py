@@ -10,19 +10,10 @@ from posenc.encodings.rotary import RoPE
 
 
 class PartialHeadsRoPE(PositionalEncoding):
-    """RoPE on the last `rotate_heads` query heads of each layer, no positional encoding on
-    the others (x-transformers' `rotate_num_heads`, which rotates the last heads, as the
-    decoupled RoPE of multi-latent attention). rotate_heads = H is rope, 0 is nope; default
-    H // 2. Every RoPE keyword applies to the rotated heads (base, layout, rotary_dim, scaling):
-    a RoPE (`self.rope`) rotates them. Not a RoPE itself, so what takes a RoPE for all heads
-    (posenc.hf's patch and rope_parameters) refuses it.
-
-    Grouped-query attention: query head h reads kv head h // (H / Hkv), so the rotated query
-    heads must fill whole groups: rotate_heads a multiple of H / Hkv, whose last
-    rotate_heads / (H / Hkv) kv heads rotate (x-transformers refuses GQA here). Keys are
-    rotated per call, as RoPE's: cached unrotated keys give the full forward's numbers. A
-    one-head q and k (the probes of posenc explain) rotate as one rotated head (none if
-    rotate_heads = 0): the pictures show the RoPE heads.
+    """RoPE on the last `rotate_heads` query heads (default H // 2), no positional encoding on
+    the others (x-transformers' `rotate_num_heads`). The RoPE keywords apply to the rotated
+    heads (`self.rope`). Under grouped-query attention rotate_heads must fill whole groups (a
+    multiple of H / Hkv): the last rotate_heads / (H / Hkv) kv heads rotate.
     """
 
     family = "rotary"

@@ -1,10 +1,8 @@
 """LieRE, Lie group relative position encodings (Ostmeier et al. 2024).
 
-Position p (P axes) gets the rotation R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
-generators, one per axis, block-diagonal in blocks of g channels; q and k are multiplied by
-it. One axis (or generators that commute, e.g. g = 2): R(i)^T R(j) = R(j - i), so scores depend
-only on the position difference. Several axes with non-commuting generators: they do not
-(exp(-A(p)) exp(A(m)) != exp(A(m - p))): LieRE is then not strictly relative.
+Position p (P axes) turns q and k by R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
+generators, block-diagonal in blocks of g channels. Relative for one axis (or commuting
+generators); not strictly for several axes with non-commuting generators.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_r
 
 def position_scale_of(position_scale: float | None, train_len: int | None) -> float:
     """The factor on positions: position_scale, default 1 / train_len (the authors map the
-    trained grid to [0, 1]), 1 without train_len."""
+    trained grid to [0, 1]), else 1."""
     if train_len is not None:
         check_int("train_len", train_len, low=1)
     if position_scale is None:
@@ -31,9 +29,9 @@ def position_scale_of(position_scale: float | None, train_len: int | None) -> fl
 
 
 class BlockRotations(PositionalEncoding):
-    """Rotations R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators, applied
-    to q and k (LieRE, ComRoPE). A subclass sets position_dims, head_dim, heads, per_head,
-    position_scale and `generator_tensor()` [P, G * heads?, g, g] (head-major blocks)."""
+    """R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators on q and k (LieRE,
+    ComRoPE): a subclass sets position_dims, head_dim, heads, per_head, position_scale and
+    `generator_tensor()` [P, G * heads?, g, g] (head-major blocks)."""
 
     family = "rotary"
     provides = frozenset({"rotate", "angles"})
@@ -68,10 +66,9 @@ class BlockRotations(PositionalEncoding):
             out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
         return out[0], out[1]
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
-        invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
-        generator's rotation frequencies, as RoPE's p * w_j."""
+    def angles(self, positions):
+        """[T, G * (g // 2)] float64: the angles R(p) turns its invariant planes by (the first
+        head's with per_head)."""
         positions = self.check_positions(positions, position_dims=self.position_dims)
         gens = self.generator_tensor().detach()
         G = gens.shape[1] // (self.heads if self.per_head else 1)
@@ -81,13 +78,10 @@ class BlockRotations(PositionalEncoding):
 class LieRE(BlockRotations):
     """LieRE, matched to the authors' LierePositionEncoder + FlexibleAttention.
 
-    `axes` position axes; `block_dim` g (default: the whole head, the authors' generator_dim =
-    head dim): the first (Dh // g) * g channels turn in blocks of g, the rest pass through.
-    Generators: raw parameters U(0, 2 pi) [P, G, g, g] (G = Dh // g blocks, times heads with
-    `per_head`), A = U - U^T of their strict upper triangle. Positions are multiplied by
-    `position_scale` (default 1 / train_len when train_len is given, else 1: the authors map the
-    training grid to [0, 1]). Per layer generators: TransformerLM(share_encoding=False). The
-    paper's runs use per_head=True and one encoding per layer.
+    `axes` position axes; `block_dim` g (default: the whole head, the authors'): the first
+    (Dh // g) * g channels turn in blocks of g, the rest pass through. Generators: raw
+    parameters U(0, 2 pi) [P, G, g, g] (times heads with `per_head`), A = U - U^T of their
+    strict upper triangle. Positions times `position_scale` (position_scale_of).
     """
 
     paper = "Ostmeier et al. 2024"

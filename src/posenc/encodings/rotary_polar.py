@@ -1,10 +1,8 @@
 """PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025).
 
-Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c:
-content ("what") sets magnitudes, position ("where") only angles, so
-q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c). The rotated q and k are
-twice as wide as the head (cos and sin halves); values keep their width and the softmax scale
-stays 1 / sqrt(Dh), as in x-transformers' `polar_pos_emb`.
+Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c, so
+q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c): q and k twice as wide as
+the head, values and the softmax scale as they are (x-transformers' `polar_pos_emb`).
 """
 
 from __future__ import annotations
@@ -27,11 +25,10 @@ BIAS_INITS = ("zeros", "uniform")
 class PoPE(PositionalEncoding):
     """Polar position embedding, matched to x-transformers' PolarEmbedding + its Attention.
 
-    Frequencies w_c = base^(-c / Dh), one per channel c < Dh. A learned phase delta [H, Dh]
-    (clamped to [-2 pi, 0]; `bias_init` "zeros", or "uniform" in [-2 pi, 0)) shifts the angle
-    between query and key per head and channel. x-transformers adds it to the keys' angles;
-    here the queries' angles get -delta, the same scores, so grouped keys (Hkv < H) need no
-    per-head copy. Needs the head dim at construction (the phase is a parameter).
+    Frequencies w_c = base^(-c / Dh). A learned phase delta [H, Dh] (clamped to [-2 pi, 0];
+    `bias_init` "zeros" or "uniform") shifts the angle per head and channel: on the queries'
+    angles (-delta) where x-transformers puts it on the keys', the same scores, so grouped
+    keys need no per-head copy.
     """
 
     family = "rotary"
@@ -66,7 +63,7 @@ class PoPE(PositionalEncoding):
             self.inv_freq = pope_inv_freq(self.head_dim, base)
 
     def delta(self) -> torch.Tensor:
-        """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
+        """The phase [H, 1, Dh] in use, clamped to [-2 pi, 0]."""
         return self.phase.clamp(-2 * math.pi, 0.0)
 
     def rotate(self, q, k, q_pos, k_pos):
