@@ -1,5 +1,4 @@
-"""Learned biases of the distance through a small network: the dynamic position bias's input
-feature, and the distance-basis bias (x-transformers). Shapes follow posenc.base."""
+"""The dynamic position bias's input feature and the distance-basis bias (x-transformers)."""
 
 from __future__ import annotations
 

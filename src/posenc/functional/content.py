@@ -21,12 +21,8 @@ def run_ends(k_pos: torch.Tensor) -> torch.Tensor:
 def forget_bias(log_f: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     """FoX's decay (Lin et al. 2025): log forget gates log_f [B, H, Tk] (<= 0, one per key)
     -> bias [B, H, Tq, Tk] float32, the sum of log_f[l] over the keys l after key j up to the
-    query: j < l, l in j's run of increasing positions, k_pos[l] <= q_pos[i].
-
-    With queries the last Tq keys this is D[i] - D[j], D = cumsum(log_f) (x-transformers'
-    DataDependentAlibi); a key after the query (masked by a causal mask) gets 0. The run keeps
-    the gates of one packed document out of another's. Summed from the query end (a suffix
-    sum), so the bias is <= 0 and non-increasing with distance in float32 too.
+    query (j < l, l in j's run of increasing positions, k_pos[l] <= q_pos[i]); 0 for a key
+    after the query. Summed from the query end, so non-increasing with distance in float32 too.
     """
     qp = q_pos if q_pos.dim() == 2 else q_pos[None]  # [b, Tq]
     kp = k_pos if k_pos.dim() == 2 else k_pos[None]  # [b, Tk]
@@ -42,12 +38,8 @@ def forget_bias(log_f: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -
 def stick_breaking(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
     """Stick-breaking weights (Tan et al. 2024): logits z [B, H, Tq, Tk], allowed bool
     broadcastable to it (None: every key) -> A [B, H, Tq, Tk] float32,
-
-        A[i, j] = sigmoid(z_ij) * prod over allowed keys l > j of (1 - sigmoid(z_il)),
-
-    zero where not allowed: the nearest key breaks off its share of the stick first, each
-    earlier key a share of what is left. In log space: logsigmoid(z_ij) + sum over allowed
-    l > j of logsigmoid(-z_il), summed from the query end. Rows sum to at most 1.
+    A[i, j] = sigmoid(z_ij) * prod over allowed keys l > j of (1 - sigmoid(z_il)), zero where
+    not allowed, in log space.
     """
     z = logits.float()
     log_rest = F.logsigmoid(-z)  # log(1 - beta)

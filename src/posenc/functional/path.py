@@ -1,12 +1,6 @@
-"""PaTH attention's math (Yang et al. 2025): data-dependent Householder transforms accumulated
-between a key and a query. Float32 in and out; shapes follow posenc.base.
-
-A token t carries a reflection-like H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t in (0, 2));
-the score of query i and key j is q_i^T H_i H_{i-1} ... H_{j+1} k_j (PaTH's eq. for the
-"position" between j and i). With beta_t = 0 (or w_t = 0) every H_t = I and the score is q.k.
-
-Keys are grouped in runs of increasing positions (a packed document restarts its positions):
-the transforms of one run never reach a key of another, as FoX's gates (functional.content).
+"""PaTH attention's math (Yang et al. 2025): data-dependent Householder transforms
+H_t = I - beta_t w_t w_t^T accumulated between a key and a query. Float32 in and out. The
+transforms of one run of increasing positions (a packed document) never reach another's keys.
 """
 
 from __future__ import annotations

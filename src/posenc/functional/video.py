@@ -1,22 +1,6 @@
 """Video RoPE: which rotary pair follows which position axis, and the index layout of a text +
 image + video sequence, for VideoRoPE (Wei et al. 2025), HoPE (Li et al. 2025) and VRoPE (Liu
-et al. 2025). The multimodal RoPE machinery (sections, angles, token types, grids) is
-posenc.functional.mrope's.
-
-    videorope_axes(section)       -> [R/2] axis (0 t, 1 h, 2 w) of each pair: h, w alternating
-                                     on the highest frequencies, t on the lowest (LTA)
-    diagonal_positions(types ...) -> [T, 3] (t, h, w): VideoRoPE's diagonal layout (DL) with
-                                     adjustable temporal spacing (ATS); HoPE's dynamic temporal
-                                     scaling (DTS) draws the spacing per video
-    vrope_axes(half)              -> [R/2] stream (0..3) of each pair
-    vrope_positions(types ...)    -> [T, 3]: three of VRoPE's four symmetric index streams
-    vrope_streams(positions [..., 3]) -> [..., 4]: all four (the fourth is implied)
-
-The angles of either allocation are posenc.functional.mrope's mrope_angles (any P).
-
-Token types as in mrope_positions: 0 text, 1 image, 2 video; grids [N, 3] (t, h, w) before the
-spatial merge. Text tokens have one index on every axis (stream), where all three encodings
-are plain RoPE (HoPE: with its temporal pairs unrotated).
+et al. 2025). Token types, grids and angles are as posenc.functional.mrope's.
 """
 
 from __future__ import annotations
@@ -40,10 +24,8 @@ VROPE_STREAMS = 4  # (h + w, h + w', h' + w, h' + w'), x' = the flipped index
 
 
 def videorope_axes(section: list[int]) -> list[int]:
-    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs, section = (t, h, w)
-    pair counts: the first h + w pairs (the highest frequencies) alternate h, w, h, w, ...; the
-    last t pairs (the lowest frequencies) follow t (VideoRoPE's low-frequency temporal
-    allocation; HoPE's, whose temporal pairs then get frequency zero)."""
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs, section = (t, h, w):
+    the first h + w pairs alternate h, w, ...; the last t (the lowest frequencies) follow t."""
     t, h, w = check_mrope_section(section)
     return [1 + j % 2 for j in range(h + w)] + [0] * t
 
@@ -73,8 +55,7 @@ def _scale(value) -> float:
 
 
 def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 3] (t, h, w) of one video over its merged grid, and the next text index:
-    frame i sits at start + i * scale on the time axis, its rows and columns centred on it."""
+    """[t * h * w, 3] (t, h, w) of one video over its merged grid, and the next text index."""
     t, h, w = thw
     ti = torch.arange(t, dtype=torch.float64) * scale + start  # [t]
     hi = torch.arange(h, dtype=torch.float64) - (h - 1) // 2  # centred: [-(h-1)//2, ...]
@@ -85,8 +66,8 @@ def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
 
 
 def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 3] streams (a, b, c; d = b + c - a) of one video over its merged grid, and
-    the next text index: frame i spans start + i (h + w - 1) .. start + (i + 1) (h + w - 1) - 1."""
+    """[t * h * w, 3] streams (a, b, c) of one video over its merged grid, and the next text
+    index."""
     t, h, w = thw
     i, j = torch.arange(h)[:, None], torch.arange(w)[None, :]
     fi, fj = h - 1 - i, w - 1 - j  # flipped row, column
@@ -131,17 +112,12 @@ def diagonal_positions(
     VideoRoPE's diagonal layout (Wei et al. 2025, its get_t_scale_rope_index; HoPE's
     get_dynamic_rope_index).
 
-    A vision block (its grid (t, h, w) merged to (t, h // m, w // m), m = spatial_merge_size)
-    starting at s puts frame i at time s + i * delta (adjustable temporal spacing, delta =
-    temporal_scale: VideoRoPE's 2) and its row r, column c at (time + r - (h' - 1) // 2,
-    time + c - (w' - 1) // 2): the spatial grid centred on the frame's time, so the frames
-    run along the diagonal of (t, h, w) space. Text tokens get one index on all three axes,
-    counting on from the last frame's time + 1. A list for temporal_scale draws one of its
-    spacings per vision block with `generator` (HoPE's dynamic temporal scaling, HOPE_SCALES
-    in training; a float at inference). Images are blocks of one frame.
-    int64 when every spacing is a whole number, else float32 (as the reference's float ids).
-    attention_mask [B, T] (0: padding): padding is skipped and gets position 1 (as the
-    references).
+    A vision block (merged grid (t, h', w')) starting at s puts frame i at time
+    s + i * temporal_scale (VideoRoPE's 2) and its row r, column c at (time + r - (h' - 1) // 2,
+    time + c - (w' - 1) // 2): the frames run along the diagonal. Text counts on from the last
+    frame's time + 1. A list for temporal_scale draws one spacing per block with `generator`
+    (HoPE's dynamic temporal scaling, HOPE_SCALES). int64 when every spacing is whole, else
+    float32. Padding (attention_mask 0) gets position 1, as the references.
     """
     integral = all(_scale(s).is_integer() for s in _as_list(temporal_scale))
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
@@ -163,13 +139,9 @@ def vrope_positions(
     (vrope_streams gives all four).
 
     A vision block (merged grid (t, h', w')) starting at s gives the token of frame i, row r,
-    column c four index streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), with
-    r' = h' - 1 - r, c' = w' - 1 - c: the grid rotated 45 degrees and read from its four
-    corners (symmetric: no corner is nearer the text than another). Each frame takes the
-    h' + w' - 1 indices its streams span, and text after the block continues at
-    s + t (h' + w' - 1), right after the block's last index (continuity between video and
-    text). Text tokens get one index on all four streams. Images are blocks of one frame.
-    attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
+    column c the streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), r' = h' - 1 - r,
+    c' = w' - 1 - c: the grid rotated 45 degrees, read from its four corners. Text continues
+    right after the block's last index. Padding (attention_mask 0) gets position 0.
     """
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
                   attention_mask, _vrope_block, 0,
@@ -179,8 +151,7 @@ def vrope_positions(
 
 def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
     """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
-    layout a + d = b + c = 2 (frame offset) + h' + w' - 2 for every token, so three streams
-    determine the fourth (text: all four equal). Linear, so offsets stay relative."""
+    layout a + d = b + c for every token."""
     check_tensor("positions", positions)
     if positions.dim() < 1 or positions.shape[-1] != 3 or not _real(positions):
         raise ValueError(f"positions must be a real tensor [..., 3] (three streams), got "
