@@ -106,13 +106,16 @@ class PositionBias(PositionalEncoding):
     def score_mod(self, q_pos, k_pos):
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         q_at, k_at = position_at(q_pos), position_at(k_pos)
-        params = self._params()
+        params = self._score_mod_params(q_pos, k_pos)
 
         def score_mod(score, b, h, q_idx, kv_idx):
             value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, params)
             return score + value.to(score.dtype)
 
         return score_mod
+
+    def _score_mod_params(self, q_pos, k_pos) -> tuple:
+        return self._params()  # Sandwich's depend on the positions' span
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}"
@@ -125,9 +128,12 @@ class DistanceBias(PositionBias):
     provides = PositionBias.provides | {"distance"}
 
     def distance_bias(self, distances, q_pos):
+        return self._at_distances(distances, self._params())
+
+    def _at_distances(self, distances: torch.Tensor, params: tuple) -> torch.Tensor:
         d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
         h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
-        return self._value(d, torch.zeros_like(d), h, self._params())
+        return self._value(d, torch.zeros_like(d), h, params)  # [H, N]
 
 
 def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
@@ -397,26 +403,14 @@ class Sandwich(DistanceBias):
 
     def distance_bias(self, distances, q_pos):
         table = self._table(distances.abs().max().item(), distances.device)
-        if table is None:
-            return None
-        d = distances.view(1, -1)  # [1, N]
-        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
-        return self._value(d, torch.zeros_like(d), h, (table,))
+        return None if table is None else self._at_distances(distances, (table,))
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
-        table = None
-        if not (q_pos.is_floating_point() or k_pos.is_floating_point()):
-            lo = min(q_pos.min().item(), k_pos.min().item())
-            hi = max(q_pos.max().item(), k_pos.max().item())
-            table = self._table(hi - lo, q_pos.device)
-        q_at, k_at = position_at(q_pos), position_at(k_pos)
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, (table,))
-            return score + value.to(score.dtype)
-
-        return score_mod
+    def _score_mod_params(self, q_pos, k_pos) -> tuple:
+        if q_pos.is_floating_point() or k_pos.is_floating_point():
+            return (None,)
+        lo = min(q_pos.min().item(), k_pos.min().item())
+        hi = max(q_pos.max().item(), k_pos.max().item())
+        return (self._table(hi - lo, q_pos.device),)
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, sandwich_dim={self.sandwich_dim}"
