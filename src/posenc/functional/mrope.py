@@ -1,11 +1,7 @@
 """Multimodal RoPE (Qwen2-VL): which position axis each rotary pair follows, the angles, and the
-(t, h, w) positions of a text + image + video (+ audio) sequence: mrope_positions (Qwen2-VL,
-Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V), omni_positions (Qwen2.5-Omni's and Qwen3-Omni's
-time-aligned ids, a video's audio interleaved into it).
-
-Positions carry posenc's trailing axis: [T, 3] or [B, T, 3] = (t, h, w). transformers'
-position_ids [3, B, T] are `position_ids.permute(1, 2, 0)` here (and ours `.permute(2, 0, 1)`
-there). Text tokens have t = h = w, where multimodal RoPE is plain RoPE.
+(t, h, w) positions of a text + image + video (+ audio) sequence (mrope_positions,
+omni_positions), [T, 3] or [B, T, 3]: transformers' position_ids [3, B, T] are
+`position_ids.permute(1, 2, 0)` here. Text tokens have t = h = w: plain RoPE.
 """
 
 from __future__ import annotations
@@ -55,13 +51,9 @@ def check_mrope_section(section, half: int | None = None) -> list[int]:
 def mrope_axes(
     section: list[int], interleaved: bool = False, *, hw_pairs: bool = False
 ) -> list[int]:
-    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs.
-
-    Chunked (Qwen2-VL, Qwen2.5-VL): section[0] pairs follow t, then section[1] h, section[2] w.
-    Interleaved (Qwen3-VL): pair j follows h if j % 3 == 1 and j < 3 section[1], w if
-    j % 3 == 2 and j < 3 section[2], else t (so t, h, w, t, h, w, ..., then t).
-    hw_pairs (ERNIE-4.5-VL, whose section is (h, w, t) with section[0] == section[1]): the first
-    section[0] + section[1] pairs alternate h, w (h, w, h, w, ...), the last section[2] follow t.
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs: chunked (Qwen2-VL)
+    t..., h..., w...; interleaved (Qwen3-VL) t, h, w, t, h, w, ..., then t; hw_pairs
+    (ERNIE-4.5-VL, section (h, w, t) with h == w) h, w, h, w, ..., then t.
     """
     section = check_mrope_section(section)
     check_bool("interleaved", interleaved)
@@ -250,30 +242,19 @@ def mrope_positions(
     """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
     transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V, GLM-OCR,
     PaddleOCR-VL, ERNIE-4.5-VL, Cohere Compass, Cosmos3, Qwen4-Exp, HY-V4-VL and GLM-Image
-    builds them.
+    (spatial_merge_size=1, padding=1, its prompt's source grids) build them.
 
-    token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
-    run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
-    image_grid_thw (video_grid_thw) [N, 3], in order over the batch, and has t * (h // m) *
-    (w // m) tokens, m = spatial_merge_size. Text tokens get one index on all three axes,
-    counting on from the block before. A block starting at s gets (s + t_i, s + h_i, s + w_i)
-    over its merged grid; the next block starts at s + max(h, w) // m (advance="grid",
-    transformers 5) or after the block's largest index (advance="max", transformers 4 and
-    Qwen's code; they differ where a video's time index outruns its grid). Video time index
-    t_i = i (Qwen2-VL) or int(i * tokens_per_second * second_per_grid_ts[v]) when
-    tokens_per_second is given (Qwen2.5-VL; seconds default to 1). split_frames (Qwen3-VL,
-    Qwen3.5, GLM-4V): each video row (t, h, w) is t frames (1, h, w), each its own block (the
-    timestamp text between frames separates them). temporal_merge_size (ERNIE-4.5-VL's
-    vision_config.temporal_merge_size): a video row (t, h, w) has t // temporal_merge_size
-    merged frames (its tokens and time indices); images are not merged in time.
-    newline_columns (HY-V4-VL): every merged row of an image / video frame ends with a newline
-    token, so a frame has h // m rows of w // m + 1 tokens; frame f of a block starting at s
-    starts at s + f * max(h // m, w // m + 1) on all three axes, and the next block after its
-    last frame's. attention_mask [B, T] (0: padding): padding is skipped and gets position
-    `padding` (0; GLM-Image's 1).
-
-    GLM-Image (spatial_merge_size=1, padding=1): its prompt's images are blocks of type 1, each
-    taking its source grid (1, h, w) (not the grids of the images it generates).
+    token_types [T] or [B, T]: 0 text, 1 image, 2 video. Each run of image (video) tokens takes
+    the next row (t, h, w) of image_grid_thw (video_grid_thw) and has t * (h // m) * (w // m)
+    tokens, m = spatial_merge_size. Text counts on from the block before, one index on all
+    three axes. A block starting at s gets (s + t_i, s + h_i, s + w_i) over its merged grid;
+    the next starts at s + max(h, w) // m (advance="grid", transformers 5) or after the
+    block's largest index ("max", transformers 4). Video time index t_i = i, or
+    int(i * tokens_per_second * second_per_grid_ts[v]) (Qwen2.5-VL). split_frames (Qwen3-VL):
+    each video row is t blocks of one frame. temporal_merge_size (ERNIE-4.5-VL): a video row
+    has t // temporal_merge_size frames. newline_columns (HY-V4-VL): every merged row ends
+    with a newline token; frame f starts at s + f * max(h // m, w // m + 1) on all axes.
+    Padding (attention_mask 0) gets position `padding`.
     """
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
@@ -336,21 +317,16 @@ def omni_positions(
 
     token_types [T] or [B, T]: 0 text, 1 image, 2 video, 3 audio. A run of non-text tokens is
     one block: an image, a video, an audio clip, or a video holding its audio's tokens
-    (transformers' use_audio_in_video=True). The time axis counts position_id_per_seconds ids
-    per second: a video's time index is i * second_per_grids[v] * position_id_per_seconds
-    (seconds default to 1; an image's i * position_id_per_seconds), int() for Qwen2.5-Omni; its
-    height / width indices as in mrope_positions. Text and audio tokens get one index on all
-    three axes, and the tokens after a block start after its last piece's largest index (the
-    whole block, or a video with audio's last run of one kind). A video with audio takes its
-    video ids and its audio's (start, start + 1, ...) from one start, interleaved as the model
-    interleaves them: Qwen2.5-Omni by chunks of int(position_id_per_seconds *
-    seconds_per_chunk) time ids (video chunk j, then audio chunk j), Qwen3-Omni by time (a
-    video token before an audio token at an equal or larger id); the run's types must follow
-    that order. Qwen2.5-Omni's two tokens before such a block (vision start, audio start)
-    share one id, as do the two after it; Qwen3-Omni needs each block between its start and
-    end tokens (text: 1 each, 2 for a video with audio). attention_mask [B, T] (0: padding):
-    padding is skipped and gets position 1 (Qwen2.5-Omni) or 0 (Qwen3-Omni), as in
-    transformers.
+    (use_audio_in_video=True). A video's time index is i * second_per_grids[v] *
+    position_id_per_seconds (an image's i * position_id_per_seconds), int() for Qwen2.5-Omni;
+    height / width as in mrope_positions. Text and audio get one index on all three axes; the
+    tokens after a block start after its last piece's largest index. A video with audio
+    interleaves its video ids and its audio's (start, start + 1, ...) as the model does:
+    Qwen2.5-Omni by chunks of int(position_id_per_seconds * seconds_per_chunk) time ids,
+    Qwen3-Omni by time; the run's types must follow that order. Qwen2.5-Omni's two tokens
+    before and after such a block share one id; Qwen3-Omni needs each block between its start
+    and end tokens (text: 1 each, 2 for a video with audio). Padding (attention_mask 0) gets
+    position 1 (Qwen2.5-Omni) or 0 (Qwen3-Omni), as in transformers.
     """
     types = _types(token_types, (0, 1, 2, 3), "0 (text), 1 (image), 2 (video) or 3 (audio)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)

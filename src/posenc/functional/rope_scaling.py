@@ -1,16 +1,10 @@
 """RoPE scaling variants (context extension), one plain dict: rope_type -> function.
 
-Each function is `fn(dim, base, params, seq_len) -> (inv_freq [dim // 2] float32, attention_factor)`
-where `params` is a Hugging Face `rope_scaling` / `rope_parameters` dict (a model's config.json
-ports as it is) and `attention_factor` multiplies cos and sin. The numbers match transformers'
-rope init functions (`transformers.modeling_rope_utils`, v5) for the same parameters, including
-their defaults and quirks; `ntk` (static NTK-aware base change) is not in transformers.
-`dim` is the rotary dim R; for `proportional` it is the whole head dim (p-RoPE rotates the whole
-head, its last pairs at frequency 0).
-
-Where transformers reads `config.max_position_embeddings`, these functions read the key
-`max_position_embeddings` from `params`; `original_max_position_embeddings` falls back to it the
-way transformers' config standardization does.
+`fn(dim, base, params, seq_len) -> (inv_freq [dim // 2] float32, attention_factor)`, params a
+Hugging Face `rope_scaling` / `rope_parameters` dict (config.max_position_embeddings is its key
+`max_position_embeddings`). The numbers match transformers' rope init functions (v5), defaults
+and quirks included; `ntk` is not in transformers. `dim` is the rotary dim R, the head dim for
+`proportional`.
 """
 
 from __future__ import annotations
