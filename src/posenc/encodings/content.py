@@ -14,7 +14,7 @@ from torch import nn
 from posenc.base import PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
-from posenc.encodings.relative import qk_rows, resolve_dims, rows
+from posenc.encodings.relative import qk_rows, relative_positions, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
@@ -129,9 +129,8 @@ class StickBreaking(PositionalEncoding):
     def normalize(self, logits, allowed, q_pos, k_pos):
         if not self.attend_current:  # the query's own key (the same position) takes no share
             b, _, tq, tk = logits.shape
-            qp = rows(self, q_pos, "q_pos", tq, b).to(logits.device)
-            kp = rows(self, k_pos, "k_pos", tk, b).to(logits.device)
-            other = (kp[:, None, :] != qp[:, :, None]).unsqueeze(1)  # [b, 1, Tq, Tk]
+            rel = relative_positions(self, q_pos, k_pos, tq, tk, b, False)  # [b, 1, Tq, Tk]
+            other = rel.to(logits.device) != 0
             allowed = other if allowed is None else allowed & other
         return stick_breaking(logits, allowed)
 

@@ -24,13 +24,10 @@ def _check_table_args(positions: torch.Tensor, dim: int, base: float) -> None:
 def position_angles(
     positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    """positions [...] times inv_freq [F] -> angles [..., F] for cos and sin.
-
-    float64 `dtype`: p * w in float64. Otherwise float32 angles in (-2 pi, 2 pi): the product
-    is taken in float64 and its whole turns dropped, so cos and sin of them are within ~1e-6
-    of float64's at any position below 2^31, at every frequency. (A float32 product p * w is
-    off by up to p * w * 2^-24 rad: 0.06 at p = 10^6.) No data-dependent branch: the same
-    numbers eager and compiled.
+    """positions [...] times inv_freq [F] -> angles [..., F], in float64 for `dtype` float64,
+    else float32 in (-2 pi, 2 pi): the product taken in float64 and its whole turns dropped, so
+    cos and sin are within ~1e-6 of float64's at any position below 2^31 (a float32 product is
+    off by up to p * w * 2^-24 rad).
     """
     if dtype == torch.float64:
         return positions.double()[..., None] * inv_freq.double()
@@ -71,8 +68,7 @@ def sinusoidal_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -
 
 def _axial_table(positions: torch.Tensor, dim: int, axes: int, base: float) -> torch.Tensor:
     """One sinusoidal table of c = 2*ceil(dim / (2*axes)) channels per axis, concatenated
-    [axis 0 | axis 1 | ...] and cut to `dim` (so the last axes lose channels when dim is not
-    divisible by 2*axes), as positional-encodings' PositionalEncoding2D/3D lay them out."""
+    [axis 0 | axis 1 | ...] and cut to `dim`, as positional-encodings' PositionalEncoding2D/3D."""
     _check_table_args(positions, dim, base)
     if positions.dim() == 0 or positions.shape[-1] != axes:
         raise ValueError(

@@ -50,14 +50,10 @@ def path_scores(
 ) -> torch.Tensor:
     """PaTH's scores: q [B, H, Tq, Dh], k and w [B, H, Tk, Dh] (|w| = 1), beta [B, H, Tk],
     q_pos [b, Tq], k_pos [b, Tk] (b in 1, B) -> S [B, H, Tq, Tk] float32 (not scaled),
-
-        S[i, j] = q_i^T (prod over l in L(i, j), latest first, of H_l) k_j,
-        L(i, j) = keys l > j of key j's run with k_pos[l] <= q_pos[i],
-
-    i.e. q_i^T H_i ... H_{j+1} k_j when the queries are the keys (a full forward), and the
-    same numbers for a block of queries or a decode step over cached keys. Keys after the
-    query get q.k (no transform). O(Tk) steps over the keys from the last, each carrying
-    every query's transformed vector H_{j+1} ... H_i q_i one key back: O(Tq Tk Dh) work.
+    S[i, j] = q_i^T (prod over the keys l > j of j's run with k_pos[l] <= q_pos[i], latest
+    first, of H_l) k_j: q_i^T H_i ... H_{j+1} k_j in a full forward, the same numbers for a
+    block of queries or a cached decode step. O(Tk) steps from the last key, each carrying
+    every query's H_{j+1} ... H_i q_i one key back.
     """
     q, k, w, beta = q.float(), k.float(), w.float(), beta.float()
     tk = k.shape[2]
