@@ -364,20 +364,16 @@ def _omni_blocks(kinds: list[int]) -> list[tuple[int, int, int]]:
     """(begin, end, kind) of each run of non-text tokens: kind 1 image, 2 video, 3 audio, AV a
     video with its audio (types 2 and 3)."""
     out, i = [], 0
-    while i < len(kinds):
-        if not kinds[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(kinds) and kinds[j]:
-            j += 1
-        found = set(kinds[i:j])
-        if len(found) > 1 and found != {2, 3}:
+    for block, run in itertools.groupby(kinds, key=bool):
+        run = list(run)
+        found = set(run)
+        if block and len(found) > 1 and found != {2, 3}:
             raise ValueError(f"token_types: the block at token {i} mixes types {sorted(found)}; "
                              "only a video and its audio (2, 3) share a block, separate the "
                              "others by a text token")  # fmt: skip
-        out.append((i, j, AV if len(found) > 1 else kinds[i]))
-        i = j
+        if block:
+            out.append((i, i + len(run), AV if len(found) > 1 else run[0]))
+        i += len(run)
     return out
 
 
@@ -412,7 +408,6 @@ def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
     thw = grids[grid_kind][i]
     scale = 1 if kind == 1 else seconds[i]
     t_index = torch.arange(thw[0]) * scale * pps  # transformers' product order
-    t_index = t_index.float() if qwen3 else t_index.long()
     dtype = torch.float32 if qwen3 else torch.int64
     video = _grid(start, t_index, thw[1] // merge, thw[2] // merge, dtype)
     n = sum(k == grid_kind for k in run)
