@@ -93,9 +93,6 @@ class ConcatEncoding(AbsoluteEncoding):
         return torch.cat([x, feats.expand(x.shape[0], x.shape[1], -1)], dim=-1)
 
 
-# ------------------------------------------------------------------------------ sinusoids
-
-
 class Sinusoidal(AddedEncoding):
     """x + s * PE(t) (+ noise in training). PE: even columns sin, odd columns cos.
 
@@ -200,9 +197,6 @@ class Sinusoidal3D(Sinusoidal2D):
         return PF.sinusoidal_table_3d(positions, self._width(dim), self.base)
 
 
-# ------------------------------------------------------------------------------ tables
-
-
 class Learned(AddedEncoding):
     """x + W[t]: a trainable table of max_len rows (train_len rows if max_len is not given;
     init normal, std 0.02)."""
@@ -222,9 +216,6 @@ class Learned(AddedEncoding):
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         positions = self.check_positions(positions, integer=True)
         return F.embedding(positions.long(), self.weight)
-
-
-# ------------------------------------------------------------------------------ naive baselines
 
 
 class OneHot(ConcatEncoding):
@@ -268,9 +259,6 @@ class Phase(ConcatEncoding):
         pos = positions.to(torch.promote_types(positions.dtype, torch.float32))
         last = PF.document_last(pos).clamp(min=1)  # T - 1 per document (1 if T == 1)
         return (pos / last)[..., None]
-
-
-# ------------------------------------------------------------------------------ none
 
 
 class NoPE(PositionalEncoding):

@@ -88,9 +88,6 @@ def expand_heads(idx: torch.Tensor, b: int, h: int) -> torch.Tensor:
     return idx.expand(b, h, idx.shape[-2], idx.shape[-1])
 
 
-# --------------------------------------------------------------------------- Shaw
-
-
 class Shaw(PositionalEncoding):
     """Shaw et al. 2018: e_ij = q_i.(k_j + a^K[clip(j - i, -k, k)]) / sqrt(Dh), k = max_distance.
 
@@ -147,9 +144,6 @@ class Shaw(PositionalEncoding):
         )
         bins = probs.new_zeros(b, h, tq, 2 * self.max_distance + 1).scatter_add(-1, idx, probs)
         return bins @ self.rel_values.to(probs.dtype)  # [B, H, Tq, Dh]
-
-
-# --------------------------------------------------------------------------- Transformer-XL
 
 
 def _contiguous_start(pos: torch.Tensor) -> int | None:

@@ -12,6 +12,7 @@ import torch
 from posenc.base import PositionalEncoding
 from posenc.checks import check_choice
 from posenc.encodings.rotary import RoPE
+from posenc.functional.rotary import rope_pairs
 
 MODES = ("split", "eh", "half")
 
@@ -19,13 +20,8 @@ MODES = ("split", "eh", "half")
 def quarter_turn(x: torch.Tensor, rotary_dim: int, layout: str) -> torch.Tensor:
     """x [..., Dh] -> each rotary pair (a, b) of the first R channels turned to (b, -a)
     (times -i as a complex number); the channels past R pass through."""
-    xr = x[..., :rotary_dim]
-    if layout == "half":
-        a, b = xr.chunk(2, dim=-1)
-        turned = torch.cat((b, -a), -1)
-    else:  # interleaved: pairs (2i, 2i + 1)
-        a, b = xr[..., 0::2], xr[..., 1::2]
-        turned = torch.stack((b, -a), -1).flatten(-2)
+    a, b = rope_pairs(x[..., :rotary_dim], layout)
+    turned = torch.cat((b, -a), -1) if layout == "half" else torch.stack((b, -a), -1).flatten(-2)
     return torch.cat((turned, x[..., rotary_dim:]), -1) if rotary_dim < x.shape[-1] else turned
 
 

@@ -51,7 +51,7 @@ def rope_cos_sin(
     return cos, sin
 
 
-def _rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Views of the two members of each rotary pair of x [..., R]: [..., R/2] each."""
     if layout == "half":  # GPT-NeoX / transformers: pair (i, i + R/2)
         return x.chunk(2, dim=-1)
@@ -69,7 +69,7 @@ def _rope_reference(
     r = 2 * cos.shape[-1]
     xr = x[..., :r]
     work = xr if xr.dtype == cos.dtype else xr.to(cos.dtype)
-    a, b = _rope_pairs(work, layout)
+    a, b = rope_pairs(work, layout)
     if torch.compiler.is_compiling() or (
         torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
     ):
@@ -82,7 +82,7 @@ def _rope_reference(
     if work is xr and not inplace:  # write straight into a fresh output
         out = torch.empty_like(x)
         out[..., r:] = x[..., r:]
-        oa, ob = _rope_pairs(out[..., :r], layout)
+        oa, ob = rope_pairs(out[..., :r], layout)
         torch.mul(a, cos, out=oa).addcmul_(b, sin, value=-1)
         torch.mul(b, cos, out=ob).addcmul_(a, sin)
         return out

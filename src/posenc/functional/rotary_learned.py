@@ -38,9 +38,6 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-# ---------------------------------------------------------------------------------- PoPE
-
-
 def pope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """[Dh] float32 frequencies base^(-j / Dh), j = 0..Dh-1: one per channel (PoPE turns each
     channel's magnitude, not pairs of channels)."""
@@ -59,9 +56,6 @@ def apply_pope(
     if phase is not None:
         a = a - phase.to(work)
     return torch.cat((mag * a.cos(), mag * a.sin()), -1).to(x.dtype)
-
-
-# ---------------------------------------------------------------------------------- FoPE
 
 
 def fope_inv_freq(rotary_dim: int, base: float, train_len: int) -> torch.Tensor:
@@ -95,9 +89,6 @@ def fope_cos_sin(
         cos, sin = cos[None], sin[None]  # [H, T, M] -> [1, H, T, M]
     pad = (0, pairs - cos.shape[-1])
     return F.pad(cos, pad, value=1.0), F.pad(sin, pad, value=1.0)
-
-
-# --------------------------------------------------------------------------------- LieRE
 
 
 def skew(raw: torch.Tensor) -> torch.Tensor:
