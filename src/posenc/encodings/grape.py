@@ -16,7 +16,7 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float
 from posenc.encodings.bias import DistanceBias, difference
 from posenc.encodings.relative import check_qk, resolve_dims
-from posenc.encodings.rotary import RotaryEncoding, check_per_head
+from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
 from posenc.functional import alibi_slopes
 from posenc.functional.absolute import sinusoidal_inv_freq
 from posenc.functional.grape import grape_a_gates, grape_m_angles
@@ -57,10 +57,7 @@ class GrapeM(RotaryEncoding):
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("grape_m needs the head dim: pass head_dim= (or dim= and heads=)")
         self.learnable = self.trainable = check_bool("learnable", learnable)
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("grape_m: per_head=True needs heads= (the number of query heads)")
-        self.heads = heads
+        set_per_head(self, "grape_m", per_head, heads)
         self.log_freq_scale = check_float("log_freq_scale", log_freq_scale, gt=0)
         self.orientation = check_choice("orientation", orientation, ORIENTATIONS)
         self.sign = -1.0 if orientation == "grape" else 1.0

@@ -162,11 +162,9 @@ def _contiguous_start(pos: torch.Tensor) -> int | None:
 class TransformerXL(PositionalEncoding):
     """Dai et al. 2019: score_ij = (q_i + u).k_j + (q_i + v).W_r R[i - j], times 1/sqrt(Dh).
 
-    R is the sinusoid of the distance i - j (relative_sinusoid, rel_dim wide), W_r a Linear
-    rel_dim -> H * Dh, u and v learned [H, Dh]. bias() returns (u.k_j + (q_i + v).W_r R[i - j])
-    * softmax_scale(Dh). With `shift=True` and contiguous positions it scores q against R for
-    the Tq + Tk - 1 distances and applies `rel_shift` (the paper's trick); otherwise it gathers
-    those scores by each pair's distance.
+    R the sinusoid of i - j (relative_sinusoid, rel_dim wide), W_r a Linear rel_dim -> H * Dh,
+    u, v learned [H, Dh]; bias() is the score less q.k. With `shift=True` and contiguous
+    positions it uses the paper's `rel_shift`, else it gathers by each pair's distance.
     """
 
     family = "relative"

@@ -12,7 +12,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_max_len, outside_graph
+from posenc.checks import check_bool, check_float, check_int, check_max_len, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
@@ -31,6 +31,13 @@ def head_dim_of(
     if head_dim is None and need:
         raise ValueError(f"{need} needs the head dim: pass head_dim= (or dim= and heads=)")
     return head_dim
+
+
+def set_per_head(enc, name: str, per_head: bool, heads: int | None) -> None:
+    """enc.per_head and enc.heads; per_head=True needs heads."""
+    enc.per_head, enc.heads = check_bool("per_head", per_head), heads
+    if enc.per_head and heads is None:
+        raise ValueError(f"{name}: per_head=True needs heads= (the number of query heads)")
 
 
 def check_per_head(enc, q: torch.Tensor, k: torch.Tensor, name: str, what: str) -> None:
@@ -161,15 +168,11 @@ class MultiAxisRotary(RotaryEncoding):
 class RoPE(RotaryEncoding):
     """Rotary position embedding (Su et al. 2021), with Hugging Face rope scaling.
 
-    `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope,
-    proportional; see posenc.functional.rope_scaling). Its partial_rotary_factor sets the
-    rotary dim, but not for proportional (p-RoPE): there the whole head rotates and the factor
-    says how many pairs turn, the rest at frequency 0. A missing `max_position_embeddings` (the
-    trained length, as transformers' config has it) is taken from `train_len`; `max_len` is the
-    hard limit on positions, as everywhere. `dynamic` and `longrope` depend on the current
-    length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
-    unrotated and rotated again each step never carry a stale base (a cache of already rotated
-    keys cannot follow dynamic scaling).
+    `scaling` is a `rope_scaling` dict (posenc.functional.rope_scaling); its
+    partial_rotary_factor sets the rotary dim (for proportional, the pairs that turn); a
+    missing `max_position_embeddings` is taken from `train_len`. The length-dependent scalings
+    (dynamic, longrope) use seq_len = max key position + 1 for q and k alike at each call, so
+    keys cached unrotated never carry a stale base.
     """
 
     paper = "Su et al. 2021"

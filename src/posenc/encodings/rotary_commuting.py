@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.checks import check_choice, check_float, check_int, check_max_len
+from posenc.encodings.rotary import head_dim_of, set_per_head
 from posenc.encodings.rotary_lie import BlockRotations, position_scale_of
 from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
 
@@ -56,10 +56,7 @@ class ComRoPE(BlockRotations):
                 f"comrope variant={variant!r}: head_dim={self.head_dim} must be a multiple of "
                 f"{what}; pass another block_dim"
             )
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("comrope: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "comrope", per_head, heads)
         std = check_float("init_std", init_std, gt=0)
         self.position_scale = position_scale_of(position_scale, train_len)
         G = self.head_dim // g

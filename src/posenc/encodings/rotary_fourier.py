@@ -12,7 +12,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int
-from posenc.encodings.rotary import RotaryEncoding, check_per_head
+from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
@@ -61,10 +61,7 @@ class FoPE(RotaryEncoding):
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
             raise ValueError(f"pairs must be <= K={K} (the kept frequencies), got {M}")
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("fope: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "fope", per_head, heads)
         shape = (heads, K, M) if self.per_head else (K, M)
         self.trainable = check_bool("learnable", learnable)
         gain = check_float("init_gain", init_gain, ge=0)

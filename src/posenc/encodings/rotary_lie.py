@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary import check_per_head, head_dim_of
+from posenc.checks import check_float, check_int, check_max_len
+from posenc.encodings.rotary import check_per_head, head_dim_of, set_per_head
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
@@ -107,10 +107,7 @@ class LieRE(BlockRotations):
         g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
         if g > self.head_dim:
             raise ValueError(f"block_dim must be 2..head_dim={self.head_dim}, got {g}")
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("liere: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "liere", per_head, heads)
         self.position_scale = position_scale_of(position_scale, train_len)
         G = (self.head_dim // g) * (heads if self.per_head else 1)
         self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))
