@@ -198,8 +198,7 @@ class Sinusoidal3D(Sinusoidal2D):
 
 
 class Learned(AddedEncoding):
-    """x + W[t]: a trainable table of max_len rows (train_len rows if max_len is not given;
-    init normal, std 0.02)."""
+    """x + W[t]: a trainable table of max_len (else train_len) rows, init normal(0, 0.02)."""
 
     paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
     summary = "a trained vector per position (max_len rows); no positions past the table"

@@ -122,8 +122,7 @@ class PositionBias(PositionalEncoding):
 
 
 class DistanceBias(PositionBias):
-    """A bias of (head, q_pos - k_pos) alone (ALiBi, T5, KERPLE): _value at key position 0
-    gives the `distance` form."""
+    """A bias of (head, q_pos - k_pos) alone: _value at key position 0 is the `distance` form."""
 
     provides = PositionBias.provides | {"distance"}
 

@@ -62,8 +62,7 @@ class PaTH(PositionalEncoding):
             self.gate_bias = nn.Parameter(torch.full((H,), float(gate_bias)))
 
     def reflections(self, k: torch.Tensor, k_pos: torch.Tensor):
-        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh] (unit or zero rows), beta
-        [B, H, Tk] in (0, 2), float32."""
+        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh], beta [B, H, Tk], float32."""
         k = k.float()
         u = torch.einsum("bhtd,hed->bhte", k, self.w_weight.float())
         if self.conv_size:

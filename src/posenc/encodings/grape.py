@@ -68,8 +68,7 @@ class GrapeM(RotaryEncoding):
         self.log_freq = nn.Parameter(log_freq, requires_grad=self.learnable)
 
     def _apply(self, fn, recurse=True):
-        """model.to(dtype) moves log_freq but keeps it float32, as the authors' (in bfloat16,
-        log w * 16 would round by up to 1/16)."""
+        """model.to(dtype) keeps log_freq float32, as the authors' (bfloat16 rounds it by 1/16)."""
         kept = self.log_freq.data
         super()._apply(fn, recurse)
         if self.log_freq.dtype != kept.dtype:  # a cast: the float32 values, moved

@@ -108,8 +108,7 @@ class RotaryEncoding(PositionalEncoding):
         return dh
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [...] (+ [P]) -> [..., R/2] angles of rotary dim r: float64 for `dtype`
-        float64, else float32 reduced mod 2 pi (PF.position_angles)."""
+        """positions [...] (+ [P]) -> [..., R/2] angles, as PF.position_angles(dtype) gives."""
         raise NotImplementedError
 
     def _cos_sin(self, positions: torch.Tensor, r: int, dtype: torch.dtype):

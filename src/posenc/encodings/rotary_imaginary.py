@@ -18,8 +18,7 @@ MODES = ("split", "eh", "half")
 
 
 def quarter_turn(x: torch.Tensor, rotary_dim: int, layout: str) -> torch.Tensor:
-    """x [..., Dh] -> each rotary pair (a, b) of the first R channels turned to (b, -a)
-    (times -i as a complex number); the channels past R pass through."""
+    """x [..., Dh] -> each rotary pair (a, b) of the first R channels turned to (b, -a)."""
     a, b = rope_pairs(x[..., :rotary_dim], layout)
     turned = torch.cat((b, -a), -1) if layout == "half" else torch.stack((b, -a), -1).flatten(-2)
     return torch.cat((turned, x[..., rotary_dim:]), -1) if rotary_dim < x.shape[-1] else turned

@@ -67,8 +67,7 @@ class BlockRotations(PositionalEncoding):
         return out[0], out[1]
 
     def angles(self, positions):
-        """[T, G * (g // 2)] float64: the angles R(p) turns its invariant planes by (the first
-        head's with per_head)."""
+        """[T, G * (g // 2)] float64: the angles R(p) turns its invariant planes by (head 0's)."""
         positions = self.check_positions(positions, position_dims=self.position_dims)
         gens = self.generator_tensor().detach()
         G = gens.shape[1] // (self.heads if self.per_head else 1)

@@ -80,14 +80,12 @@ def _axial_table(positions: torch.Tensor, dim: int, axes: int, base: float) -> t
 
 
 def sinusoidal_table_2d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Images: positions [..., 2] (row, col) -> [..., dim], [row | col] (_axial_table), as
-    positional-encodings' PositionalEncoding2D."""
+    """Images: positions [..., 2] (row, col) -> [..., dim], as PositionalEncoding2D's."""
     return _axial_table(positions, dim, 2, base)
 
 
 def sinusoidal_table_3d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Video: positions [..., 3] (time, row, col) -> [..., dim], [time | row | col], as
-    positional-encodings' PositionalEncoding3D."""
+    """Video: positions [..., 3] (time, row, col) -> [..., dim], as PositionalEncoding3D's."""
     return _axial_table(positions, dim, 3, base)
 
 

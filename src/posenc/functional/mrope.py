@@ -138,8 +138,8 @@ def _grids(name: str, grid_thw) -> list[tuple[int, int, int]]:
 
 
 def _seconds(name: str, seconds, videos: int) -> list:
-    """One seconds-per-grid entry per video (a tensor's entries stay 0-d tensors, as in
-    transformers: their dtype sets the rounding of the time index)."""
+    """One seconds-per-grid entry per video (tensor entries stay 0-d tensors: their dtype sets
+    the time index's rounding, as in transformers)."""
     try:
         seconds = list(seconds)
     except TypeError:
@@ -361,8 +361,7 @@ AV = 4  # a block kind: a video holding its audio's tokens
 
 
 def _omni_blocks(kinds: list[int]) -> list[tuple[int, int, int]]:
-    """(begin, end, kind) of each run of non-text tokens: kind 1 image, 2 video, 3 audio, AV a
-    video with its audio (types 2 and 3)."""
+    """(begin, end, kind) of each run of non-text tokens (AV: a video with its audio)."""
     out, i = [], 0
     for block, run in itertools.groupby(kinds, key=bool):
         run = list(run)
@@ -468,8 +467,7 @@ def _omni_row(kinds, grids, used, merge, pps, seconds, chunk):
         return 0 if top is None else top + 1
 
     def text(n: int, shared_after: bool, shared_before: bool):
-        """Qwen2.5-Omni's text run: one id each, but the 2 tokens after / before a video with
-        audio share one."""
+        """Qwen2.5-Omni's text run (the 2 tokens after / before a video with audio share one)."""
         need = 2 * shared_after + 2 * shared_before
         if n < need:
             raise ValueError(f"token_types: a video with audio needs 2 text tokens before and "

@@ -10,8 +10,7 @@ import torch.nn.functional as F
 
 
 def run_starts(k_pos: torch.Tensor) -> torch.Tensor:
-    """k_pos [b, Tk] -> [b, Tk] int64: index of the first key of key t's run of increasing
-    positions (a run starts where positions stop increasing)."""
+    """k_pos [b, Tk] -> [b, Tk] int64: the first key of key t's run of increasing positions."""
     tk = k_pos.shape[-1]
     idx = torch.arange(tk, device=k_pos.device).expand_as(k_pos)
     restart = F.pad(k_pos[:, 1:] <= k_pos[:, :-1], (1, 0), value=True)  # [b, Tk]

@@ -125,8 +125,7 @@ def _rope_check(x: torch.Tensor, layout: str, rotary_dim: int | None, half_r: in
 
 
 def rope_align(t: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
-    """t [*P, R/2] with P the positions' shape -> broadcastable to x[..., :R/2] ([B, T] with
-    a 4-D x [B, H, T, Dh] gets a head axis)."""
+    """t [*P, R/2] -> broadcastable to x[..., :R/2] ([B, T] for x [B, H, T, Dh]: a head axis)."""
     if t.dim() == 3 and x.dim() == 4:
         t = t.unsqueeze(1)  # [B, T, R/2] -> [B, 1, T, R/2]
     lead = tuple(x.shape[:-1])

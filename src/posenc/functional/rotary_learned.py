@@ -39,8 +39,7 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def pope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """[Dh] float32 frequencies base^(-j / Dh), j = 0..Dh-1: one per channel (PoPE turns each
-    channel's magnitude, not pairs of channels)."""
+    """[Dh] float32 frequencies base^(-j / Dh), j = 0..Dh-1: one per channel."""
     j = torch.arange(head_dim, dtype=torch.float64)
     return (1.0 / float(base) ** (j / head_dim)).float()
 
@@ -59,8 +58,7 @@ def apply_pope(
 
 
 def fope_inv_freq(rotary_dim: int, base: float, train_len: int) -> torch.Tensor:
-    """[K] float32: RoPE's frequencies of rotary dim R that turn at least once within
-    `train_len` (w >= 2 pi / train_len); the others are under-trained and zeroed (dropped)."""
+    """[K] float32: RoPE's frequencies of rotary dim R with w >= 2 pi / train_len."""
     inv_freq = rope_inv_freq(rotary_dim, base)[0]
     return inv_freq[inv_freq.double() >= 2 * math.pi / train_len]
 

@@ -66,8 +66,7 @@ def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
 
 
 def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 3] streams (a, b, c) of one video over its merged grid, and the next text
-    index."""
+    """[t * h * w, 3] streams (a, b, c) of one video's merged grid, and the next text index."""
     t, h, w = thw
     i, j = torch.arange(h)[:, None], torch.arange(w)[None, :]
     fi, fj = h - 1 - i, w - 1 - j  # flipped row, column
@@ -150,8 +149,7 @@ def vrope_positions(
 
 
 def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
-    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
-    layout a + d = b + c for every token."""
+    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a: a + d = b + c)."""
     check_tensor("positions", positions)
     if positions.dim() < 1 or positions.shape[-1] != 3 or not _real(positions):
         raise ValueError(f"positions must be a real tensor [..., 3] (three streams), got "
