@@ -8,9 +8,10 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_int, check_max_len, position_at
+from posenc.checks import check_bool, check_int, position_at
 from posenc.encodings.bias import PositionBias
-from posenc.encodings.relative import qk_rows, resolve_dims
+from posenc.encodings.content import KeyBias
+from posenc.encodings.relative import qk_rows
 from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
 
 
@@ -98,7 +99,7 @@ class DynamicPositionBias(PositionBias):
         return f"heads={self.heads}, log_distance={self.log_distance}, norm={self.norm}"
 
 
-class DistanceBasisBias(PositionalEncoding):
+class DistanceBasisBias(KeyBias):
     """Distance-basis bias (x-transformers' RelativeProjPositionalBias, after Thinking
     Machines' Inkling; no paper): R learned curves over the distance, bank [R, M], and each
     query's mix of them per head, bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j] for
@@ -107,13 +108,9 @@ class DistanceBasisBias(PositionalEncoding):
     M = `max_dist`, default `train_len`, else 1024. Causal only.
     """
 
-    family = "content"
-    provides = frozenset({"bias"})
     paper = "x-transformers RelativeProjPositionalBias (Thinking Machines' Inkling; no paper)"
     summary = "each query mixes learned per-distance curves per head (distance-basis bias)"
     integer_positions = True
-    trainable = True
-    bidirectional = False  # the curves cover keys at or before the query
 
     def __init__(
         self,
@@ -126,10 +123,7 @@ class DistanceBasisBias(PositionalEncoding):
         num_basis=16,
         max_dist=None,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        name = "distance_basis"
-        _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
+        super().__init__("distance_basis", dim, heads, head_dim, max_len)
         self.num_basis = check_int("num_basis", num_basis, low=1)
         if max_dist is None:
             max_dist = 1024 if train_len is None else check_int("train_len", train_len, low=1)

@@ -18,7 +18,25 @@ from posenc.encodings.relative import qk_rows, relative_positions, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
-class FoX(PositionalEncoding):
+class KeyBias(PositionalEncoding):
+    """A causal bias that reads the keys (and queries) each head already has: FoX, CABLE,
+    PaTH, distance_basis. Sets up max_len, heads (required) and head_dim."""
+
+    family = "content"
+    provides = frozenset({"bias"})
+    trainable = True
+    bidirectional = False  # accumulated from the key up to the query: causal only
+
+    def __init__(self, name: str, dim, heads, head_dim, max_len) -> None:
+        super().__init__()
+        self.max_len = check_max_len(max_len)  # the hard limit
+        _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, head_dim={self.head_dim}"
+
+
+class FoX(KeyBias):
     """Forgetting Transformer (Lin et al. 2025): a forget gate f_l = sigmoid(w_h . k_l + b_h) per
     key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
     whose slope each token sets. The gate reads the key each head already has (cached keys
@@ -27,17 +45,11 @@ class FoX(PositionalEncoding):
     each other's gates.
     """
 
-    family = "content"
     paper = "Lin et al. 2025"
-    provides = frozenset({"bias"})
     summary = "forget gates from each key: a learned, content-dependent ALiBi (FoX)"
-    trainable = True
-    bidirectional = False  # gates accumulate from the key up to the query: causal only
 
     def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, gate_bias=5.0):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("fox", dim, heads, head_dim, need_heads=True)
+        super().__init__("fox", dim, heads, head_dim, max_len)
         check_float("gate_bias", gate_bias)
         bound = self.head_dim**-0.5  # nn.Linear(Dh, 1)'s init, per head
         weight = torch.empty(self.heads, self.head_dim).uniform_(-bound, bound)  # [H, Dh]
@@ -52,9 +64,6 @@ class FoX(PositionalEncoding):
     def bias(self, q, k, q_pos, k_pos):
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
-
-    def extra_repr(self) -> str:
-        return f"heads={self.heads}, head_dim={self.head_dim}"
 
 
 class DAPE(PositionalEncoding):

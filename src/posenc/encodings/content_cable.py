@@ -7,12 +7,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_max_len
-from posenc.encodings.relative import qk_rows, resolve_dims
+from posenc.encodings.content import KeyBias
+from posenc.encodings.relative import qk_rows
 from posenc.functional.content import forget_bias
 
 
-class CABLE(PositionalEncoding):
+class CABLE(KeyBias):
     """Context-aware biases for length extrapolation (Veisi et al. 2025): a penalty
     p_hl = softplus(w_h . k_hl + c_h) >= 0 per token l and head h, and
     bias_h(i, j) = -(p_h,j+1 + ... + p_h,i), the reference's b_i - b_j with
@@ -22,17 +22,11 @@ class CABLE(PositionalEncoding):
     never count each other's penalties.
     """
 
-    family = "content"
-    provides = frozenset({"bias"})
     paper = "Veisi et al. 2025 (arXiv 2503.08067)"
     summary = "learned per-token, per-head penalties summed between key and query (CABLE)"
-    trainable = True
-    bidirectional = False  # penalties accumulate from the key up to the query: causal only
 
     def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("cable", dim, heads, head_dim, need_heads=True)
+        super().__init__("cable", dim, heads, head_dim, max_len)
         self.penalty_weight = nn.Parameter(torch.randn(self.heads, self.head_dim) * 0.02)
         self.penalty_bias = nn.Parameter(torch.zeros(self.heads))  # [H]
 
@@ -44,9 +38,6 @@ class CABLE(PositionalEncoding):
     def bias(self, q, k, q_pos, k_pos):
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(-self.penalties(k), qp, kp).to(q.dtype)
-
-    def extra_repr(self) -> str:
-        return f"heads={self.heads}, head_dim={self.head_dim}"
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {"cable": CABLE}

@@ -7,14 +7,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.content import FoX
-from posenc.encodings.relative import qk_rows, resolve_dims
+from posenc.checks import check_bool, check_float, check_int
+from posenc.encodings.content import FoX, KeyBias
+from posenc.encodings.relative import qk_rows
 from posenc.functional.content import forget_bias
 from posenc.functional.path import path_scores, short_conv
 
 
-class PaTH(PositionalEncoding):
+class PaTH(KeyBias):
     """PaTH attention ("Position Encoding via Accumulating Householder Transformations"): per
     token t and head a transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t in (0, 2)), and
     the logit (q_i^T H_i ... H_{j+1} k_j + G_i - G_j) * softmax_scale, G FoX's cumulative log
@@ -25,12 +25,8 @@ class PaTH(PositionalEncoding):
     other's transforms.
     """
 
-    family = "content"
     paper = "Yang et al. 2025, arXiv 2505.16381"
-    provides = frozenset({"bias"})
     summary = "accumulated data-dependent Householder transforms between key and query (PaTH)"
-    trainable = True
-    bidirectional = False  # transforms accumulate from the key up to the query: causal only
 
     def __init__(
         self,
@@ -43,9 +39,7 @@ class PaTH(PositionalEncoding):
         forget_gate=False,
         gate_bias=5.0,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("path", dim, heads, head_dim, need_heads=True)
+        super().__init__("path", dim, heads, head_dim, max_len)
         self.conv_size = check_int("conv_size", conv_size, low=0)
         self.forget_gate = check_bool("forget_gate", forget_gate)
         check_float("gate_bias", gate_bias)
