@@ -206,10 +206,8 @@ def yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
     ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     extrapolation = 1 - ramp  # 1: keep the original frequency, 0: interpolate
     pos_freqs = base ** _exponents(dim)
-    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (
-        1.0 / pos_freqs
-    ) * extrapolation
-    return inv_freq, float(attention_factor)
+    interpolated, kept = 1.0 / (factor * pos_freqs), 1.0 / pos_freqs
+    return interpolated * (1 - extrapolation) + kept * extrapolation, float(attention_factor)
 
 
 def dynamic_yarn(dim: int, base: float, params: dict, seq_len: int | None = None):

@@ -37,17 +37,6 @@ def vrope_axes(half: int) -> list[int]:
     return [j % VROPE_STREAMS for j in range(half)]
 
 
-def _scales(temporal_scale, blocks: int, generator) -> list[float]:
-    """One temporal spacing per vision block: the float, or a draw from the sequence (DTS)."""
-    if isinstance(temporal_scale, int | float):
-        return [_scale(temporal_scale)] * blocks
-    choices = [_scale(s) for s in temporal_scale]
-    if not choices:
-        raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
-    draws = torch.randint(len(choices), (blocks,), generator=generator).tolist()
-    return [choices[i] for i in draws]
-
-
 def _scale(value) -> float:
     if check_float("temporal_scale", value, gt=0) > 2**31:
         raise ValueError(f"temporal_scale must be <= 2^31, got {value!r}")
@@ -118,11 +107,18 @@ def diagonal_positions(
     (HoPE's dynamic temporal scaling, HOPE_SCALES). int64 when every spacing is whole, else
     float32. Padding (attention_mask 0) gets position 1, as the references.
     """
-    integral = all(_scale(s).is_integer() for s in _as_list(temporal_scale))
+    choices = [_scale(s) for s in _as_list(temporal_scale)]
+    if not choices:
+        raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
+
+    def scales(n: int) -> list[float]:  # one spacing per vision block: the float, or draws
+        if isinstance(temporal_scale, int | float):
+            return choices * n
+        return [choices[i] for i in torch.randint(len(choices), (n,), generator=generator).tolist()]
+
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _diagonal_block, 1,
-                  lambda n: _scales(temporal_scale, n, generator))  # fmt: skip
-    return out.long() if integral else out.float()
+                  attention_mask, _diagonal_block, 1, scales)  # fmt: skip
+    return out.long() if all(c.is_integer() for c in choices) else out.float()
 
 
 def vrope_positions(
