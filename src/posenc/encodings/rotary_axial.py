@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int
+from posenc.checks import check_choice, check_float, check_int
 from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
 
@@ -40,9 +40,7 @@ class RoPEND(MultiAxisRotary):
         self._multiple = 2 * axes
         super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
                          layout=layout, rotary_dim=rotary_dim)  # fmt: skip
-        if freqs not in AXIAL_FREQS:
-            raise ValueError(f"freqs must be one of {AXIAL_FREQS}, got {freqs!r}")
-        self.freqs = freqs
+        self.freqs = check_choice("freqs", freqs, AXIAL_FREQS)
         self.max_freq = check_float("max_freq", max_freq, gt=0)
 
     def _angles(self, positions, r, dtype):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_max_len
+from posenc.checks import check_choice, check_float, check_max_len
 from posenc.encodings.rotary import head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
@@ -51,8 +51,7 @@ class PoPE(PositionalEncoding):
         self.max_len = check_max_len(max_len)  # the hard limit
         self.head_dim = head_dim_of(dim, heads, head_dim, need="pope")
         self.base = check_float("base", base, gt=1)
-        if bias_init not in BIAS_INITS:
-            raise ValueError(f"bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
+        check_choice("bias_init", bias_init, BIAS_INITS)
         self.heads = heads
         self.phase = nn.Parameter(torch.zeros(heads or 1, 1, self.head_dim))  # delta [H, 1, Dh]
         if bias_init == "uniform":

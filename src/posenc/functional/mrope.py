@@ -10,7 +10,7 @@ import itertools
 
 import torch
 
-from posenc.checks import check_bool, check_float, check_int, check_tensor
+from posenc.checks import check_bool, check_choice, check_float, check_int, check_tensor
 from posenc.functional.absolute import position_angles
 
 AXES = ("t", "h", "w")
@@ -258,8 +258,7 @@ def mrope_positions(
     """
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
-    if advance not in ADVANCES:
-        raise ValueError(f"advance must be one of {ADVANCES}, got {advance!r}")
+    check_choice("advance", advance, ADVANCES)
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
     if check_bool("split_frames", split_frames):
         if tokens_per_second is not None:
@@ -333,8 +332,7 @@ def omni_positions(
     if check_float("position_id_per_seconds", position_id_per_seconds, gt=0) > MAX_INDEX:
         raise ValueError(f"position_id_per_seconds must be <= 2^62, got {position_id_per_seconds}")
     pps = position_id_per_seconds  # as given (transformers multiplies by the config's value)
-    if model_type not in OMNI_TYPES:
-        raise ValueError(f"model_type must be one of {OMNI_TYPES}, got {model_type!r}")
+    check_choice("model_type", model_type, OMNI_TYPES)
     chunk = None  # Qwen3-Omni interleaves by time
     if model_type == "qwen2_5_omni":
         check_float("seconds_per_chunk", seconds_per_chunk, gt=0)
