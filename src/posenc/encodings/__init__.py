@@ -73,8 +73,7 @@ def build_for(name: str, *, causal: bool, **kwargs) -> PositionalEncoding:
     if not causal:
         inner = kwargs.get("encoding") if resolve(name) is wrappers.Randomized else None
         if isinstance(inner, str):  # the wrapped encoding gets its encoder form
-            takes = "bidirectional" in inspect.signature(resolve(inner)).parameters
-            if takes:
+            if "bidirectional" in inspect.signature(resolve(inner)).parameters:
                 kwargs["encoding_kwargs"] = {"bidirectional": True,
                                              **(kwargs.get("encoding_kwargs") or {})}  # fmt: skip
         elif "bidirectional" in inspect.signature(resolve(name)).parameters:

@@ -50,6 +50,13 @@ def check_per_head(enc, q: torch.Tensor, k: torch.Tensor, name: str, what: str) 
         )
 
 
+def check_head_dim(q: torch.Tensor, k: torch.Tensor, head_dim: int, name: str) -> None:
+    if q.shape[-1] != head_dim or k.shape[-1] != head_dim:
+        raise ValueError(
+            f"q/k have head dim {q.shape[-1]}, but {name} was built with head_dim={head_dim}"
+        )
+
+
 def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
     check_int("rotary_dim", rotary_dim)
     if rotary_dim < multiple or rotary_dim % multiple:

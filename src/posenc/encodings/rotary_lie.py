@@ -14,7 +14,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_float, check_int, check_max_len
-from posenc.encodings.rotary import check_per_head, head_dim_of, set_per_head
+from posenc.encodings.rotary import check_head_dim, check_per_head, head_dim_of, set_per_head
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
@@ -54,11 +54,7 @@ class BlockRotations(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         name = type(self).__name__
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but {name} was built with "
-                f"head_dim={self.head_dim}"
-            )
+        check_head_dim(q, k, self.head_dim, name)
         check_per_head(self, q, k, name, "generators")
         out = []
         for x, pos, pname in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):

@@ -14,7 +14,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_choice, check_float, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.encodings.rotary import check_head_dim, head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
 from posenc.functional.rotary_learned import apply_pope, pope_inv_freq
@@ -67,10 +67,7 @@ class PoPE(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] -> q, k [..., 2 Dh]."""
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but pope was built with head_dim={self.head_dim}"
-            )
+        check_head_dim(q, k, self.head_dim, "pope")
         if self.phase.shape[0] not in (1, q.shape[1]) and q.shape[1] != 1:
             raise ValueError(
                 f"q has {q.shape[1]} heads, but pope was built with heads={self.heads}"
