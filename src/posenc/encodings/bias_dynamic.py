@@ -12,7 +12,7 @@ from posenc.checks import check_bool, check_int, position_at
 from posenc.encodings.bias import PositionBias
 from posenc.encodings.content import KeyBias
 from posenc.encodings.relative import qk_rows
-from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
+from posenc.functional.bias import distance_basis_bias, signed_log_distance
 
 
 class DynamicPositionBias(PositionBias):

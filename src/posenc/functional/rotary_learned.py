@@ -1,5 +1,6 @@
 """The math of the rotary schemes beyond RoPE's fixed pairs: axial frequencies (rope_nd), PoPE's
-polar form, FoPE's Fourier series per pair, LieRE's matrix exponentials.
+polar form, FoPE's Fourier series per pair, LieRE's matrix exponentials and ComRoPE's commuting
+generators.
 """
 
 from __future__ import annotations
@@ -122,3 +123,22 @@ def liere_angles(positions: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     phi = torch.linalg.eigvalsh(1j * arg.to(torch.complex128))  # [..., G, g] real, ascending
     g = raw.shape[-1]
     return phi[..., g - g // 2 :].flatten(-2)
+
+
+COMROPE_VARIANTS = ("ap", "ld")  # ComRoPE (Yu et al., CVPR 2025): generators that commute
+
+
+def comrope_generators(
+    weight: torch.Tensor, axes: int, variant: str, multiplier: torch.Tensor | None = None
+) -> torch.Tensor:
+    """weight [G, g, g] (any real P_j), multiplier theta [P, G] (ld) -> A [P, G, g, g], with
+    S_j = P_j - P_j^T: "ap" A_a[j] = S_j if j = a (mod P), else 0 (disjoint channels);
+    "ld" A_a[j] = theta_{a, j} S_j (multiples of one matrix). Either way the A_a commute.
+    """
+    s = weight - weight.transpose(-1, -2)  # [G, g, g]
+    G = s.shape[0]
+    if variant == "ap":
+        axis = torch.arange(G, device=s.device) % axes  # block j's axis
+        mask = axis == torch.arange(axes, device=s.device)[:, None]  # [P, G]
+        return s * mask[..., None, None].to(s.dtype)
+    return s * multiplier[..., None, None]  # [P, G, g, g]
