@@ -10,8 +10,7 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int
 from posenc.encodings.content import FoX, KeyBias
 from posenc.encodings.relative import qk_rows
-from posenc.functional.content import forget_bias
-from posenc.functional.path import path_scores, short_conv
+from posenc.functional.content import forget_bias, path_scores, short_conv
 
 
 class PaTH(KeyBias):

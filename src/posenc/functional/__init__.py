@@ -3,7 +3,7 @@
 Every function computes in float32 (float64 for float64 inputs) and casts to the caller's
 dtype at the end; angles go through absolute.position_angles, accurate at any position.
 The rarer schemes' math is imported as a module: rotary_learned (rope_nd's axial frequencies,
-PoPE, FoPE, LieRE, ComRoPE), grape, video, path (PaTH).
+PoPE, FoPE, LieRE, ComRoPE), grape, video.
 """
 
 from posenc.functional.absolute import (
