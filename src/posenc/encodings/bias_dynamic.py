@@ -105,8 +105,7 @@ class DistanceBasisBias(KeyBias):
     query's mix of them per head, bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j] for
     0 <= i - j < M, else 0; w_h(i) = W_h q_i + c_h reads the query each head already has
     (x-transformers' Linear on x, of weight W_h^T W_q,h, gives the same numbers).
-    M = `max_dist`, default `train_len`, else 1024. Causal only.
-    """
+    M = `max_dist`, default `train_len`, else 1024."""
 
     paper = "x-transformers RelativeProjPositionalBias (Thinking Machines' Inkling; no paper)"
     summary = "each query mixes learned per-distance curves per head (distance-basis bias)"

@@ -19,8 +19,9 @@ from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
 class KeyBias(PositionalEncoding):
-    """A causal bias that reads the keys (and queries) each head already has: FoX, CABLE,
-    PaTH, distance_basis. Sets up max_len, heads (required) and head_dim."""
+    """A causal bias that reads the keys (and queries) each head already has (FoX, CABLE,
+    PaTH, distance_basis): max_len, heads (required) and head_dim. FoX, CABLE and PaTH
+    accumulate within a run of increasing positions only (packed documents)."""
 
     family = "content"
     provides = frozenset({"bias"})
@@ -41,8 +42,7 @@ class FoX(KeyBias):
     key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
     whose slope each token sets. The gate reads the key each head already has (cached keys
     give cached gates; the paper's Linear on x, of weight w_h W_k, gives the same numbers).
-    `gate_bias` initializes b (x-transformers' 5.0). Causal only; packed documents never count
-    each other's gates.
+    `gate_bias` initializes b (x-transformers' 5.0).
     """
 
     paper = "Lin et al. 2025"

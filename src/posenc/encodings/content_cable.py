@@ -14,12 +14,10 @@ from posenc.functional.content import forget_bias
 
 class CABLE(KeyBias):
     """Context-aware biases for length extrapolation (Veisi et al. 2025): a penalty
-    p_hl = softplus(w_h . k_hl + c_h) >= 0 per token l and head h, and
-    bias_h(i, j) = -(p_h,j+1 + ... + p_h,i), the reference's b_i - b_j with
-    b = cumsum(-softplus(.)): ALiBi whose slope each token sets. The penalty reads the key each
+    p_hl = softplus(w_h . k_hl + c_h) per token l and head h, and bias_h(i, j) =
+    -(p_h,j+1 + ... + p_h,i): ALiBi whose slope each token sets. The penalty reads the key each
     head already has (the reference's Linear on x, of weight w_h W_k,h, gives the same
-    numbers). Init as the reference: w ~ normal(0, 0.02), c = 0. Causal only; packed documents
-    never count each other's penalties.
+    numbers). Init as the reference: w ~ normal(0, 0.02), c = 0.
     """
 
     paper = "Veisi et al. 2025 (arXiv 2503.08067)"

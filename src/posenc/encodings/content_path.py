@@ -20,8 +20,7 @@ class PaTH(KeyBias):
     forget gates (`forget_gate=True`), as flash-linear-attention's path_attn; bias() is that
     logit less q.k * softmax_scale. As FoX, w_t and beta_t read the key each head already has:
     w_t = normalize(SiLU(causal depthwise conv of `conv_size` taps over W_w k_t)) (0: no conv,
-    no SiLU), beta_t = 2 sigmoid(u . k_t + b). Causal only; packed documents never see each
-    other's transforms.
+    no SiLU), beta_t = 2 sigmoid(u . k_t + b).
     """
 
     paper = "Yang et al. 2025, arXiv 2505.16381"

@@ -257,11 +257,9 @@ class XPos(RotaryEncoding):
     """xPos (Sun et al. 2022): RoPE whose pairs also decay with distance.
 
     Pair i has zeta_i = (2i + 0.4 R) / (1.4 R); queries at n are scaled by
-    zeta^((n - c) / scale_base) and keys at m by zeta^(-(m - c) / scale_base), so q.k gets
-    zeta^((n - m) / scale_base) whatever c. Each call centres on c = ceil((min k_pos + max
-    k_pos) / 2) (rotary-embedding-torch's T // 2), so positions may lie ~17k tokens either side
-    of it in float32 (~1.3k in float16); past that reach rotate() raises a ValueError instead
-    of returning inf / NaN. Rotated keys depend on the key span: cache keys unrotated.
+    zeta^((n - c) / scale_base), keys at m by zeta^(-(m - c) / scale_base), c = ceil((min k_pos
+    + max k_pos) / 2) (rotary-embedding-torch's T // 2): past ~17k tokens from c in float32
+    (~1.3k in float16) rotate() raises a ValueError. Cache keys unrotated.
     """
 
     paper = "Sun et al. 2022"
