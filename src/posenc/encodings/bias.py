@@ -301,10 +301,9 @@ class T5Bias(DistanceBias):
     """T5's relative attention bias: a learned scalar per (bucket, head), buckets of key - query.
 
     `bidirectional=False` (default, decoders) gives keys after the query bucket 0, as T5's
-    decoder. num_buckets, max_distance: T5's 32 and 128; with `train_len`, those not given
-    scale with it (num_buckets = train_len, even, 4..32; max_distance = max(train_len, start of
-    the log buckets + 1)), so no bucket is left untrained. Init normal(0, dim**-0.5) as
-    transformers' T5 when `dim` is given, else normal(0, 0.02).
+    decoder. num_buckets, max_distance: T5's 32 and 128, or, with `train_len`, scaled to it
+    (so no bucket is left untrained). Init normal(0, dim**-0.5) as transformers' T5 when `dim`
+    is given, else normal(0, 0.02).
     """
 
     paper = "Raffel et al. 2020"

@@ -1,8 +1,6 @@
-"""FoPE, Fourier position embedding (Hua et al. 2024): each rotary pair a Fourier series.
-
-RoPE's frequencies with a period longer than the training length are zeroed; the K kept ones
-form the basis: pair d gets C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t)
-in place of cos(w_d t) and sin(w_d t), for the first M pairs; the rest get C = S = 1.
+"""FoPE, Fourier position embedding (Hua et al. 2024): pair d turns by C_d(t) = sum_k a_kd
+cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) over the K RoPE frequencies with a period within
+the training length (the others are zeroed), for the first M pairs; the rest get C = S = 1.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""RoPE++ (Liu et al. 2025): attention from the imaginary part of RoPE's complex q.k as heads.
-
-RoPE's score is Re(sum_j q_j(t) conj(k_j(s))); RoPE++ adds heads scored by the imaginary part,
-Re(z * -i): an imaginary head's query is the RoPE-rotated query turned a further quarter turn
-back, (a, b) -> (b, -a) in every pair.
-"""
+"""RoPE++ (Liu et al. 2025): heads scored by the imaginary part of RoPE's complex q.k, Re(z * -i):
+an imaginary head's query is the RoPE-rotated query turned a further quarter turn back."""
 
 from __future__ import annotations
 

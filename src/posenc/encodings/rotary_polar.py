@@ -1,9 +1,6 @@
-"""PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025).
-
-Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c, so
-q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c): q and k twice as wide as
-the head, values and the softmax scale as they are (x-transformers' `polar_pos_emb`).
-"""
+"""PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025): each channel c of q
+and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c, so q.k = sum_c
+softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c): q and k twice as wide as the head."""
 
 from __future__ import annotations
 

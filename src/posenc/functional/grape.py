@@ -1,9 +1,6 @@
-"""GRAPE's math (Zhang et al. 2026, arXiv 2512.07805): positions as group actions exp(n w L).
-
-GRAPE-M: exp(n w L) in SO(d) of rank-2 skew generators L; on the canonical planes they commute
-and rotate each pair, RoPE's structure with learned frequencies. GRAPE-A: a nilpotent A on a
-lifted [q; 1; 0], [k; 0; 1] gives I + n w A, a logit bias linear in the offset.
-"""
+"""GRAPE's math (Zhang et al. 2026, arXiv 2512.07805): positions as group actions exp(n w L),
+rotations of commuting rank-2 generators (GRAPE-M) or the unipotent I + n w A of a nilpotent
+generator on lifted q and k, a logit bias linear in the offset (GRAPE-A)."""
 
 from __future__ import annotations
 
