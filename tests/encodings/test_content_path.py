@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 import posenc
 from posenc.attention import attention, choose_backend
 from posenc.encodings.content_path import PaTH
-from posenc.functional.content import forget_bias
-from posenc.functional.path import householder, path_scores, run_starts, short_conv
+from posenc.functional.content import forget_bias, householder, path_scores, run_starts, short_conv
 
 PROPS = settings(max_examples=20, deadline=None)
 B, H, DH, D = 2, 4, 8, 32

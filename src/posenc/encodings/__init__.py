@@ -1,19 +1,12 @@
 """Every encoding, one module per family, and the registry: one plain dict, name -> class.
 
-absolute   sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope
-           learned_window (seed 001's formula)
-rotary     rope (+ scalings), xpos, rope_2d, mrope (rotary_mrope), rope_nd (rotary_axial),
-           pope (rotary_polar), fope (rotary_fourier), liere (rotary_lie),
-           rope_heads (rotary_heads: RoPE on some heads, per-head NoPE),
-           comrope (rotary_commuting), rope_pp (rotary_imaginary)
-video      videorope, hope, vrope (video layouts and frequency allocation of multimodal RoPE)
-bias       alibi, t5, kerple, fire, sandwich, dynamic_bias (bias_dynamic)
-relative   shaw, transformer_xl, deberta, cope
-content    fox, dape, stickbreaking (attention that depends on content; positions only order)
-           distance_basis (bias_dynamic), cable (content_cable), path (content_path: PaTH's
-           accumulated Householder transforms)
-grape      grape_m (rotary), grape_a (bias): GRAPE's multiplicative and additive group actions
-wrappers   randomized (wraps any of the above)
+absolute: sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope,
+learned_window. rotary: rope (+ scalings), xpos, rope_2d, mrope, rope_nd (rotary_axial), pope
+(rotary_polar), fope (rotary_fourier), liere (rotary_lie), rope_heads, comrope
+(rotary_commuting), rope_pp (rotary_imaginary); video: videorope, hope, vrope. bias: alibi, t5,
+kerple, fire, sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content:
+fox, dape, stickbreaking, distance_basis (bias_dynamic), cable, path. grape: grape_m, grape_a.
+wrappers: randomized (wraps any of the above).
 """
 
 from __future__ import annotations
@@ -80,8 +73,7 @@ def build_for(name: str, *, causal: bool, **kwargs) -> PositionalEncoding:
     if not causal:
         inner = kwargs.get("encoding") if resolve(name) is wrappers.Randomized else None
         if isinstance(inner, str):  # the wrapped encoding gets its encoder form
-            takes = "bidirectional" in inspect.signature(resolve(inner)).parameters
-            if takes:
+            if "bidirectional" in inspect.signature(resolve(inner)).parameters:
                 kwargs["encoding_kwargs"] = {"bidirectional": True,
                                              **(kwargs.get("encoding_kwargs") or {})}  # fmt: skip
         elif "bidirectional" in inspect.signature(resolve(name)).parameters:

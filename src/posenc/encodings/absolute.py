@@ -1,12 +1,8 @@
 """Absolute encodings: one vector per position, added to (or concatenated with) the embeddings.
 
-    embed(x [B, T, D], positions [T] or [B, T]) -> [B, T, embed_dim(D)], in x's dtype
-
-2-D / 3-D encodings take positions [T, P] or [B, T, P]. Tables are computed in float32
-(float64 for float64 x or positions), accurate at any position, and cast to x's dtype at the
-end. Built without `dim`, a formula-based encoding takes D from x; `table(positions, dim)`
-returns the positional part alone (what embed adds or concatenates). Shared validation and the
-added / concatenated forms are in posenc.encodings.absolute.
+Tables are computed in float32 (float64 for float64 x or positions) and cast to x's dtype at
+the end. Built without `dim`, a formula-based encoding takes D from x; `table(positions, dim)`
+is the positional part alone (what embed adds or concatenates).
 """
 
 from __future__ import annotations
@@ -29,12 +25,8 @@ def check_size(name: str, value, *, required: str | None = None) -> int | None:
     return check_int(name, value, low=1)
 
 
-def check_base(base) -> float:
-    return check_float("base", base, gt=0)
-
-
 class AbsoluteEncoding(PositionalEncoding):
-    """Shared validation for the absolute family. Subclasses define table()."""
+    """Shared validation for the absolute family; subclasses define table()."""
 
     family = "absolute"
 
@@ -73,8 +65,7 @@ class AbsoluteEncoding(PositionalEncoding):
 
     @staticmethod
     def _positions_for(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """float64 x: float64 positions, so the table is computed in float64 too."""
-        return positions.double() if x.dtype == torch.float64 else positions
+        return positions.double() if x.dtype == torch.float64 else positions  # a float64 table
 
 
 class AddedEncoding(AbsoluteEncoding):
@@ -102,17 +93,12 @@ class ConcatEncoding(AbsoluteEncoding):
         return torch.cat([x, feats.expand(x.shape[0], x.shape[1], -1)], dim=-1)
 
 
-# ------------------------------------------------------------------------------ sinusoids
-
-
 class Sinusoidal(AddedEncoding):
     """x + s * PE(t) (+ noise in training). PE: even columns sin, odd columns cos.
 
     fusion: "add" (x + PE, width D) or "concat" ([x, PE], width 2D; the model projects back).
     learned_scale: s is a learned scalar (init 1); else s = 1.
-    noise: amplitude a of seed 001's training-time noise: in `self.training` only, every
-        element gets eps ~ U[-a/2, a/2] added (a = 1 is the seed's U[-1/2, 1/2]); |eps| <= a/2.
-        Off (0) by default; eval is deterministic.
+    noise: amplitude a of seed 001's training-time noise U[-a/2, a/2] per element (0: off).
     """
 
     provides = AddedEncoding.provides | {"embed_dim", "token_scale"}  # embed_dim: fusion="concat"
@@ -129,17 +115,14 @@ class Sinusoidal(AddedEncoding):
         learned_scale: bool = False,
         noise: float = 0.0,
     ):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, max_len=max_len)
         self.fusion = check_choice("fusion", fusion, ("add", "concat"))
-        self.base = check_base(base)
+        self.base = check_float("base", base, gt=0)
         self.noise = check_float("noise", noise, ge=0)  # an amplitude; 0 = off
         self.scale = nn.Parameter(torch.ones(())) if learned_scale else None
         self.trainable = bool(learned_scale)
 
-    def token_scale(self, dim: int) -> float:
-        """sqrt(D): Vaswani et al. 3.4 scale embeddings (init N(0, D^-1/2)) to unit size
-        before adding the unit-amplitude sinusoids, which would drown them otherwise."""
+    def token_scale(self, dim: int) -> float:  # Vaswani et al. 3.4: embeddings to unit size
         return dim**0.5 if self.fusion == "add" else 1.0
 
     def embed_dim(self, dim: int) -> int:
@@ -160,23 +143,19 @@ class Sinusoidal(AddedEncoding):
 
 
 class ScaledSinusoidal(AddedEncoding):
-    """x + s * [sin(t w_0..w_{D/2-1}), cos(t w_0..w_{D/2-1})], s learned, init D^-0.5.
-
-    As x-transformers' ScaledSinusoidalEmbedding (same numbers, same parameter): its layout
-    concatenates all sines then all cosines (not interleaved), w_i = base^(-2i/D); D even.
-    Built without `dim`, the parameter starts at 1 and the output is scaled by D^-0.5 too.
-    """
+    """x + s * [sin(t w_0..w_{D/2-1}), cos(t w_0..w_{D/2-1})], s learned, init D^-0.5; as
+    x-transformers' ScaledSinusoidalEmbedding. Built without `dim`, s starts at 1 and the
+    output is scaled by D^-0.5 too."""
 
     paper = "Hua et al. 2022 (FLASH); x-transformers"
     summary = "sin/cos table [sin..., cos...] times a learned scalar initialised to D^-0.5"
     trainable = True
 
     def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim=dim, max_len=max_len)
         if dim is not None and dim % 2:
             raise ValueError(f"dim must be even for scaled_sinusoidal (sin/cos halves), got {dim}")
-        self.base = check_base(base)
+        self.base = check_float("base", base, gt=0)
         self.scale = nn.Parameter(torch.tensor(dim**-0.5 if dim else 1.0))
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -197,9 +176,8 @@ class Sinusoidal2D(AddedEncoding):
     position_dims = 2
 
     def __init__(self, *, dim: int | None = None, max_len=None, base=10000.0):
-        super().__init__(dim=dim)
-        self.max_len = check_max_len(max_len)  # the hard limit
-        self.base = check_base(base)
+        super().__init__(dim=dim, max_len=max_len)
+        self.base = check_float("base", base, gt=0)
 
     fusion = "add"
     token_scale = Sinusoidal.token_scale
@@ -219,12 +197,8 @@ class Sinusoidal3D(Sinusoidal2D):
         return PF.sinusoidal_table_3d(positions, self._width(dim), self.base)
 
 
-# ------------------------------------------------------------------------------ tables
-
-
 class Learned(AddedEncoding):
-    """x + W[t]: a trainable table of max_len rows (train_len rows if max_len is not given;
-    init normal, std 0.02)."""
+    """x + W[t]: a trainable table of max_len (else train_len) rows, init normal(0, 0.02)."""
 
     paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
     summary = "a trained vector per position (max_len rows); no positions past the table"
@@ -241,9 +215,6 @@ class Learned(AddedEncoding):
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
         positions = self.check_positions(positions, integer=True)
         return F.embedding(positions.long(), self.weight)
-
-
-# ------------------------------------------------------------------------------ naive baselines
 
 
 class OneHot(ConcatEncoding):
@@ -274,13 +245,9 @@ class Index(ConcatEncoding):
 
 
 class Phase(ConcatEncoding):
-    """[x, t/(T-1)]: seed 000's phase in [0, 1], T the length of each token's document: the
-    row, or (packed documents, whose positions restart) its run of increasing positions, so a
-    packed document gets the phases it gets alone.
-
-    cache_exact is False: a token's phase depends on the length of the sequence it is seen
-    in, which is exactly the flaw seed 000 points out (the gap between neighbours changes
-    with T), so a cached decode cannot reproduce a full forward.
+    """[x, t/(T-1)]: seed 000's phase in [0, 1], T the length of each token's document (its
+    run of increasing positions). Not cache_exact: a phase depends on the length of the
+    sequence it is seen in, the flaw seed 000 points out.
     """
 
     paper = "naive baseline (seed 000)"
@@ -291,9 +258,6 @@ class Phase(ConcatEncoding):
         pos = positions.to(torch.promote_types(positions.dtype, torch.float32))
         last = PF.document_last(pos).clamp(min=1)  # T - 1 per document (1 if T == 1)
         return (pos / last)[..., None]
-
-
-# ------------------------------------------------------------------------------ none
 
 
 class NoPE(PositionalEncoding):
@@ -310,12 +274,9 @@ class NoPE(PositionalEncoding):
 
 
 class NoPETemperature(PositionalEncoding):
-    """NoPE with Llama 4's query temperature: the query at position p is multiplied by
-    1 + attn_scale * log(1 + floor((p + 1) / floor_scale)); keys and values are unchanged.
-
-    Llama 4's NoPE layers (iRoPE: one layer in four without RoPE) use it so that attention over
-    long contexts stays sharp (after Nakanishi 2025's scalable softmax). The factor is exactly 1
-    below position floor_scale - 1, so it changes nothing at short lengths.
+    """NoPE with Llama 4's query temperature (its iRoPE NoPE layers, after Nakanishi 2025):
+    the query at position p is multiplied by 1 + attn_scale * log(1 + floor((p + 1) /
+    floor_scale)), exactly 1 below position floor_scale - 1; keys and values unchanged.
     """
 
     family = "none"  # no rotation, no bias: only the queries' scale follows their position
@@ -332,12 +293,11 @@ class NoPETemperature(PositionalEncoding):
         self.attn_scale = check_float("attn_scale", attn_scale, ge=0)
 
     def temperature(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> the query factors, same shape, float64."""
+        """positions [T] or [B, T] -> the query factors, float64."""
         steps = torch.floor((positions.double() + 1.0) / self.floor_scale)
         return torch.log1p(steps) * self.attn_scale + 1.0
 
-    def rotate(self, q, k, q_pos, k_pos):
-        """q [B, H, Tq, Dh] scaled per query position (q_pos [Tq] or [B, Tq]); k unchanged."""
+    def rotate(self, q, k, q_pos, k_pos):  # q scaled per query position, k unchanged
         q_pos = self.check_positions(q_pos, name="q_pos")
         t = self.temperature(q_pos)[..., None]  # [Tq, 1] or [B, Tq, 1]
         t = t.unsqueeze(1) if t.dim() == 3 else t  # [B, 1, Tq, 1]

@@ -1,17 +1,6 @@
-"""Bias encodings: a score added to the attention logits that depends on positions only.
-
-    alibi     ALiBi      fixed linear distance penalty per head
-    t5        T5Bias     learned scalar per (bucket, head)
-    kerple    KERPLE     learned log / power distance kernel
-    fire      FIRE       learned MLP of a normalized log distance
-    sandwich  Sandwich   parameter-free sinusoidal inner product
-
-Each is a PositionBias (posenc.encodings.bias): one elementwise function of query
-positions, key positions and head index, which bias() and score_mod() both evaluate, so the
-two give the same numbers by construction.
-
-Causal forms define values for keys after the query too (j > i); each class says which. The
-causal mask removes them in a decoder.
+"""Bias encodings: a score added to the attention logits that depends on positions only
+(alibi, t5, kerple, fire, sandwich). Causal forms define values for keys after the query too
+(j > i), which the causal mask removes; each class says which.
 """
 
 from __future__ import annotations
@@ -39,19 +28,20 @@ def difference(qp: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
 
 
 class PositionBias(PositionalEncoding):
-    """Shared plumbing: head count, position checks, bias() and score_mod() from _value()."""
+    """One elementwise `_value(qp, kp, h, params)` of query positions, key positions and head
+    indices, which bias() and score_mod() both evaluate: the same numbers by construction."""
 
     family = "bias"
     provides = frozenset({"bias", "score_mod"})
 
-    def __init__(self, heads: int | None):
+    def __init__(self, heads: int | None, max_len: int | None = None):
         super().__init__()
         name = type(self).__name__
         if heads is None:
             raise ValueError(f"{name} needs heads= (the number of attention heads, >= 1)")
         self.heads = check_int("heads", heads, low=1)
+        self.max_len = check_max_len(max_len)  # the hard limit
 
-    # -- what a subclass defines
     def _params(self) -> tuple:
         """Tensors computed once per call (e.g. positive parameters), passed to _value."""
         return ()
@@ -60,7 +50,6 @@ class PositionBias(PositionalEncoding):
         """Elementwise bias for query positions qp, key positions kp, head indices h."""
         raise NotImplementedError
 
-    # -- shared
     def _positions(
         self, pos: torch.Tensor, name: str, length: int | None = None, batch: int | None = None
     ) -> torch.Tensor:
@@ -99,10 +88,7 @@ class PositionBias(PositionalEncoding):
         return qp, kp, h
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [1 or B, H, Tq, Tk].
-
-        q and k only supply shapes, dtype and device.
-        """
+        """[1 or B, H, Tq, Tk]; q and k only supply shapes, dtype and device."""
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
         return self._value(qp, kp, h, self._params()).to(q.dtype)
 
@@ -117,11 +103,10 @@ class PositionBias(PositionalEncoding):
             )
         return q_pos, k_pos
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod adding bias()'s values; q_idx / kv_idx index the positions."""
+    def score_mod(self, q_pos, k_pos):
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         q_at, k_at = position_at(q_pos), position_at(k_pos)
-        params = self._params()
+        params = self._score_mod_params(q_pos, k_pos)
 
         def score_mod(score, b, h, q_idx, kv_idx):
             value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, params)
@@ -129,21 +114,25 @@ class PositionBias(PositionalEncoding):
 
         return score_mod
 
+    def _score_mod_params(self, q_pos, k_pos) -> tuple:
+        return self._params()  # Sandwich's depend on the positions' span
+
     def extra_repr(self) -> str:
         return f"heads={self.heads}"
 
 
 class DistanceBias(PositionBias):
-    """A bias of (head, q_pos - k_pos) alone (ALiBi, T5, KERPLE): _value at key position 0
-    gives the `distance` form."""
+    """A bias of (head, q_pos - k_pos) alone: _value at key position 0 is the `distance` form."""
 
     provides = PositionBias.provides | {"distance"}
 
-    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-        """distances [N] int64 -> [H, N]: bias() at every pair that far apart."""
+    def distance_bias(self, distances, q_pos):
+        return self._at_distances(distances, self._params())
+
+    def _at_distances(self, distances: torch.Tensor, params: tuple) -> torch.Tensor:
         d = distances.view(1, -1)  # [1, N] as query positions, keys at 0
         h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
-        return self._value(d, torch.zeros_like(d), h, self._params())
+        return self._value(d, torch.zeros_like(d), h, params)  # [H, N]
 
 
 def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
@@ -151,16 +140,12 @@ def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
 
 
 class KERPLE(DistanceBias):
-    """Kernelized relative positional embedding: a learned conditionally positive definite kernel.
+    """Kernelized relative positional embedding: a learned conditionally positive definite kernel,
+    -r1_h * log(1 + r2_h * |i - j|) ("log") or -r1_h * |i - j| ** r2_h, 0 < r2_h <= 2 ("power").
 
-    variant="log":   -r1_h * log(1 + r2_h * |i - j|)
-    variant="power": -r1_h * |i - j| ** r2_h, 0 < r2_h <= 2
-
-    Symmetric in i - j (keys after the query get the mirrored value). Positivity: r1 =
-    softplus(raw) and, for log, r2 = softplus(raw); the power exponent is r2 = 2*sigmoid(raw).
-    The paper's code instead clamps the raw values in place (min 0.01, exponent max 2) at every
-    forward; the smooth maps keep gradients alive and never mutate parameters. Init as that code:
-    log r1 ~ U(0, 2), r2 ~ U(0, 1); power r1 ~ U(0, 1), r2 ~ U(0, 2); all at least `eps`.
+    r1 = softplus(raw), r2 = softplus(raw) (log) or 2 sigmoid(raw) (power), where the paper's
+    code clamps the raw values in place (the smooth maps keep gradients alive). Init as that
+    code: log r1 ~ U(0, 2), r2 ~ U(0, 1); power r1 ~ U(0, 1), r2 ~ U(0, 2); all >= `eps`.
     """
 
     paper = "Chi et al. 2022"
@@ -169,8 +154,7 @@ class KERPLE(DistanceBias):
     VARIANTS = ("log", "power")
 
     def __init__(self, *, heads=None, max_len=None, variant="log", eps=1e-2):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         if not 0 < eps < 1:
@@ -189,12 +173,11 @@ class KERPLE(DistanceBias):
 
     @property
     def r1(self) -> torch.Tensor:
-        """Positive scale per head [H]."""
-        return F.softplus(self.r1_raw)
+        return F.softplus(self.r1_raw)  # [H] > 0
 
     @property
     def r2(self) -> torch.Tensor:
-        """Positive rate (log) or exponent in (0, 2) (power) per head [H]."""
+        """[H]: a rate > 0 (log) or an exponent in (0, 2) (power)."""
         if self.variant == "log":
             return F.softplus(self.r2_raw)
         return 2 * torch.sigmoid(self.r2_raw)
@@ -216,13 +199,10 @@ class KERPLE(DistanceBias):
 class FIRE(PositionBias):
     """Functional interpolation: b(i, j) = MLP(psi(i - j) / psi(max(i, L))), psi(x) = log(c*x + 1).
 
-    MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper. c (init 0.1) is learned;
-    L = |s * L0| with a learned multiplier s (init 1), as in the paper's code; L0 = `train_len`
-    when given, else the reference's 512, which would leave every
-    position of a short training run below the threshold. psi uses |c*x| and the denominator
-    gets `eps`, as in that code. Keys after the query (j > i) get psi(|i - j|), the mirrored
-    distance over the same normalizer. Depends on i itself (not only i - j): not shift-invariant.
-    Computed hidden unit by hidden unit, the same way in bias() and score_mod().
+    MLP: Linear(1, 32) - ReLU - Linear(32, heads), as in the paper; c (init 0.1) learned;
+    L = |s * L0| with a learned s (init 1), L0 = `train_len`, else the reference's 512. psi
+    uses |c*x| and the denominator gets `eps`, as that code. Keys after the query get the
+    mirrored distance. Not shift-invariant (depends on i itself).
     """
 
     provides = PositionBias.provides | {"distance"}  # below the threshold L
@@ -233,8 +213,7 @@ class FIRE(PositionBias):
     def __init__(
         self, *, heads=None, max_len=None, train_len=None, mlp_width=32, init_c=0.1, eps=1e-6
     ):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
+        super().__init__(heads, max_len)
         if train_len is not None:
             check_int("train_len", train_len, low=1)
         check_int("mlp_width", mlp_width, low=1)
@@ -246,8 +225,7 @@ class FIRE(PositionBias):
         self.L_multiplier = nn.Parameter(torch.tensor(1.0))
 
     @property
-    def threshold(self) -> torch.Tensor:
-        """L, the position below which the normalizer stays psi(L)."""
+    def threshold(self) -> torch.Tensor:  # L: below it the normalizer stays psi(L)
         return (self.L_multiplier * self.init_L).abs()
 
     def _params(self):
@@ -293,9 +271,8 @@ class FIRE(PositionBias):
 class ALiBi(DistanceBias):
     """Attention with Linear Biases: bias = -m_h * (i - j), slopes m_h as in BLOOM.
 
-    Causal form (default): -m_h * (i - j) for every pair, so keys after the query (j > i) get
-    +m_h * (j - i), the linear continuation. That equals BLOOM's m_h * j up to a per-query
-    constant, so softmax matches BLOOM even without a mask; in a decoder the mask removes them.
+    The causal form (default) continues linearly past the query: BLOOM's m_h * j up to a
+    per-query constant, so the softmax matches BLOOM even without a mask.
     `bidirectional=True`: the symmetric -m_h * |i - j| (for encoders).
     """
 
@@ -303,8 +280,7 @@ class ALiBi(DistanceBias):
     summary = "linear distance penalty per head, fixed geometric slopes (BLOOM, MPT)"
 
     def __init__(self, *, heads=None, max_len=None, bidirectional=False):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.reset_buffers()
 
@@ -325,16 +301,9 @@ class T5Bias(DistanceBias):
     """T5's relative attention bias: a learned scalar per (bucket, head), buckets of key - query.
 
     `bidirectional=False` (default, decoders) gives keys after the query bucket 0, as T5's
-    decoder does; encoders want `bidirectional=True`. Not scaled by 1/sqrt(Dh).
-
-    num_buckets, max_distance: 32 and 128 by default (T5). When `train_len` is given, those not
-    given scale with it: num_buckets = train_len (even, 4..32) and max_distance = max(train_len,
-    start of the log buckets + 1): the log buckets then span exactly the distances seen in
-    training, and longer distances share the bucket of the farthest trained ones, instead of
-    landing in buckets training never reached (with T5's 128 and a training length of, say,
-    20, buckets for 20..127 stay at their init).
-
-    Init: normal(0, dim**-0.5) as transformers' T5 when `dim` is given, else normal(0, 0.02).
+    decoder. num_buckets, max_distance: T5's 32 and 128, or, with `train_len`, scaled to it
+    (so no bucket is left untrained). Init normal(0, dim**-0.5) as transformers' T5 when `dim`
+    is given, else normal(0, 0.02).
     """
 
     paper = "Raffel et al. 2020"
@@ -353,14 +322,13 @@ class T5Bias(DistanceBias):
         num_buckets=None,
         max_distance=None,
     ):
-        super().__init__(heads)
+        super().__init__(heads, max_len)
         if dim is not None:
             check_int("dim", dim, low=1)
         if train_len is not None:
             check_int("train_len", train_len, low=1)
         if num_buckets is None:  # scaled with train_len
             num_buckets = 32 if train_len is None else max(4, min(32, train_len // 2 * 2))
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
         check_t5_buckets(bidirectional, num_buckets, 1 << 62)  # types and num_buckets first
         if max_distance is None:
             if train_len is None:
@@ -391,12 +359,9 @@ class T5Bias(DistanceBias):
 class Sandwich(DistanceBias):
     """Sandwich: the inner product of sinusoidal embeddings as a parameter-free bias.
 
-    bias_h(i, j) = (sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2) / (8h/H), h = 1..H:
-    p_i . p_j of two sinusoidal embeddings of width d' (`sandwich_dim`, 128 as in the paper),
-    shifted to 0 at i = j (softmax ignores the constant) and compressed per head by ALiBi-like
-    ratios 8h/H, as in NeMo and attention-gym. Symmetric in i - j. Computed
-    in float64: integer positions read a table over |i - j| = 0..max distance, float positions
-    sum the cosines directly; the numbers are the same either way.
+    bias_h(i, j) = (sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2) / (8h/H), h = 1..H,
+    d' = `sandwich_dim` (128, the paper's), as NeMo and attention-gym. Computed in float64:
+    integer positions read a table over |i - j|, float positions sum the cosines directly.
     """
 
     paper = "Chi et al. 2023"
@@ -404,8 +369,7 @@ class Sandwich(DistanceBias):
     _max_table = 1 << 20  # longest |i - j| table; farther apart positions sum the cosines
 
     def __init__(self, *, heads=None, max_len=None, sandwich_dim=128):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         sandwich_curve(torch.zeros(1), sandwich_dim)  # validates sandwich_dim
         self.sandwich_dim = sandwich_dim
         self.reset_buffers()
@@ -437,26 +401,14 @@ class Sandwich(DistanceBias):
 
     def distance_bias(self, distances, q_pos):
         table = self._table(distances.abs().max().item(), distances.device)
-        if table is None:
-            return None
-        d = distances.view(1, -1)  # [1, N]
-        h = torch.arange(self.heads, device=d.device).view(-1, 1)  # [H, 1]
-        return self._value(d, torch.zeros_like(d), h, (table,))
+        return None if table is None else self._at_distances(distances, (table,))
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
-        table = None
-        if not (q_pos.is_floating_point() or k_pos.is_floating_point()):
-            lo = min(q_pos.min().item(), k_pos.min().item())
-            hi = max(q_pos.max().item(), k_pos.max().item())
-            table = self._table(hi - lo, q_pos.device)
-        q_at, k_at = position_at(q_pos), position_at(k_pos)
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            value = self._value(q_at(b, q_idx), k_at(b, kv_idx), h, (table,))
-            return score + value.to(score.dtype)
-
-        return score_mod
+    def _score_mod_params(self, q_pos, k_pos) -> tuple:
+        if q_pos.is_floating_point() or k_pos.is_floating_point():
+            return (None,)
+        lo = min(q_pos.min().item(), k_pos.min().item())
+        hi = max(q_pos.max().item(), k_pos.max().item())
+        return (self._table(hi - lo, q_pos.device),)
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, sandwich_dim={self.sandwich_dim}"

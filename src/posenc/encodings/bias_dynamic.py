@@ -1,11 +1,5 @@
-"""Biases a small network computes from the distance (x-transformers' two):
-
-    dynamic_bias    DynamicPositionBias   an MLP of the (log-)distance, one output per head
-    distance_basis  DistanceBasisBias     each query mixes learned curves over the distance
-
-The dynamic position bias is a bias of positions alone (bias, score_mod, distance: the MLP is
-evaluated once per distinct distance, a table [N, H] every form indexes). The distance-basis
-bias weighs its curves by the query, so it depends on content: bias only (no score_mod).
+"""Biases a small network computes from the distance (x-transformers' two): dynamic_bias, of
+positions alone, and distance_basis, whose curves each query weighs (content-dependent).
 """
 
 from __future__ import annotations
@@ -14,22 +8,20 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_int, check_max_len, position_at
+from posenc.checks import check_bool, check_int, position_at
 from posenc.encodings.bias import PositionBias
-from posenc.encodings.content import qk_rows
-from posenc.encodings.relative import resolve_dims
-from posenc.functional.bias_dynamic import distance_basis_bias, signed_log_distance
+from posenc.encodings.content import KeyBias
+from posenc.encodings.relative import qk_rows
+from posenc.functional.bias import distance_basis_bias, signed_log_distance
 
 
 class DynamicPositionBias(PositionBias):
     """Dynamic position bias (Wang et al.'s CrossFormer; x-transformers' DynamicPositionBias):
     bias_h(i, j) = MLP(i - j)_h, the MLP Linear(1, W) - SiLU - (Linear(W, W) - SiLU) x
-    (depth - 1) - Linear(W, H) over the signed distance d = i - j, or over sign(d) log(|d| + 1)
-    with `log_distance`; `norm` puts a LayerNorm before each SiLU (the first without a bias, as
-    x-transformers). W = `mlp_width`, default dim // 4 (x-transformers' width), else 32.
-
-    Signed: keys after the query get MLP at negative distances, the encoder form (the causal
-    mask removes them in a decoder). Integer positions (the table is indexed by distance).
+    (depth - 1) - Linear(W, H) over the signed distance d, or sign(d) log(|d| + 1) with
+    `log_distance`; `norm` puts a LayerNorm before each SiLU (the first without a bias, as
+    x-transformers). W = `mlp_width`, default dim // 4, else 32. The MLP runs once per
+    distinct distance.
     """
 
     provides = PositionBias.provides | {"distance"}
@@ -50,8 +42,7 @@ class DynamicPositionBias(PositionBias):
         log_distance=False,
         norm=False,
     ):
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         if mlp_width is None:
             mlp_width = max(check_int("dim", dim, low=1) // 4, 1) if dim is not None else 32
         width = check_int("mlp_width", mlp_width, low=1)
@@ -72,8 +63,6 @@ class DynamicPositionBias(PositionBias):
         return self.mlp(x[:, None].to(self.mlp[0].weight.dtype)).float()
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh] (shapes, dtype, device only), positions [T] or
-        [B, T] -> [1 or B, H, Tq, Tk]: the MLP at each distinct distance, gathered."""
         qp, kp, _ = self._grids(q, k, q_pos, k_pos)
         d = (qp - kp)[:, 0]  # [b, Tq, Tk]
         if d.is_meta:  # no values to take unique: the MLP at every pair
@@ -83,8 +72,7 @@ class DynamicPositionBias(PositionBias):
             values = self.table(distinct)[at]  # [b, Tq, Tk, H]
         return values.permute(0, 3, 1, 2).to(q.dtype)
 
-    def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod reading a table of the MLP over the span of distances."""
+    def score_mod(self, q_pos, k_pos):  # a table of the MLP over the span of distances
         q_pos, k_pos = self._score_mod_positions(q_pos, k_pos)
         lo = hi = 0
         if q_pos.numel() and k_pos.numel():
@@ -104,35 +92,24 @@ class DynamicPositionBias(PositionBias):
 
         return score_mod
 
-    def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-        """distances [N] int64 -> [H, N]: the MLP at each distance."""
+    def distance_bias(self, distances, q_pos):
         return self.table(distances).t()
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, log_distance={self.log_distance}, norm={self.norm}"
 
 
-class DistanceBasisBias(PositionalEncoding):
+class DistanceBasisBias(KeyBias):
     """Distance-basis bias (x-transformers' RelativeProjPositionalBias, after Thinking
-    Machines' Inkling; no paper): R learned curves over the distance, bank [R, M] (init
-    normal(0, 0.02)), and each query's own mix of them per head,
+    Machines' Inkling; no paper): R learned curves over the distance, bank [R, M], and each
+    query's mix of them per head, bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j] for
+    0 <= i - j < M, else 0; w_h(i) = W_h q_i + c_h reads the query each head already has
+    (x-transformers' Linear on x, of weight W_h^T W_q,h, gives the same numbers).
+    M = `max_dist`, default `train_len`, else 1024."""
 
-        bias_h(i, j) = sum_r w_hr(i) * bank[r, i - j]   for 0 <= i - j < M, else 0,
-
-    w_h(i) = W_h q_i + c_h, W [H, Dh, R], read from the query vector each head already has
-    (x-transformers reads the layer input x through Linear(D, H R); with q = W_q x that is the
-    Linear of weight W_h^T W_q,h, which gives the same numbers). M = `max_dist`, default
-    `train_len`, else x-transformers' 1024: farther keys get 0. Causal only (keys after the
-    query get 0). Integer positions.
-    """
-
-    family = "content"
-    provides = frozenset({"bias"})
     paper = "x-transformers RelativeProjPositionalBias (Thinking Machines' Inkling; no paper)"
     summary = "each query mixes learned per-distance curves per head (distance-basis bias)"
     integer_positions = True
-    trainable = True
-    bidirectional = False  # the curves cover keys at or before the query
 
     def __init__(
         self,
@@ -145,10 +122,7 @@ class DistanceBasisBias(PositionalEncoding):
         num_basis=16,
         max_dist=None,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        name = "distance_basis"
-        _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
+        super().__init__("distance_basis", dim, heads, head_dim, max_len)
         self.num_basis = check_int("num_basis", num_basis, low=1)
         if max_dist is None:
             max_dist = 1024 if train_len is None else check_int("train_len", train_len, low=1)

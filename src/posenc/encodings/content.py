@@ -1,14 +1,6 @@
-"""The content family: attention that depends on the tokens' content, not on positions alone.
-Positions only order the tokens and decide the causal mask (every scheme here is shift-invariant).
-
-fox            FoX's forget gates: a learned, content-dependent ALiBi, through bias()
-dape           DAPE: an MLP over each pair's logits and a positional bias, through
-               transform_logits()
-stickbreaking  stick-breaking attention: no softmax, through normalize()
-
-Where each runs (base.py): fox on eager, sdpa (a materialized bias) and chunked, not flex
-(its bias depends on k: no score_mod); dape and stickbreaking on eager and chunked only (sdpa
-and flex fuse the softmax and never form the logits).
+"""The content family: attention that depends on the tokens' content, not on positions alone
+(fox through bias(), dape through transform_logits(), stickbreaking through normalize()).
+Positions only order the tokens and decide the causal mask.
 """
 
 from __future__ import annotations
@@ -22,51 +14,42 @@ from torch import nn
 from posenc.base import PositionalEncoding, model_kwargs
 from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
 from posenc.encodings import bias as bias_family
-from posenc.encodings.relative import check_qk, resolve_dims
+from posenc.encodings.relative import qk_rows, relative_positions, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
 
 
-def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int, integer=False) -> torch.Tensor:
-    """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
-    pos = enc.check_positions(pos, name=name, integer=integer)
-    bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
-    if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
-        raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
-                         f"{tuple(pos.shape)}")  # fmt: skip
-    return pos if pos.dim() == 2 else pos[None]
-
-
-def qk_rows(enc, q, k, q_pos, k_pos, integer=False) -> tuple[torch.Tensor, torch.Tensor]:
-    """check_qk, then q_pos, k_pos as rows [B or 1, Tq], [B or 1, Tk] on q's device."""
-    check_qk(enc, q, k)
-    qp = rows(enc, q_pos, "q_pos", q.shape[2], q.shape[0], integer)
-    return qp.to(q.device), rows(enc, k_pos, "k_pos", k.shape[2], k.shape[0], integer).to(q.device)
-
-
-class FoX(PositionalEncoding):
-    """Forgetting Transformer (Lin et al. 2025): a forget gate f_l = sigmoid(w_h . k_l + b_h) per
-    key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
-    whose slope each token sets. No positional encoding besides.
-
-    The gate reads the key vector each head already has (a learned [H, Dh] weight on k, plus a
-    bias), so cached keys give cached gates. The paper's gate reads the layer input x: with
-    k = W_k x, this is the gate Linear of weight w_h W_k (x-transformers' DataDependentAlibi
-    with that weight gives the same numbers). `gate_bias` initializes b (x-transformers' 5.0:
-    f ~ 0.993, a long memory). Causal only: keys after the query get bias 0. Packed documents
-    (positions that restart) never count each other's gates.
-    """
+class KeyBias(PositionalEncoding):
+    """A causal bias that reads the keys (and queries) each head already has (FoX, CABLE,
+    PaTH, distance_basis): max_len, heads (required) and head_dim. FoX, CABLE and PaTH
+    accumulate within a run of increasing positions only (packed documents)."""
 
     family = "content"
-    paper = "Lin et al. 2025"
     provides = frozenset({"bias"})
-    summary = "forget gates from each key: a learned, content-dependent ALiBi (FoX)"
     trainable = True
-    bidirectional = False  # gates accumulate from the key up to the query: causal only
+    bidirectional = False  # accumulated from the key up to the query: causal only
 
-    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, gate_bias=5.0):
+    def __init__(self, name: str, dim, heads, head_dim, max_len) -> None:
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("fox", dim, heads, head_dim, need_heads=True)
+        _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, head_dim={self.head_dim}"
+
+
+class FoX(KeyBias):
+    """Forgetting Transformer (Lin et al. 2025): a forget gate f_l = sigmoid(w_h . k_l + b_h) per
+    key and head, and bias(i, j) = sum of log f_l over the keys l = j+1 .. i: a learned ALiBi
+    whose slope each token sets. The gate reads the key each head already has (cached keys
+    give cached gates; the paper's Linear on x, of weight w_h W_k, gives the same numbers).
+    `gate_bias` initializes b (x-transformers' 5.0).
+    """
+
+    paper = "Lin et al. 2025"
+    summary = "forget gates from each key: a learned, content-dependent ALiBi (FoX)"
+
+    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, gate_bias=5.0):
+        super().__init__("fox", dim, heads, head_dim, max_len)
         check_float("gate_bias", gate_bias)
         bound = self.head_dim**-0.5  # nn.Linear(Dh, 1)'s init, per head
         weight = torch.empty(self.heads, self.head_dim).uniform_(-bound, bound)  # [H, Dh]
@@ -74,7 +57,7 @@ class FoX(PositionalEncoding):
         self.gate_bias = nn.Parameter(torch.full((self.heads,), float(gate_bias)))
 
     def log_gates(self, k: torch.Tensor) -> torch.Tensor:
-        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32 (<= 0)."""
+        """k [B, H, Tk, Dh] -> log f [B, H, Tk] float32."""
         logit = torch.einsum("bhtd,hd->bht", k.float(), self.gate_weight.float())
         return F.logsigmoid(logit + self.gate_bias.float()[:, None])
 
@@ -82,16 +65,12 @@ class FoX(PositionalEncoding):
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
 
-    def extra_repr(self) -> str:
-        return f"heads={self.heads}, head_dim={self.head_dim}"
-
 
 class DAPE(PositionalEncoding):
     """Data-adaptive positional encoding (Zheng et al. 2024): logits x + b + MLP([x; b]) with b
-    a positional bias (KERPLE log by default, as the paper's main model; any of the bias
-    family by `encoding`) and the MLP Linear(2H, mlp_width) - LeakyReLU - Linear(mlp_width, H)
-    over the heads of one (i, j) pair, on the scaled logits before the mask (the authors'
-    code). Each pair on its own, so query blocks and the KV cache are exact.
+    a positional bias (`encoding` of the bias family, KERPLE by default as the paper's main
+    model) and the MLP Linear(2H, mlp_width) - LeakyReLU - Linear(mlp_width, H) over the heads
+    of each (i, j) pair, on the scaled logits before the mask (the authors' code).
     """
 
     family = "content"
@@ -139,12 +118,10 @@ class DAPE(PositionalEncoding):
 
 
 class StickBreaking(PositionalEncoding):
-    """Stick-breaking attention (Tan et al. 2024): no positional encoding and no softmax. With
-    beta_ij = sigmoid(q_i . k_j * softmax_scale), key j's weight is beta_ij times the stick the
-    keys after it (nearer the query) left: prod over l in (j, i) of (1 - beta_il). The nearest
-    keys come first, which is the position signal. As the paper (and the authors' kernels,
-    attend_current=False), the query does not attend to its own key; `attend_current=True`
-    lets it (the stick then starts at the query). The unallocated rest of the stick is dropped.
+    """Stick-breaking attention (Tan et al. 2024): no positional encoding and no softmax. Key
+    j's weight is beta_ij = sigmoid(q_i . k_j * softmax_scale) times the stick the keys nearer
+    the query left, prod over l in (j, i) of (1 - beta_il). As the paper, the query does not
+    attend to its own key unless `attend_current=True`.
     """
 
     family = "content"
@@ -161,9 +138,8 @@ class StickBreaking(PositionalEncoding):
     def normalize(self, logits, allowed, q_pos, k_pos):
         if not self.attend_current:  # the query's own key (the same position) takes no share
             b, _, tq, tk = logits.shape
-            qp = rows(self, q_pos, "q_pos", tq, b).to(logits.device)
-            kp = rows(self, k_pos, "k_pos", tk, b).to(logits.device)
-            other = (kp[:, None, :] != qp[:, :, None]).unsqueeze(1)  # [b, 1, Tq, Tk]
+            rel = relative_positions(self, q_pos, k_pos, tq, tk, b, False)  # [b, 1, Tq, Tk]
+            other = rel.to(logits.device) != 0
             allowed = other if allowed is None else allowed & other
         return stick_breaking(logits, allowed)
 

@@ -1,11 +1,4 @@
-"""CABLE: context-aware biases for length extrapolation, a content-dependent ALiBi.
-
-    cable  CABLE  each token adds a learned, input-dependent penalty per head; the bias between
-                  a query and a key sums the penalties of the tokens between them
-
-Runs as FoX does (posenc.encodings.content): a bias of q / k, so eager, sdpa (materialized)
-and chunked, not flex (no score_mod).
-"""
+"""CABLE: context-aware biases for length extrapolation, a content-dependent ALiBi."""
 
 from __future__ import annotations
 
@@ -14,41 +7,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_max_len
-from posenc.encodings.content import qk_rows
-from posenc.encodings.relative import resolve_dims
+from posenc.encodings.content import KeyBias
+from posenc.encodings.relative import qk_rows
 from posenc.functional.content import forget_bias
 
 
-class CABLE(PositionalEncoding):
+class CABLE(KeyBias):
     """Context-aware biases for length extrapolation (Veisi et al. 2025): a penalty
-    p_hl = softplus(w_h . k_hl + c_h) >= 0 per token l and head h, and
-
-        bias_h(i, j) = -(p_h,j+1 + ... + p_h,i)     (keys j <= i)
-
-    the reference's b_i - b_j with b = cumsum(-softplus(.)) over the tokens: ALiBi whose slope
-    each token sets (equal penalties m_h give ALiBi's -m_h (i - j)). No other positional
-    encoding. The penalty reads the key vector each head already has (a learned [H, Dh] weight
-    and an [H] bias), so cached keys give cached penalties; the reference reads the layer input
-    x through Linear(D, H): with k = W_k x that is the Linear of weight w_h W_k,h (and bias
-    w_h . bias_k,h + c_h), which gives the same numbers. Init as the reference: w ~
-    normal(0, 0.02), c = 0 (a penalty of log 2 per token). Logits are q.k / sqrt(Dh) + bias;
-    the reference code divides q and k by sqrt(C / n_embd) = 1 (unscaled q.k). Causal only:
-    keys after the query get 0; packed documents (positions that restart) never count each
-    other's penalties.
+    p_hl = softplus(w_h . k_hl + c_h) per token l and head h, and bias_h(i, j) =
+    -(p_h,j+1 + ... + p_h,i): ALiBi whose slope each token sets. The penalty reads the key each
+    head already has (the reference's Linear on x, of weight w_h W_k,h, gives the same
+    numbers). Init as the reference: w ~ normal(0, 0.02), c = 0.
     """
 
-    family = "content"
-    provides = frozenset({"bias"})
     paper = "Veisi et al. 2025 (arXiv 2503.08067)"
     summary = "learned per-token, per-head penalties summed between key and query (CABLE)"
-    trainable = True
-    bidirectional = False  # penalties accumulate from the key up to the query: causal only
 
     def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("cable", dim, heads, head_dim, need_heads=True)
+        super().__init__("cable", dim, heads, head_dim, max_len)
         self.penalty_weight = nn.Parameter(torch.randn(self.heads, self.head_dim) * 0.02)
         self.penalty_bias = nn.Parameter(torch.zeros(self.heads))  # [H]
 
@@ -58,12 +34,8 @@ class CABLE(PositionalEncoding):
         return F.softplus(logit + self.penalty_bias.float()[:, None])
 
     def bias(self, q, k, q_pos, k_pos):
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [B, H, Tq, Tk]."""
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(-self.penalties(k), qp, kp).to(q.dtype)
-
-    def extra_repr(self) -> str:
-        return f"heads={self.heads}, head_dim={self.head_dim}"
 
 
 ENCODINGS: dict[str, type[PositionalEncoding]] = {"cable": CABLE}

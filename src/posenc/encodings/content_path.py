@@ -1,11 +1,4 @@
-"""PaTH attention (Yang et al. 2025): a data-dependent position encoding of the content family.
-
-path   the score of query i and key j is q_i^T H_i ... H_{j+1} k_j with one Householder-like
-       H_t = I - beta_t w_t w_t^T per token between them, through bias(); optional FoX gates
-
-Runs on eager, sdpa (a materialized bias) and chunked, not flex (the bias depends on q and k:
-no score_mod), as FoX.
-"""
+"""PaTH attention (Yang et al. 2025): a data-dependent position encoding of the content family."""
 
 from __future__ import annotations
 
@@ -14,39 +7,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.content import FoX, qk_rows
-from posenc.encodings.relative import resolve_dims
-from posenc.functional.content import forget_bias
-from posenc.functional.path import path_scores, short_conv
+from posenc.checks import check_bool, check_float, check_int
+from posenc.encodings.content import FoX, KeyBias
+from posenc.encodings.relative import qk_rows
+from posenc.functional.content import forget_bias, path_scores, short_conv
 
 
-class PaTH(PositionalEncoding):
-    """PaTH attention (Yang et al. 2025, "PaTH Attention: Position Encoding via Accumulating
-    Householder Transformations"): no positional encoding but, per token t and head, a
-    transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t = 2 sigmoid(.) in (0, 2), so H_t
-    may reflect), and the logit of query i and key j is
-
-        (q_i^T H_i H_{i-1} ... H_{j+1} k_j + G_i - G_j) * softmax_scale,
-
-    G the cumulative log forget gates (FoX's, only with `forget_gate=True`), as the authors'
-    kernels (flash-linear-attention's path_attn, which scales the gate term too). Given as
-    bias() = that logit - q.k * softmax_scale; keys after the query get 0.
-
-    As posenc's FoX, w_t and beta_t read the key vector each head already has, so cached keys
-    give cached transforms: w_t = normalize(SiLU(causal depthwise conv over the keys of
-    (W_w k_t))) with W_w [H, Dh, Dh] and `conv_size` taps (FLA's default 3; 0: no conv and no
-    SiLU, w_t = normalize(W_w k_t)), beta_t = 2 sigmoid(u . k_t + b) per head. The paper reads
-    the layer input x; with k = W_k x these are its projections through W_k. q, k [B, H, T, Dh].
-    Packed documents (positions that restart) never see each other's transforms.
+class PaTH(KeyBias):
+    """PaTH attention ("Position Encoding via Accumulating Householder Transformations"): per
+    token t and head a transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t in (0, 2)), and
+    the logit (q_i^T H_i ... H_{j+1} k_j + G_i - G_j) * softmax_scale, G FoX's cumulative log
+    forget gates (`forget_gate=True`), as flash-linear-attention's path_attn; bias() is that
+    logit less q.k * softmax_scale. As FoX, w_t and beta_t read the key each head already has:
+    w_t = normalize(SiLU(causal depthwise conv of `conv_size` taps over W_w k_t)) (0: no conv,
+    no SiLU), beta_t = 2 sigmoid(u . k_t + b).
     """
 
-    family = "content"
     paper = "Yang et al. 2025, arXiv 2505.16381"
-    provides = frozenset({"bias"})
     summary = "accumulated data-dependent Householder transforms between key and query (PaTH)"
-    trainable = True
-    bidirectional = False  # transforms accumulate from the key up to the query: causal only
 
     def __init__(
         self,
@@ -59,9 +37,7 @@ class PaTH(PositionalEncoding):
         forget_gate=False,
         gate_bias=5.0,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
-        _, self.heads, self.head_dim = resolve_dims("path", dim, heads, head_dim, need_heads=True)
+        super().__init__("path", dim, heads, head_dim, max_len)
         self.conv_size = check_int("conv_size", conv_size, low=0)
         self.forget_gate = check_bool("forget_gate", forget_gate)
         check_float("gate_bias", gate_bias)
@@ -78,8 +54,7 @@ class PaTH(PositionalEncoding):
             self.gate_bias = nn.Parameter(torch.full((H,), float(gate_bias)))
 
     def reflections(self, k: torch.Tensor, k_pos: torch.Tensor):
-        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh] (unit or zero rows), beta
-        [B, H, Tk] in (0, 2), float32."""
+        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh], beta [B, H, Tk], float32."""
         k = k.float()
         u = torch.einsum("bhtd,hed->bhte", k, self.w_weight.float())
         if self.conv_size:

@@ -1,18 +1,7 @@
-"""GRAPE, group representational position encoding (Zhang et al. 2026, ICLR, arXiv 2512.07805).
-
-    grape_m   GrapeM   multiplicative: rotations exp(n w L) in SO(d), commuting rank-2
-                       generators on the canonical planes, learned frequencies (RoPE's init)
-    grape_a   GrapeA   additive: a unipotent exp(n w A) = I + n w A on [q; 1; 0] / [k; 0; 1],
-                       a logit bias linear in the offset, its slope gated by query and key
-
-Matched to the authors' code (model-architectures/GRAPE: MSGRAPECommuting in
-llama-mha-grape-m-nonctx.py; the key-, query- and query+key-gated additive biases in
-llama-mha-grape-a-*.py). Special cases (tests/encodings/test_grape.py): grape_m with
-orientation="rope" is posenc's rope at init; grape_a with gate="none" is alibi; FoX's bias is
-GRAPE-A's unipotent path product with per-token rates log f (the paper's appendix C).
-Not here: the contextual GRAPE-M (a phase accumulated from the layer input) and the
-path-integral GRAPE-AP, whose rates read the layer input at the query's own position, which
-the rotate / bias hooks do not get.
+"""GRAPE, group representational position encoding (Zhang et al. 2026, ICLR, arXiv 2512.07805):
+grape_m (multiplicative, rotary) and grape_a (additive, a bias), matched to the authors' code
+(model-architectures/GRAPE). Not here: the contextual GRAPE-M and the path-integral GRAPE-AP,
+whose rates read the layer input at the query's own position, which the hooks do not get.
 """
 
 from __future__ import annotations
@@ -24,31 +13,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_choice, check_float, check_max_len
+from posenc.checks import check_bool, check_choice, check_float
 from posenc.encodings.bias import DistanceBias, difference
 from posenc.encodings.relative import check_qk, resolve_dims
-from posenc.encodings.rotary import RotaryEncoding
+from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
 from posenc.functional import alibi_slopes
 from posenc.functional.absolute import sinusoidal_inv_freq
 from posenc.functional.grape import grape_a_gates, grape_m_angles
-from posenc.functional.rotary import apply_rope
 
 ORIENTATIONS = ("grape", "rope")
 GATES = ("query_key", "key", "query", "none")
 
 
 class GrapeM(RotaryEncoding):
-    """Multiplicative GRAPE with commuting generators (the paper's section 3.1, the authors'
-    MSGRAPECommuting): pair (x_i, x_{i + R/2}) ("half" layout, the authors') turns by
-    exp(n w_i L_i), L_i = e_i e_{i+R/2}^T - e_{i+R/2} e_i^T, so q.k depends on the offset only.
-
-    Frequencies w = exp(log_freq / log_freq_scale) start at RoPE's base^(-2i/R); the stored
-    parameter is log w times `log_freq_scale` (the authors' 16: a smaller effective learning
-    rate). `learnable` trains them (else they stay RoPE's); `per_head` gives each head its own
-    (then q and k need `heads` heads). `orientation`: "grape" is the authors' sign
-    (x_i cos + x_{i+R/2} sin), "rope" the opposite plane orientation, RoPE's: at init it is
-    posenc's rope exactly. The authors give each layer its own frequencies:
-    TransformerLM(share_encoding=False).
+    """Multiplicative GRAPE with commuting generators (section 3.1, the authors'
+    MSGRAPECommuting): pair (x_i, x_{i + R/2}) turns by exp(n w_i L_i),
+    L_i = e_i e_{i+R/2}^T - e_{i+R/2} e_i^T. Frequencies w = exp(log_freq / log_freq_scale)
+    start at RoPE's, stored times `log_freq_scale` (the authors' 16); `learnable` trains them,
+    `per_head` gives each head its own. `orientation` "grape" is the authors' sign, "rope"
+    RoPE's (posenc's rope at init).
     """
 
     paper = "Zhang et al. 2026 (GRAPE, ICLR, arXiv 2512.07805)"
@@ -70,17 +53,11 @@ class GrapeM(RotaryEncoding):
         log_freq_scale: float = 16.0,
         orientation: str = "grape",
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("grape_m needs the head dim: pass head_dim= (or dim= and heads=)")
         self.learnable = self.trainable = check_bool("learnable", learnable)
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("grape_m: per_head=True needs heads= (the number of query heads)")
-        self.heads = heads
+        set_per_head(self, "grape_m", per_head, heads)
         self.log_freq_scale = check_float("log_freq_scale", log_freq_scale, gt=0)
         self.orientation = check_choice("orientation", orientation, ORIENTATIONS)
         self.sign = -1.0 if orientation == "grape" else 1.0
@@ -91,8 +68,7 @@ class GrapeM(RotaryEncoding):
         self.log_freq = nn.Parameter(log_freq, requires_grad=self.learnable)
 
     def _apply(self, fn, recurse=True):
-        """model.to(dtype) / half() move log_freq but keep it float32 (the authors' code keeps
-        it float32 too): in bfloat16, log w * 16 would round by up to 1/16 (w off by 6%)."""
+        """model.to(dtype) keeps log_freq float32, as the authors' (bfloat16 rounds it by 1/16)."""
         kept = self.log_freq.data
         super()._apply(fn, recurse)
         if self.log_freq.dtype != kept.dtype:  # a cast: the float32 values, moved
@@ -103,30 +79,17 @@ class GrapeM(RotaryEncoding):
         """The frequencies w [R/2] (or [H, R/2] per head), float32, > 0."""
         return torch.exp(self.log_freq.float() / self.log_freq_scale)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
+    def rotate(self, q, k, q_pos, k_pos):
         self.rotary_dim(q.shape[-1])  # the head dim it was built for
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"grape_m per_head=True has frequencies for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): use "
-                "per_head=False or as many kv heads as heads"
-            )
-        freq = self.freq()
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name)
-            cdtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-            angles = grape_m_angles(pos, freq, self.sign, cdtype)
-            cos, sin = angles.cos(), angles.sin()  # differentiable in the frequencies
-            out.append(apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
-        return out[0], out[1]
+        check_per_head(self, q, k, "grape_m", "frequencies")
+        return super().rotate(q, k, q_pos, k_pos)
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 signed angles (the
-        first head's with per_head): negative for the authors' orientation."""
+    def _angles(self, positions, r, dtype):
+        """[(B,) T, R/2] (or [B or 1, H, T, R/2] per head), differentiable in the frequencies."""
+        return grape_m_angles(positions, self.freq(), self.sign, dtype)
+
+    def angles(self, positions):
+        """Signed angles (the first head's with per_head): negative for "grape"."""
         positions = self.check_positions(positions)
         freq = self.freq().detach()
         return grape_m_angles(positions, freq[0] if self.per_head else freq, self.sign,
@@ -140,18 +103,11 @@ class GrapeM(RotaryEncoding):
 
 
 class GrapeA(DistanceBias):
-    """Additive GRAPE (the paper's section 4, eq. 4.6; the authors' *GatedAdditiveBias):
-
-        bias(i, j) = (j - i) * w_h * m_h * (softplus(v_h . q_i / sqrt(Dh))
-                                            + softplus(u_h . k_j / sqrt(Dh)))
-
-    m_h ALiBi's slopes, w_h = softplus(raw) >= 0 learned per head (init `omega_init`, 1), u_h
-    and v_h learned probes ~ N(0, 1/Dh), used L2-normalized (as the authors'). `gate`:
-    "query_key" (GRAPE-A-QK, eq. 4.6), "key" or "query" (one of the two rates), "none" (rate
-    1: ALiBi's bias with a learned w_h; a bias of positions alone, so it also provides
-    score_mod and the distance form). The linear law holds for every pair (keys after the
-    query get the continuation, removed by the causal mask): causal only. The authors give each
-    layer its own: TransformerLM(share_encoding=False).
+    """Additive GRAPE (section 4, eq. 4.6; the authors' *GatedAdditiveBias): bias(i, j) =
+    (j - i) w_h m_h (softplus(v_h . q_i / sqrt(Dh)) + softplus(u_h . k_j / sqrt(Dh))), m_h
+    ALiBi's slopes, w_h = softplus(raw) learned (init `omega_init`), u_h, v_h learned
+    probes ~ N(0, 1/Dh), L2-normalized. `gate`: "query_key", "key", "query" (one rate), or
+    "none" (rate 1: ALiBi with a learned w_h, a bias of positions alone). Causal only.
     """
 
     family = "bias"
@@ -170,8 +126,7 @@ class GrapeA(DistanceBias):
         gate: str = "query_key",
         omega_init: float = 1.0,
     ) -> None:
-        super().__init__(heads)
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(heads, max_len)
         self.gate = check_choice("gate", gate, GATES)
         check_float("omega_init", omega_init, gt=0)
         self.omega_init = float(omega_init)
@@ -198,8 +153,7 @@ class GrapeA(DistanceBias):
         return 0.0 - difference(qp, kp) * params[0][h]  # (j - i) w_h m_h; +0.0 on the diagonal
 
     def rates(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh] -> the gate sum [B, H, Tq or 1, Tk or 1] float32,
-        None for gate="none"."""
+        """The gate sum [B, H, Tq or 1, Tk or 1] float32; None for gate="none"."""
         if self.gate == "none":
             return None
         rate = 0.0
@@ -212,7 +166,6 @@ class GrapeA(DistanceBias):
         return rate
 
     def bias(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh], positions [T] or [B, T] -> [B or 1, H, Tq, Tk]."""
         if self.gate != "none":
             check_qk(self, q, k)
         qp, kp, h = self._grids(q, k, q_pos, k_pos)
@@ -220,12 +173,10 @@ class GrapeA(DistanceBias):
         rate = self.rates(q, k)
         return (value if rate is None else value * rate).to(q.dtype)
 
-    def score_mod(self, q_pos, k_pos):
-        """FlexAttention score_mod for gate="none" (a bias of positions alone), else None."""
+    def score_mod(self, q_pos, k_pos):  # gate="none" only: the rates read q and k
         return super().score_mod(q_pos, k_pos) if self.gate == "none" else None
 
     def distance_bias(self, distances, q_pos):
-        """The [H, N] distance form for gate="none", else None (the rate reads q and k)."""
         return super().distance_bias(distances, q_pos) if self.gate == "none" else None
 
     def extra_repr(self) -> str:

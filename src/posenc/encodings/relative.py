@@ -1,16 +1,6 @@
-"""Relative encodings whose score depends on positions AND content (q / k).
-
-Each one adds bias(q, k, q_pos, k_pos) -> [B, H, Tq, Tk] to the scaled logits
-q.k * softmax_scale(Dh). Values depend only on the position values passed (never on tensor
-indices), so query-chunked and KV-cached evaluation equal the full one.
-
-    shaw            Shaw et al. 2018      q.a^K[clip(j - i)] (+ relative values a^V)
-    transformer_xl  Dai et al. 2019       u.k_j + (q_i + v).W_r R[i - j]
-    deberta         He et al. 2021        c2p q_i.K_r[d(i, j)] + p2c k_j.Q_r[d(i, j)], log buckets
-    cope            Golovneva et al. 2024 q_i.e[p_ij], p_ij = sum of sigmoid gates from j to i
-
-Shaw, Transformer-XL, DeBERTa and CoPE, and the helpers they share (keyword resolution, q / k
-checks, position differences).
+"""Relative encodings whose bias depends on positions AND content (q / k): shaw,
+transformer_xl, deberta, cope; and the helpers the q / k-dependent encodings share (keyword
+resolution, q / k checks, position rows and differences).
 """
 
 from __future__ import annotations
@@ -67,31 +57,35 @@ def check_qk(enc, q: torch.Tensor, k: torch.Tensor) -> None:
         )
 
 
-def relative_positions(
-    enc, q_pos: torch.Tensor, k_pos: torch.Tensor, tq: int, tk: int, batch: int, integer: bool
-) -> torch.Tensor:
-    """Validate positions ([T] or [B, T]; enc.check_positions: its max_len) and return
-    q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
-    out = []
-    for name, pos, t in (("q_pos", q_pos, tq), ("k_pos", k_pos, tk)):
-        pos = enc.check_positions(pos, name=name, integer=integer)
-        bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
-        if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
-            raise ValueError(
-                f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got {tuple(pos.shape)}"
-            )
-        pos = pos.long() if integer else pos
-        out.append(pos if pos.dim() == 2 else pos[None])
-    qp, kp = out
+def rows(enc, pos: torch.Tensor, name: str, t: int, batch: int, integer=False) -> torch.Tensor:
+    """Validated positions [t] or [B, t] (enc.check_positions: its max_len) -> [B or 1, t]."""
+    pos = enc.check_positions(pos, name=name, integer=integer)
+    bad_batch = pos.dim() == 2 and pos.shape[0] not in (1, batch)
+    if pos.dim() not in (1, 2) or pos.shape[-1] != t or bad_batch:
+        raise ValueError(f"{name} must be [{t}] or [B, {t}] with B in (1, {batch}), got "
+                         f"{tuple(pos.shape)}")  # fmt: skip
+    return pos if pos.dim() == 2 else pos[None]
+
+
+def qk_rows(enc, q, k, q_pos, k_pos, integer=False) -> tuple[torch.Tensor, torch.Tensor]:
+    """check_qk, then q_pos, k_pos as rows [B or 1, Tq], [B or 1, Tk] on q's device."""
+    check_qk(enc, q, k)
+    qp = rows(enc, q_pos, "q_pos", q.shape[2], q.shape[0], integer)
+    return qp.to(q.device), rows(enc, k_pos, "k_pos", k.shape[2], k.shape[0], integer).to(q.device)
+
+
+def relative_positions(enc, q_pos, k_pos, tq: int, tk: int, batch: int, integer: bool):
+    """Validated positions (rows) -> q_pos - k_pos as [B or 1, 1, Tq, Tk]."""
+    qp = rows(enc, q_pos, "q_pos", tq, batch, integer)
+    kp = rows(enc, k_pos, "k_pos", tk, batch, integer)
+    if integer:
+        qp, kp = qp.long(), kp.long()
     return (qp[:, :, None] - kp[:, None, :]).unsqueeze(1)
 
 
 def expand_heads(idx: torch.Tensor, b: int, h: int) -> torch.Tensor:
     """[B or 1, 1, X, Y] index -> [B, H, X, Y] (a view)."""
     return idx.expand(b, h, idx.shape[-2], idx.shape[-1])
-
-
-# --------------------------------------------------------------------------- Shaw
 
 
 class Shaw(PositionalEncoding):
@@ -152,9 +146,6 @@ class Shaw(PositionalEncoding):
         return bins @ self.rel_values.to(probs.dtype)  # [B, H, Tq, Dh]
 
 
-# --------------------------------------------------------------------------- Transformer-XL
-
-
 def _contiguous_start(pos: torch.Tensor) -> int | None:
     """pos[0] if pos ([T] or [1, T]) is pos[0] + arange(T), else None."""
     if pos.dim() == 2:
@@ -171,11 +162,9 @@ def _contiguous_start(pos: torch.Tensor) -> int | None:
 class TransformerXL(PositionalEncoding):
     """Dai et al. 2019: score_ij = (q_i + u).k_j + (q_i + v).W_r R[i - j], times 1/sqrt(Dh).
 
-    R is the sinusoid of the distance i - j (relative_sinusoid, rel_dim wide), W_r a Linear
-    rel_dim -> H * Dh, u and v learned [H, Dh]. bias() returns (u.k_j + (q_i + v).W_r R[i - j])
-    * softmax_scale(Dh). With `shift=True` and contiguous positions it scores q against R for
-    the Tq + Tk - 1 distances and applies `rel_shift` (the paper's trick); otherwise it gathers
-    those scores by each pair's distance.
+    R the sinusoid of i - j (relative_sinusoid, rel_dim wide), W_r a Linear rel_dim -> H * Dh,
+    u, v learned [H, Dh]; bias() is the score less q.k. With `shift=True` and contiguous
+    positions it uses the paper's `rel_shift`, else it gathers by each pair's distance.
     """
 
     family = "relative"
@@ -236,7 +225,7 @@ class TransformerXL(PositionalEncoding):
 
     def position_gather(self, qv: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """(q + v).W_r R[i - j] for any positions: score every distance in range, then gather."""
-        if rel.is_meta:  # a model on the meta device: no distances to range over, shapes only
+        if rel.is_meta:  # no distances to range over: shapes only
             return qv.new_empty(*qv.shape[:3], rel.shape[-1])
         lo, hi = int(rel.min().item()), int(rel.max().item())
         distances = torch.arange(lo, hi + 1, device=qv.device)
@@ -247,15 +236,11 @@ class TransformerXL(PositionalEncoding):
 class CoPE(PositionalEncoding):
     """Golovneva et al. 2024, contextual position encoding, for causal attention.
 
-    Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (the reference code gates the scaled
-    logits); contextual position p_ij = sum of g_it over the keys t from j up to the query
-    (k_pos[j] <= k_pos[t] <= q_pos[i], within j's run of increasing positions, so packed
-    documents do not count each other), clamped to max_distance - 1; bias q_i.e[p_ij] with e
-    [max_distance, Dh] (shared by the heads) linearly interpolated between floor and ceil.
-
-    Non-causal pairs (k_pos[j] > q_pos[i]) have no gates between key and query: p_ij = 0 and
-    the bias is q_i.e[0], the value the reference code gives masked pairs. With causal=False
-    every future key therefore sits at contextual position 0.
+    Gates g_it = sigmoid(q_i.k_t * softmax_scale(Dh)) (as the reference, of the scaled
+    logits); p_ij = sum of g_it over the keys t from j up to the query, within j's run of
+    increasing positions (packed documents), clamped to max_distance - 1; bias q_i.e[p_ij],
+    e [max_distance, Dh] shared by the heads, interpolated between floor and ceil. Keys after
+    the query get p_ij = 0 (the reference's value for masked pairs).
     """
 
     family = "relative"
@@ -284,7 +269,7 @@ class CoPE(PositionalEncoding):
         self.pos_emb = nn.Parameter(torch.randn(max_distance, self.head_dim) * 0.02)  # [npos, Dh]
 
     def positions(self, q, k, q_pos, k_pos) -> torch.Tensor:
-        """Contextual positions p [B, H, Tq, Tk] float32 (before clamping)."""
+        """Contextual positions p [B, H, Tq, Tk] float32, not clamped."""
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
         tk = k.shape[2]
@@ -310,12 +295,10 @@ class DeBERTa(PositionalEncoding):
     """He et al. 2021 (DeBERTa-v2 form): disentangled attention with relative position buckets.
 
     d(i, j) = clamp(deberta_bucket(i - j) + span, 0, 2 span - 1), span = num_buckets (or
-    max_distance without buckets). Relative embeddings [2 span, D] (optionally
-    LayerNorm-ed) go through their own projections to K_r, Q_r [H, 2 span, Dh]; bias() returns
-    (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) * softmax_scale(Dh), softmax_scale = 1/sqrt(3 Dh)
-    (1/sqrt((1 + len(pos_att_type)) Dh)), as DebertaV2's DisentangledSelfAttention with
-    share_att_key=False. (The p2c index is transformers' -r of the transposed score, which is
-    again d(i, j) in query-key layout.)
+    max_distance without buckets). Relative embeddings [2 span, D] (optionally LayerNorm-ed)
+    project to K_r, Q_r [H, 2 span, Dh]; bias = (q_i.K_r[d(i, j)] + k_j.Q_r[d(i, j)]) *
+    softmax_scale, 1/sqrt((1 + len(pos_att_type)) Dh), as DebertaV2's
+    DisentangledSelfAttention with share_att_key=False.
     """
 
     family = "relative"
@@ -375,9 +358,7 @@ class DeBERTa(PositionalEncoding):
     def bias(self, q, k, q_pos, k_pos):
         check_qk(self, q, k)
         b, h, tq, dh = q.shape
-        rel = relative_positions(
-            self, q_pos, k_pos, tq, k.shape[2], b, True
-        )  # i - j, [B or 1, 1, Tq, Tk]
+        rel = relative_positions(self, q_pos, k_pos, tq, k.shape[2], b, True)  # i - j
         if self.num_buckets > 0:
             rel = deberta_bucket(rel, self.num_buckets, self.max_distance)
         idx = (rel + self.span).clamp(0, 2 * self.span - 1)

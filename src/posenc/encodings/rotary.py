@@ -1,12 +1,7 @@
 """Rotary encodings: rotate queries and keys so that q.k depends on the position difference.
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k) rotated, dtypes kept
-    angles(positions [T] (or [T, 2])) -> [T, R/2] float32, the rotation angle of each pair
-
-Positions are [T] or [B, T] ([..., 2] for rope_2d), ints or floats. The head dim Dh comes from
-`head_dim`, else `dim // heads`, else `dim`, else from q at the first call; the rotary dim R
-(<= Dh, even) from `rotary_dim`, else Dh (set up by RotaryEncoding, posenc.encodings.rotary).
-The math lives in posenc.functional.
+The head dim Dh comes from `head_dim`, else `dim // heads`, else `dim`, else from q at the first
+call; the rotary dim R (<= Dh, even) from `rotary_dim`, else Dh. The math is posenc.functional's.
 """
 
 from __future__ import annotations
@@ -17,22 +12,49 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_max_len, outside_graph
+from posenc.checks import check_bool, check_float, check_int, check_max_len, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
-def head_dim_of(dim: int | None, heads: int | None, head_dim: int | None) -> int | None:
-    """Dh from the standard keywords, or None when none is given."""
+def head_dim_of(
+    dim: int | None, heads: int | None, head_dim: int | None, need: str | None = None
+) -> int | None:
+    """Dh from the standard keywords, or None when none is given (a ValueError naming `need`,
+    the encoding, where it needs one)."""
     for name, value in (("dim", dim), ("heads", heads), ("head_dim", head_dim)):
         if value is not None:
             check_int(name, value, low=1)
-    if head_dim is not None:
-        return head_dim
-    if dim is None:
-        return None
-    if heads and dim % heads:
-        raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
-    return dim // (heads or 1)
+    if head_dim is None and dim is not None:
+        if heads and dim % heads:
+            raise ValueError(f"dim={dim} must be divisible by heads={heads} (Dh = dim // heads)")
+        head_dim = dim // (heads or 1)
+    if head_dim is None and need:
+        raise ValueError(f"{need} needs the head dim: pass head_dim= (or dim= and heads=)")
+    return head_dim
+
+
+def set_per_head(enc, name: str, per_head: bool, heads: int | None) -> None:
+    """enc.per_head and enc.heads; per_head=True needs heads."""
+    enc.per_head, enc.heads = check_bool("per_head", per_head), heads
+    if enc.per_head and heads is None:
+        raise ValueError(f"{name}: per_head=True needs heads= (the number of query heads)")
+
+
+def check_per_head(enc, q: torch.Tensor, k: torch.Tensor, name: str, what: str) -> None:
+    """A per_head encoding's q and k must both have its `heads` heads (`what` is per head)."""
+    if enc.per_head and not q.shape[1] == k.shape[1] == enc.heads:
+        raise ValueError(
+            f"{name} per_head=True has {what} for heads={enc.heads}; q and k have "
+            f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): use "
+            "per_head=False or as many kv heads as heads"
+        )
+
+
+def check_head_dim(q: torch.Tensor, k: torch.Tensor, head_dim: int, name: str) -> None:
+    if q.shape[-1] != head_dim or k.shape[-1] != head_dim:
+        raise ValueError(
+            f"q/k have head dim {q.shape[-1]}, but {name} was built with head_dim={head_dim}"
+        )
 
 
 def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -> int:
@@ -51,18 +73,17 @@ def check_rotary_dim(rotary_dim: int, head_dim: int | None, multiple: int = 2) -
 
 
 class RotaryEncoding(PositionalEncoding):
-    """Shared set-up of the rotary family: head dim, rotary dim, base, layout; and rotate and
-    angles derived from one method, `_angles(positions, R, dtype) -> [..., R/2]`, the angle of
-    each rotary pair: a new rotary encoding defines _angles alone (rope_2d, mrope, rope_nd do;
-    rope, xpos and fope override rotate and angles for their scalings / decay / spectra).
-    `signed`: whether negative coordinates are taken (rope_nd's, as rotary-embedding-torch)."""
+    """Shared set-up of the rotary family (head dim, rotary dim, base, layout, max_len), and
+    rotate and angles derived from `_angles(positions, R, dtype) -> [..., R/2]`, the angle of
+    each rotary pair: a new rotary encoding defines _angles alone (rope_2d, mrope, rope_nd,
+    grape_m do; fope its _cos_sin too; rope and xpos override rotate and angles)."""
 
     family = "rotary"
     provides = frozenset({"rotate", "angles"})
     _multiple = 2  # the rotary dim must be a multiple of this
     signed = False  # negative coordinates allowed (rope_nd's grid in [-1, 1])
 
-    def __init__(self, *, dim, heads, head_dim, base, layout, rotary_dim) -> None:
+    def __init__(self, dim, heads, head_dim, base, layout, rotary_dim, max_len=None) -> None:
         super().__init__()
         self.head_dim = head_dim_of(dim, heads, head_dim)
         check_float("base", base, gt=1)
@@ -72,6 +93,7 @@ class RotaryEncoding(PositionalEncoding):
         if rotary_dim is not None:
             rotary_dim = check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
         self._rotary_dim = rotary_dim
+        self.max_len = check_max_len(max_len)  # the hard limit
 
     def rotary_dim(self, head_dim: int | None = None) -> int:
         """R for inputs of head dim `head_dim` (default: the constructed one)."""
@@ -93,50 +115,42 @@ class RotaryEncoding(PositionalEncoding):
         return dh
 
     def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [...] (+ [P]) -> [..., R/2] angles of rotary dim r: float64 for `dtype`
-        float64, else float32 reduced mod 2 pi (PF.position_angles). What a subclass defines
-        (unless it overrides rotate and angles itself)."""
+        """positions [...] (+ [P]) -> [..., R/2] angles, as PF.position_angles(dtype) gives."""
         raise NotImplementedError
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [Tq] / [B, Tq] (+ [P]) -> rotated."""
+    def _cos_sin(self, positions: torch.Tensor, r: int, dtype: torch.dtype):
+        """positions -> cos, sin [..., R/2] rotate() turns the pairs by (FoPE: its series)."""
+        angles = self._angles(positions, r, dtype)
+        return angles.cos(), angles.sin()
+
+    def rotate(self, q, k, q_pos, k_pos):
         r = self.rotary_dim(q.shape[-1])
         out = []
         for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
             pos = self.check_positions(
                 pos, name=name, position_dims=self.position_dims, signed=self.signed
             )
-            angles = self._angles(pos, r, x.dtype)  # [..., R/2]
-            cos, sin = angles.cos(), angles.sin()
+            cos, sin = self._cos_sin(pos, r, x.dtype)  # [..., R/2]
             out.append(PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
         return out[0], out[1]
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] (+ [P]) -> [T, R/2] (or [B, T, R/2]) float64 angles,
-        unreduced."""
+    def angles(self, positions):
         positions = self.check_positions(
             positions, position_dims=self.position_dims, signed=self.signed
         )
-        return self._angles(positions, self.rotary_dim(), torch.float64)
+        return self._angles(positions, self.rotary_dim(), torch.float64)  # unreduced
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
 
 
 class MultiAxisRotary(RotaryEncoding):
-    """A rotary encoding of P-D positions [..., P] (rope_2d, mrope, rope_nd, the video RoPEs):
-    each subclass says which angle each rotary pair gets; rotate and angles follow, as for every
-    RotaryEncoding. The default _angles: pair j turns with stream pair_axes(R)[j] of
-    streams(positions) at frequency inv_freq(R)[j] (RoPE's), as mrope and vrope do."""
+    """A rotary encoding of positions [..., P] (mrope, rope_nd, the video RoPEs): pair j turns
+    with stream pair_axes(R)[j] of streams(positions) at frequency inv_freq(R)[j] (RoPE's)."""
 
     def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None, base=10000.0,
                  layout="half", rotary_dim=None) -> None:  # fmt: skip
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is not None or rotary_dim is not None:
             self.rotary_dim()  # fail now on a head dim that does not split into the axes
 
@@ -149,12 +163,9 @@ class MultiAxisRotary(RotaryEncoding):
         raise NotImplementedError
 
     def inv_freq(self, rotary_dim: int) -> torch.Tensor:
-        """[R/2] frequencies: RoPE's."""
-        return PF.rope_inv_freq(rotary_dim, self.base)[0]
+        return PF.rope_inv_freq(rotary_dim, self.base)[0]  # [R/2]
 
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else float32
-        (reduced, see position_angles)."""
+    def _angles(self, positions, r, dtype):
         inv_freq = self.inv_freq(r).to(positions.device)  # [R/2]
         dtype = torch.float64 if dtype == torch.float64 else torch.float32
         return PF.mrope_angles(self.streams(positions), inv_freq, self.pair_axes(r), dtype)
@@ -163,15 +174,11 @@ class MultiAxisRotary(RotaryEncoding):
 class RoPE(RotaryEncoding):
     """Rotary position embedding (Su et al. 2021), with Hugging Face rope scaling.
 
-    `scaling` is a `rope_scaling` dict (rope_type linear, ntk, dynamic, yarn, llama3, longrope,
-    proportional; see posenc.functional.rope_scaling). Its partial_rotary_factor sets the
-    rotary dim, but not for proportional (p-RoPE): there the whole head rotates and the factor
-    says how many pairs turn, the rest at frequency 0. A missing `max_position_embeddings` (the
-    trained length, as transformers' config has it) is taken from `train_len`; `max_len` is the
-    hard limit on positions, as everywhere. `dynamic` and `longrope` depend on the current
-    length: each call uses seq_len = max key position + 1 for q and k alike, so keys cached
-    unrotated and rotated again each step never carry a stale base (a cache of already rotated
-    keys cannot follow dynamic scaling).
+    `scaling` is a `rope_scaling` dict (posenc.functional.rope_scaling); its
+    partial_rotary_factor sets the rotary dim (for proportional, the pairs that turn); a
+    missing `max_position_embeddings` is taken from `train_len`. The length-dependent scalings
+    (dynamic, longrope) use seq_len = max key position + 1 for q and k alike at each call, so
+    keys cached unrotated never carry a stale base.
     """
 
     paper = "Su et al. 2021"
@@ -190,10 +197,7 @@ class RoPE(RotaryEncoding):
         rotary_dim: int | None = None,
         scaling: dict | None = None,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         self.rope_type = rope_type_of(scaling)  # warns once about unrecognized keys, dropped here
         self.scaling = {k: v for k, v in (scaling or {}).items() if k in KNOWN_KEYS}
         if self.scaling.get("rope_theta"):  # a ported v5 rope_parameters dict names its base
@@ -222,20 +226,14 @@ class RoPE(RotaryEncoding):
     ) -> tuple[torch.Tensor, float]:
         """(inv_freq [R/2] on positions' device, attention_factor) for keys at `positions`."""
         r = self.rotary_dim(head_dim)
-        if self.per_call:  # meta positions have no length: the base frequencies
-            known = positions.numel() and not positions.is_meta
-            seq_len = math.floor(positions.max().item()) + 1 if known else None
-            inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling, seq_len)
-            return inv_freq.to(positions.device), af
-        if self.inv_freq is not None and 2 * self.inv_freq.numel() == r:
+        if not self.per_call and self.inv_freq is not None and 2 * self.inv_freq.numel() == r:
             return self.inv_freq.to(positions.device), self.attention_factor
-        inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling)
+        known = self.per_call and positions.numel() and not positions.is_meta  # meta: no length
+        seq_len = math.floor(positions.max().item()) + 1 if known else None
+        inv_freq, af = PF.rope_inv_freq(r, self.base, self.scaling, seq_len)
         return inv_freq.to(positions.device), af
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
+    def rotate(self, q, k, q_pos, k_pos):
         inv_freq, af = self.frequencies(k_pos, q.shape[-1])
         same = q_pos is k_pos  # cos/sin built once for both (same compute dtype)
         k_pos = self.check_positions(k_pos, name="k_pos")
@@ -246,8 +244,7 @@ class RoPE(RotaryEncoding):
         q = PF.apply_rope(q, cos=q_cs[0], sin=q_cs[1], layout=self.layout)
         return q, PF.apply_rope(k, cos=k_cs[0], sin=k_cs[1], layout=self.layout)
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] (or [B, T, R/2]) float64 angles, unreduced."""
+    def angles(self, positions):
         positions = self.check_positions(positions)
         inv_freq, _ = self.frequencies(positions)
         return PF.position_angles(positions, inv_freq, torch.float64)
@@ -260,14 +257,9 @@ class XPos(RotaryEncoding):
     """xPos (Sun et al. 2022): RoPE whose pairs also decay with distance.
 
     Pair i has zeta_i = (2i + 0.4 R) / (1.4 R); queries at n are scaled by
-    zeta^((n - c) / scale_base) and keys at m by zeta^(-(m - c) / scale_base), so q.k gets
-    zeta^((n - m) / scale_base) whatever c. Without c, zeta^(-m / 512) overflows float32 past
-    m ~ 36k; so each call centres on c = ceil((min k_pos + max k_pos) / 2) (rotary-embedding-
-    torch's T // 2 for positions arange(T)), so positions may lie ~17k tokens either side of it
-    in float32 (~1.3k in float16: a query before the centre and a masked key after it both grow,
-    and their product must stay finite); past that reach rotate() raises a ValueError giving it
-    instead of returning inf / NaN. Scores are unchanged; rotated keys differ
-    between calls with different key spans, so cache keys unrotated.
+    zeta^((n - c) / scale_base), keys at m by zeta^(-(m - c) / scale_base), c = ceil((min k_pos
+    + max k_pos) / 2) (rotary-embedding-torch's T // 2): past ~17k tokens from c in float32
+    (~1.3k in float16) rotate() raises a ValueError. Cache keys unrotated.
     """
 
     paper = "Sun et al. 2022"
@@ -286,10 +278,7 @@ class XPos(RotaryEncoding):
         layout: str = "half",
         rotary_dim: int | None = None,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         self.scale_base = check_float("scale_base", scale_base, gt=0)
 
     def zeta(self, rotary_dim: int) -> torch.Tensor:
@@ -297,14 +286,10 @@ class XPos(RotaryEncoding):
         two_i = torch.arange(0, rotary_dim, 2, dtype=torch.float64)
         return (two_i + 0.4 * rotary_dim) / (1.4 * rotary_dim)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated, scaled."""
+    def rotate(self, q, k, q_pos, k_pos):
         q_pos = self.check_positions(q_pos, name="q_pos")
         k_pos = self.check_positions(k_pos, name="k_pos")
         r = self.rotary_dim(q.shape[-1])
-        inv_freq, _ = PF.rope_inv_freq(r, self.base)
         log_zeta = self.zeta(r).log().to(k_pos.device)
         center = 0  # ceil((min + max) / 2) as a float64 tensor: no .item(), no graph break
         if k_pos.numel():
@@ -313,7 +298,7 @@ class XPos(RotaryEncoding):
             self._check_reach(q_pos, k_pos, center, log_zeta, q.dtype)
         out = []
         for x, pos, sign in ((q, q_pos, 1.0), (k, k_pos, -1.0)):
-            cos, sin = PF.rope_cos_sin(pos, inv_freq, 1.0, x.dtype)
+            cos, sin = self._cos_sin(pos, r, x.dtype)
             power = (pos.double() - center)[..., None] * (sign / self.scale_base)
             scale = (power * log_zeta).exp().to(cos.dtype)  # zeta^(+-(n - c) / scale_base)
             out.append(PF.apply_rope(x, cos=cos * scale, sin=sin * scale, layout=self.layout,
@@ -336,11 +321,9 @@ class XPos(RotaryEncoding):
                 "scale_base, float64 inputs, or rope"
             )
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] float64 rotation angles (the decay not shown)."""
-        positions = self.check_positions(positions)
-        inv_freq, _ = PF.rope_inv_freq(self.rotary_dim(), self.base)
-        return PF.position_angles(positions, inv_freq.to(positions.device), torch.float64)
+    def _angles(self, positions, r, dtype):  # RoPE's (angles() shows no decay)
+        inv_freq, _ = PF.rope_inv_freq(r, self.base)
+        return PF.position_angles(positions, inv_freq.to(positions.device), dtype)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", scale_base={self.scale_base}"
@@ -359,9 +342,7 @@ class RoPE2D(MultiAxisRotary):
     position_dims = 2
     _multiple = 4
 
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [..., 2] -> [..., R/2] angles: float64 for `dtype` float64, else float32
-        (reduced, see position_angles)."""
+    def _angles(self, positions, r, dtype):
         inv_freq, _ = PF.rope_inv_freq(r // 2, self.base)  # [R/4] per axis
         return PF.position_angles(positions, inv_freq.to(positions.device), dtype).flatten(-2)
 

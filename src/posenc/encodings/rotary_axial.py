@@ -1,36 +1,21 @@
-"""Axial RoPE over any number of position axes: 1-D text, 2-D images, 3-D video, ...
-
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k) rotated
-    angles(positions [T] or [T, P]) -> [T, R/2] float64, the rotation angle of each pair
-
-Positions are [T] / [B, T] for one axis, [T, P] / [B, T, P] for P axes. The rotary dim R is
-split into P equal parts, one per axis, each turned as a 1-D RoPE of rotary dim R / P (as
-rotary-embedding-torch's axial frequencies, get_axial_freqs). axes=1 is `rope`; axes=2 with
-the default frequencies is `rope_2d`.
-"""
+"""Axial RoPE over any number of position axes: 1-D text, 2-D images, 3-D video, ..."""
 
 from __future__ import annotations
 
-import torch
-
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int
+from posenc.checks import check_choice, check_float, check_int
 from posenc.encodings.rotary import MultiAxisRotary
 from posenc.functional.rotary_learned import AXIAL_FREQS, axial_angles, axial_inv_freq
 
 
 class RoPEND(MultiAxisRotary):
     """Axial rotary embedding over `axes` position axes (Heo et al. 2024's RoPE-Axial,
-    rotary-embedding-torch's axial mode).
+    rotary-embedding-torch's axial mode): positions [T] / [B, T] (+ [P]).
 
     Axis a turns rotary pairs a * n .. (a + 1) * n - 1, n = R / (2 axes), by p_a * f_j with
-    `freqs` "lang": f_j = base^(-2j / (R / axes)) (RoPE's, for integer positions) or "pixel":
-    f_j = linspace(1, max_freq / 2, n)_j * pi (for coordinates such as linspace(-1, 1),
-    rotary-embedding-torch's pixel grid). Any real coordinate is taken, negative ones too (the
-    rotation is defined for all, and rotary-embedding-torch takes them); a model's default
-    positions stay 0..T-1.
-    R must be a multiple of 2 * axes. Layout "half" pairs channel i with i + R/2;
-    "interleaved" pairs 2i, 2i + 1 (rotary-embedding-torch's).
+    `freqs` "lang": f_j = base^(-2j / (R / axes)) (RoPE's) or "pixel":
+    f_j = linspace(1, max_freq / 2, n)_j * pi (for coordinates in [-1, 1]; negative ones are
+    taken). R must be a multiple of 2 * axes. axes=1 is `rope`.
     """
 
     paper = "Heo et al. 2024"
@@ -55,14 +40,10 @@ class RoPEND(MultiAxisRotary):
         self._multiple = 2 * axes
         super().__init__(dim=dim, heads=heads, head_dim=head_dim, max_len=max_len, base=base,
                          layout=layout, rotary_dim=rotary_dim)  # fmt: skip
-        if freqs not in AXIAL_FREQS:
-            raise ValueError(f"freqs must be one of {AXIAL_FREQS}, got {freqs!r}")
-        self.freqs = freqs
+        self.freqs = check_choice("freqs", freqs, AXIAL_FREQS)
         self.max_freq = check_float("max_freq", max_freq, gt=0)
 
-    def _angles(self, positions: torch.Tensor, r: int, dtype: torch.dtype) -> torch.Tensor:
-        """positions [...] or [..., P] -> [..., R/2] angles: float64 for `dtype` float64, else
-        float32 (reduced, see position_angles)."""
+    def _angles(self, positions, r, dtype):
         inv_freq = axial_inv_freq(r, self.position_dims, self.base, self.freqs, self.max_freq)
         return axial_angles(positions, inv_freq, self.position_dims, dtype)
 

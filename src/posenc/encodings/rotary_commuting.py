@@ -1,12 +1,7 @@
 """ComRoPE, rotary position embedding of trainable commuting angle matrices (Yu et al. 2025).
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
-
-Position p (P axes) gets R(p) = exp(sum_a p_a A_a), A_a skew-symmetric and block-diagonal in
-blocks of g channels, as LieRE; ComRoPE's A_a commute pairwise by construction (ComRoPE-AP:
-each block turns with one axis; ComRoPE-LD: every axis scales one matrix per block), so
-R(p)^T R(m) = R(m - p) and scores depend only on the offset m - p, for N-D positions too.
+Position p (P axes) gets R(p) = exp(sum_a p_a A_a), as LieRE, with A_a that commute pairwise
+by construction: scores depend only on the offset, for N-D positions too.
 """
 
 from __future__ import annotations
@@ -15,22 +10,19 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_choice, check_float, check_int, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.checks import check_choice, check_float, check_int, check_max_len
+from posenc.encodings.rotary import head_dim_of, set_per_head
 from posenc.encodings.rotary_lie import BlockRotations, position_scale_of
-from posenc.functional.rotary_commuting import VARIANTS, comrope_generators
+from posenc.functional.rotary_learned import COMROPE_VARIANTS, comrope_generators
 
 
 class ComRoPE(BlockRotations):
     """ComRoPE, matched to the authors' ComRoPEAPAttention / ComRoPELDAttention (model.py).
 
-    `variant` "ap" (axis-partition: block j turns with axis j mod P, A_a[j] = P_j - P_j^T) or
-    "ld" (linearly dependent: A_a[j] = theta_{a, j} (P_j - P_j^T), theta [P, G] learned).
-    `block_dim` g (default 2, the authors' block_size default): Dh must be a multiple of g
-    (of P * g for "ap"). Parameters as the authors': P_j ~ N(0, init_std^2) [G, g, g] (G = Dh
-    // g blocks, times heads with `per_head`, as the authors' always are), theta ~ N(0, 1).
-    Positions are multiplied by `position_scale` (default 1 / train_len when train_len is
-    given, else 1: the authors map the patch grid to [0, 1]).
+    `variant` "ap" (block j turns with axis j mod P, A_a[j] = P_j - P_j^T) or "ld"
+    (A_a[j] = theta_{a, j} (P_j - P_j^T), theta [P, G] learned). `block_dim` g (the authors'
+    2): Dh a multiple of g (of P * g for "ap"). P_j ~ N(0, init_std^2) [G, g, g] (times heads
+    with `per_head`), theta ~ N(0, 1). Positions times `position_scale` (position_scale_of).
     """
 
     paper = "Yu et al. 2025 (CVPR), arXiv 2506.03737"
@@ -54,10 +46,8 @@ class ComRoPE(BlockRotations):
         self.position_dims = check_int("axes", axes, low=1)
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        self.variant = check_choice("variant", variant, VARIANTS)
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("comrope needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.variant = check_choice("variant", variant, COMROPE_VARIANTS)
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="comrope")
         g = check_int("block_dim", block_dim, low=2)
         step = g * axes if variant == "ap" else g  # ap: every axis as many blocks
         if self.head_dim % step:
@@ -66,10 +56,7 @@ class ComRoPE(BlockRotations):
                 f"comrope variant={variant!r}: head_dim={self.head_dim} must be a multiple of "
                 f"{what}; pass another block_dim"
             )
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("comrope: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "comrope", per_head, heads)
         std = check_float("init_std", init_std, gt=0)
         self.position_scale = position_scale_of(position_scale, train_len)
         G = self.head_dim // g
@@ -78,9 +65,8 @@ class ComRoPE(BlockRotations):
         self.multiplier = nn.Parameter(torch.randn(axes, G)) if variant == "ld" else None
 
     def generator_tensor(self) -> torch.Tensor:
-        """[P, G * heads?, g, g] float64 the commuting skew-symmetric A_a (head-major blocks),
-        in float64 as LieRE's sum p_a A_a: a float32 P_j - P_j^T is off by 2^-24 relative,
-        which large positions would multiply."""
+        """The A_a [P, G * heads?, g, g] in float64 (a float32 P_j - P_j^T is off by 2^-24,
+        which large positions would multiply)."""
         mult = None if self.multiplier is None else self.multiplier.double()
         if mult is not None and self.per_head:
             mult = mult.repeat(1, self.heads)  # theta shared by the heads, as the authors'

@@ -1,14 +1,6 @@
-"""FoPE, Fourier position embedding (Hua et al. 2024): each rotary pair a Fourier series.
-
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T]) -> [T, K] float64, the angles of the K frequencies the series use
-
-RoPE's frequencies whose period is longer than the training length (w < 2 pi / train_len) are
-under-trained: FoPE zeroes them. The K kept ones form the basis: pair d gets
-C_d(t) = sum_k a_kd cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) in place of cos(w_d t) and
-sin(w_d t), for the first M = min(K, Dh/4) pairs (the authors' output dim); the pairs past M
-get C = S = 1, position-free (as the authors' code and vLLM's FourierRotaryEmbedding pad them).
-Coefficients start at identity plus Xavier noise (gain 0.3), as the authors' eye_xavier_norm.
+"""FoPE, Fourier position embedding (Hua et al. 2024): pair d turns by C_d(t) = sum_k a_kd
+cos(w_k t) and S_d(t) = sum_k b_kd sin(w_k t) over the K RoPE frequencies with a period within
+the training length (the others are zeroed), for the first M pairs; the rest get C = S = 1.
 """
 
 from __future__ import annotations
@@ -17,10 +9,9 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary import RotaryEncoding
+from posenc.checks import check_bool, check_float, check_int
+from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
 from posenc.functional.absolute import position_angles
-from posenc.functional.rotary import apply_rope
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
 DEFAULT_TRAIN_LEN = 2048  # the floor's length when train_len is not given
@@ -31,9 +22,8 @@ class FoPE(RotaryEncoding):
 
     `train_len` (else 2048) sets the floor 2 pi / train_len below which frequencies are
     zeroed. `pairs` (M, default min(K, Dh/4)) Fourier-series pairs; `per_head` gives each head
-    its own coefficients (the authors' fourier_separate_head; then q and k must have `heads`
-    heads); `learnable` trains them (the authors' pretraining configs keep them fixed; their
-    fine-tuning trains them); `init_gain` is the Xavier gain of the noise.
+    its own coefficients; `learnable` trains them; they start at the identity plus Xavier
+    noise of gain `init_gain` (the authors' eye_xavier_norm).
     """
 
     paper = "Hua et al. 2024"
@@ -56,10 +46,7 @@ class FoPE(RotaryEncoding):
         learnable: bool = True,
         init_gain: float = 0.3,
     ) -> None:
-        super().__init__(
-            dim=dim, heads=heads, head_dim=head_dim, base=base, layout=layout, rotary_dim=rotary_dim
-        )
-        self.max_len = check_max_len(max_len)  # the hard limit; train_len the hint
+        super().__init__(dim, heads, head_dim, base, layout, rotary_dim, max_len)
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("fope needs the head dim: pass head_dim= (or dim= and heads=)")
         r = self.rotary_dim()
@@ -72,39 +59,22 @@ class FoPE(RotaryEncoding):
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
             raise ValueError(f"pairs must be <= K={K} (the kept frequencies), got {M}")
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("fope: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "fope", per_head, heads)
         shape = (heads, K, M) if self.per_head else (K, M)
         self.trainable = check_bool("learnable", learnable)
         gain = check_float("init_gain", init_gain, ge=0)
         self.cos_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
         self.sin_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> rotated (q, k)."""
-        r = self.rotary_dim(q.shape[-1])
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"fope per_head=True has coefficients for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=name)
-            cs = fope_cos_sin(pos, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, x.dtype)
-            out.append(apply_rope(x, cos=cs[0], sin=cs[1], layout=self.layout, engine="reference"))
-        return out[0], out[1]
+    def rotate(self, q, k, q_pos, k_pos):
+        check_per_head(self, q, k, "fope", "coefficients")
+        return super().rotate(q, k, q_pos, k_pos)
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, K] float64 angles of the kept frequencies (the basis
-        every pair's series is built from), unreduced."""
-        positions = self.check_positions(positions)
-        return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
+    def _angles(self, positions, r, dtype):  # the K kept frequencies': angles() is [T, K]
+        return position_angles(positions, self.inv_freq.to(positions.device), dtype)
+
+    def _cos_sin(self, positions, r, dtype):
+        return fope_cos_sin(positions, self.inv_freq, self.cos_coef, self.sin_coef, r // 2, dtype)
 
     def extra_repr(self) -> str:
         K, M = self.cos_coef.shape[-2:]
@@ -112,8 +82,8 @@ class FoPE(RotaryEncoding):
 
 
 def eye_plus_xavier(shape: tuple[int, ...], gain: float) -> torch.Tensor:
-    """[(H,) K, M] coefficients: Xavier-normal noise (`gain`) plus the identity, or for M < K
-    a strided one (column d reads frequency d * ceil(K / M)), the authors' eye_xavier_norm."""
+    """[(H,) K, M] Xavier-normal noise (`gain`) plus the identity, strided for M < K (column d
+    reads frequency d * ceil(K / M)), as the authors' eye_xavier_norm."""
     coef = torch.zeros(shape)
     K, M = shape[-2:]
     if coef.numel() == 0:

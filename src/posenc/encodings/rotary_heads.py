@@ -1,7 +1,4 @@
-"""RoPE on some heads only, the others without a positional encoding (per-head NoPE).
-
-rope_heads  PartialHeadsRoPE  the last `rotate_heads` of the H query heads rotate
-"""
+"""rope_heads: RoPE on the last `rotate_heads` query heads, no positional encoding on the rest."""
 
 from __future__ import annotations
 
@@ -13,19 +10,10 @@ from posenc.encodings.rotary import RoPE
 
 
 class PartialHeadsRoPE(PositionalEncoding):
-    """RoPE on the last `rotate_heads` query heads of each layer, no positional encoding on
-    the others (x-transformers' `rotate_num_heads`, which rotates the last heads, as the
-    decoupled RoPE of multi-latent attention). rotate_heads = H is rope, 0 is nope; default
-    H // 2. Every RoPE keyword applies to the rotated heads (base, layout, rotary_dim, scaling):
-    a RoPE (`self.rope`) rotates them. Not a RoPE itself, so what takes a RoPE for all heads
-    (posenc.hf's patch and rope_parameters) refuses it.
-
-    Grouped-query attention: query head h reads kv head h // (H / Hkv), so the rotated query
-    heads must fill whole groups: rotate_heads a multiple of H / Hkv, whose last
-    rotate_heads / (H / Hkv) kv heads rotate (x-transformers refuses GQA here). Keys are
-    rotated per call, as RoPE's: cached unrotated keys give the full forward's numbers. A
-    one-head q and k (the probes of posenc explain) rotate as one rotated head (none if
-    rotate_heads = 0): the pictures show the RoPE heads.
+    """RoPE on the last `rotate_heads` query heads (default H // 2), no positional encoding on
+    the others (x-transformers' `rotate_num_heads`). The RoPE keywords apply to the rotated
+    heads (`self.rope`). Under grouped-query attention rotate_heads must fill whole groups (a
+    multiple of H / Hkv): the last rotate_heads / (H / Hkv) kv heads rotate.
     """
 
     family = "rotary"
@@ -63,21 +51,15 @@ class PartialHeadsRoPE(PositionalEncoding):
         self.max_len, self.per_document = self.rope.max_len, self.rope.per_document
         self.heads, self.rotate_heads = self_heads, rotate_heads
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] -> (q, k) with the last rotate_heads query
-        heads (and their kv heads) rotated."""
+    def rotate(self, q, k, q_pos, k_pos):
         if q.dim() != 4 or k.dim() != 4:
             raise ValueError(
                 f"q and k must be [B, H, T, Dh], got {tuple(q.shape)} and {tuple(k.shape)}"
             )
         H, Hkv, n = q.shape[1], k.shape[1], self.rotate_heads
         if H == Hkv == 1 and self.heads > 1:  # a one-head probe (posenc explain): a rotated head
-            return (
-                self.rope.rotate(q, k, q_pos, k_pos) if n else self._unrotated(q, k, q_pos, k_pos)
-            )
-        if self.heads != H or H % Hkv:
+            n = min(n, 1)
+        elif self.heads != H or H % Hkv:
             raise ValueError(
                 f"rope_heads was built for heads={self.heads}; q has {H} heads and k {Hkv} "
                 f"(H must equal heads and be a multiple of Hkv)"
@@ -89,21 +71,16 @@ class PartialHeadsRoPE(PositionalEncoding):
                 f"(H / Hkv = {group}) under grouped-query attention: a kv head serves its "
                 f"whole group, rotated or not"
             )
-        if n == 0:
-            return self._unrotated(q, k, q_pos, k_pos)
+        if n == 0:  # nope: positions are still checked (max_len), nothing rotates
+            self.check_positions(q_pos, name="q_pos")
+            self.check_positions(k_pos, name="k_pos")
+            return q, k
         nk = n // group
         qr, kr = self.rope.rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
         return torch.cat([q[:, : H - n], qr], dim=1), torch.cat([k[:, : Hkv - nk], kr], dim=1)
 
-    def _unrotated(self, q, k, q_pos, k_pos):
-        """nope: positions are still checked (max_len), nothing rotates."""
-        self.check_positions(q_pos, name="q_pos")
-        self.check_positions(k_pos, name="k_pos")
-        return q, k
-
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, R/2] float64: the rotated heads' angles."""
-        return self.rope.angles(positions)
+    def angles(self, positions):
+        return self.rope.angles(positions)  # the rotated heads' angles
 
     def extra_repr(self) -> str:
         return f"rotate_heads={self.rotate_heads}, heads={self.heads}"

@@ -1,14 +1,5 @@
-"""RoPE++ (Liu et al. 2025): attention from the imaginary part of RoPE's complex q.k as heads.
-
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [B, T]) -> [T, R/2] float64, RoPE's angles
-
-RoPE's score is Re(sum_j q_j(t) conj(k_j(s))) over the complex pairs; RoPE++ adds heads
-scored by Im(sum_j q_j(t) conj(k_j(s))) = (q . k) sin((t - s) w) - (q x k) cos((t - s) w),
-relative too. Im(z) = Re(z * -i): an imaginary head's query is the RoPE-rotated query turned a
-further quarter turn back, (a, b) -> (b, -a) in every pair; keys and values are the real
-heads'.
-"""
+"""RoPE++ (Liu et al. 2025): heads scored by the imaginary part of RoPE's complex q.k, Re(z * -i):
+an imaginary head's query is the RoPE-rotated query turned a further quarter turn back."""
 
 from __future__ import annotations
 
@@ -17,20 +8,15 @@ import torch
 from posenc.base import PositionalEncoding
 from posenc.checks import check_choice
 from posenc.encodings.rotary import RoPE
+from posenc.functional.rotary import rope_pairs
 
 MODES = ("split", "eh", "half")
 
 
 def quarter_turn(x: torch.Tensor, rotary_dim: int, layout: str) -> torch.Tensor:
-    """x [..., Dh] -> each rotary pair (a, b) of the first R channels turned to (b, -a)
-    (times -i as a complex number); the channels past R pass through."""
-    xr = x[..., :rotary_dim]
-    if layout == "half":
-        a, b = xr.chunk(2, dim=-1)
-        turned = torch.cat((b, -a), -1)
-    else:  # interleaved: pairs (2i, 2i + 1)
-        a, b = xr[..., 0::2], xr[..., 1::2]
-        turned = torch.stack((b, -a), -1).flatten(-2)
+    """x [..., Dh] -> each rotary pair (a, b) of the first R channels turned to (b, -a)."""
+    a, b = rope_pairs(x[..., :rotary_dim], layout)
+    turned = torch.cat((b, -a), -1) if layout == "half" else torch.stack((b, -a), -1).flatten(-2)
     return torch.cat((turned, x[..., rotary_dim:]), -1) if rotary_dim < x.shape[-1] else turned
 
 
@@ -38,19 +24,10 @@ class RoPEPP(RoPE):
     """RoPE++, matched to the authors' LlamaAttention.apply_rotary_pos_emb (OpenMOSS/rope_pp).
 
     Half of the H query heads are real (RoPE's), half imaginary; keys and values are shared.
-    `mode` picks which heads and which queries:
-      "split" (the authors' imag_mode "imagx"): even heads real, odd heads imaginary, each
-              head its own query; RoPE's parameters and cache.
-      "eh"    RoPE++_EH (imag_mode "imag1"): heads 2h and 2h + 1 are the real and the
-              imaginary head of ONE query, head 2h's (head 2h + 1's projection is unused:
-              posenc's attention projects every head); with kv_heads = heads / 2 (or fewer)
-              each pair reads one kv head, as the authors'. Their scores, not their halved
-              query projection.
-      "half"  (imag_mode "imagh"): heads H // 2 .. H - 1 imaginary, each its own query.
-    RoPE++_EC (imag2: every query both a real and an imaginary head, 2 H outputs) needs an
-    attention whose output has more heads than its queries; posenc's has not. The other
-    keywords are RoPE's (base, layout, rotary_dim, scaling); with rotary_dim < Dh the channels
-    past R pass through in the imaginary heads too.
+    `mode`: "split" (imag_mode "imagx": odd heads imaginary), "eh" (RoPE++_EH, "imag1": heads
+    2h and 2h + 1 the real and imaginary head of head 2h's query; their scores, not their
+    halved projection), "half" ("imagh": heads H // 2 .. H - 1 imaginary). RoPE++_EC (2 H
+    outputs) needs more output heads than queries: not here. The other keywords are RoPE's.
     """
 
     paper = "Liu et al. 2025, arXiv 2512.07525"
@@ -85,16 +62,12 @@ class RoPEPP(RoPE):
             )
 
     def imaginary(self, heads: int, device) -> torch.Tensor:
-        """[H] bool: which heads score by the imaginary part (split: the odd ones, so one head
-        is RoPE's real head; half: heads H // 2 .. H - 1, as the authors' slice)."""
+        """[H] bool: which heads score by the imaginary part."""
         h = torch.arange(heads, device=device)
         return h % 2 == 1 if self.mode != "half" else h >= heads // 2
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> (q, k): real heads
-        RoPE-rotated, imaginary heads' queries a quarter turn further."""
+    def rotate(self, q, k, q_pos, k_pos):
+        """Real heads RoPE-rotated, imaginary heads' queries a quarter turn further."""
         H = q.shape[1]
         self.check_heads(H)
         q, k = super().rotate(q, k, q_pos, k_pos)

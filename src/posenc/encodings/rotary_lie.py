@@ -1,13 +1,8 @@
 """LieRE, Lie group relative position encodings (Ostmeier et al. 2024).
 
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> (q, k), dtypes kept
-    angles(positions [T] or [T, P]) -> [T, G * (g // 2)] float64, the angles R(p) turns by
-
-Position p (P axes) gets the rotation R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
-generators, one per axis, block-diagonal in blocks of g channels; q and k are multiplied by
-it. One axis (or generators that commute, e.g. g = 2): R(i)^T R(j) = R(j - i), so scores depend
-only on the position difference. Several axes with non-commuting generators: they do not
-(exp(-A(p)) exp(A(m)) != exp(A(m - p))): LieRE is then not strictly relative.
+Position p (P axes) turns q and k by R(p) = exp(sum_a p_a A_a), A_a learned skew-symmetric
+generators, block-diagonal in blocks of g channels. Relative for one axis (or commuting
+generators); not strictly for several axes with non-commuting generators.
 """
 
 from __future__ import annotations
@@ -18,14 +13,14 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.checks import check_float, check_int, check_max_len
+from posenc.encodings.rotary import check_head_dim, check_per_head, head_dim_of, set_per_head
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
 
 def position_scale_of(position_scale: float | None, train_len: int | None) -> float:
     """The factor on positions: position_scale, default 1 / train_len (the authors map the
-    trained grid to [0, 1]), 1 without train_len."""
+    trained grid to [0, 1]), else 1."""
     if train_len is not None:
         check_int("train_len", train_len, low=1)
     if position_scale is None:
@@ -34,70 +29,54 @@ def position_scale_of(position_scale: float | None, train_len: int | None) -> fl
 
 
 class BlockRotations(PositionalEncoding):
-    """Rotations R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators, applied
-    to q and k (LieRE, ComRoPE). A subclass sets position_dims, head_dim, heads, per_head,
-    position_scale and `generator_tensor()` [P, G * heads?, g, g] (head-major blocks)."""
+    """R(p) = exp(sum_a p_a A_a) of block-diagonal skew-symmetric generators on q and k (LieRE,
+    ComRoPE): a subclass sets position_dims, head_dim, heads, per_head, position_scale and
+    `generator_tensor()` [P, G * heads?, g, g] (head-major blocks)."""
 
     family = "rotary"
     provides = frozenset({"rotate", "angles"})
     trainable = True
 
     def generator_tensor(self) -> torch.Tensor:
-        raise NotImplementedError
+        raise NotImplementedError  # [P, G * heads?, g, g]
+
+    def _scaled(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions [T] / [B, T] (or [..., P]) -> [..., P] float64 times position_scale."""
+        pos = positions.double() * self.position_scale
+        return pos[..., None] if self.position_dims == 1 else pos
 
     def rotations(self, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """positions [T] / [B, T] (or [..., P]) -> [B or 1, H or 1, T, G, g, g]."""
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
-        rot = liere_rotations(pos, self.generator_tensor(), dtype)  # [(B,) T, G * heads?, g, g]
-        heads = self.heads if self.per_head else 1
+        rot = liere_rotations(self._scaled(positions), self.generator_tensor(), dtype)
+        heads = self.heads if self.per_head else 1  # rot [(B,) T, G * heads?, g, g]
         rot = rot.unflatten(-3, (heads, -1)).movedim(-4, -5)  # [(B,) heads, T, G, g, g]
         return rot if rot.dim() == 6 else rot[None]
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] / [B, T] ([..., P]) -> rotated."""
+    def rotate(self, q, k, q_pos, k_pos):
         name = type(self).__name__
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but {name} was built with "
-                f"head_dim={self.head_dim}"
-            )
-        if self.per_head and not q.shape[1] == k.shape[1] == self.heads:
-            raise ValueError(
-                f"{name} per_head=True has generators for heads={self.heads}; q and k have "
-                f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): "
-                "use per_head=False or as many kv heads as heads"
-            )
+        check_head_dim(q, k, self.head_dim, name)
+        check_per_head(self, q, k, name, "generators")
         out = []
         for x, pos, pname in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
             pos = self.check_positions(pos, name=pname, position_dims=self.position_dims)
             out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
         return out[0], out[1]
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] (or [T, P]) -> [T, G * (g // 2)] float64: the angles R(p) turns its
-        invariant planes by (first head with per_head). One axis: p * scale * theta_j, the
-        generator's rotation frequencies, as RoPE's p * w_j."""
+    def angles(self, positions):
+        """[T, G * (g // 2)] float64: the angles R(p) turns its invariant planes by (head 0's)."""
         positions = self.check_positions(positions, position_dims=self.position_dims)
-        pos = positions.double() * self.position_scale
-        pos = pos[..., None] if self.position_dims == 1 else pos
         gens = self.generator_tensor().detach()
         G = gens.shape[1] // (self.heads if self.per_head else 1)
-        return liere_angles(pos, gens[:, :G])
+        return liere_angles(self._scaled(positions), gens[:, :G])
 
 
 class LieRE(BlockRotations):
     """LieRE, matched to the authors' LierePositionEncoder + FlexibleAttention.
 
-    `axes` position axes; `block_dim` g (default: the whole head, the authors' generator_dim =
-    head dim): the first (Dh // g) * g channels turn in blocks of g, the rest pass through.
-    Generators: raw parameters U(0, 2 pi) [P, G, g, g] (G = Dh // g blocks, times heads with
-    `per_head`), A = U - U^T of their strict upper triangle. Positions are multiplied by
-    `position_scale` (default 1 / train_len when train_len is given, else 1: the authors map the
-    training grid to [0, 1]). Per layer generators: TransformerLM(share_encoding=False). The
-    paper's runs use per_head=True and one encoding per layer.
+    `axes` position axes; `block_dim` g (default: the whole head, the authors'): the first
+    (Dh // g) * g channels turn in blocks of g, the rest pass through. Generators: raw
+    parameters U(0, 2 pi) [P, G, g, g] (times heads with `per_head`), A = U - U^T of their
+    strict upper triangle. Positions times `position_scale` (position_scale_of).
     """
 
     paper = "Ostmeier et al. 2024"
@@ -119,16 +98,11 @@ class LieRE(BlockRotations):
         self.position_dims = check_int("axes", axes, low=1)
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("liere needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="liere")
         g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
         if g > self.head_dim:
             raise ValueError(f"block_dim must be 2..head_dim={self.head_dim}, got {g}")
-        self.per_head = check_bool("per_head", per_head)
-        if self.per_head and heads is None:
-            raise ValueError("liere: per_head=True needs heads=")
-        self.heads = heads
+        set_per_head(self, "liere", per_head, heads)
         self.position_scale = position_scale_of(position_scale, train_len)
         G = (self.head_dim // g) * (heads if self.per_head else 1)
         self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))

@@ -1,14 +1,6 @@
-"""Multimodal RoPE (Qwen2-VL; interleaved as in Qwen3-VL): rotary pairs split into time, height
-and width sections, each turning with its own axis of 3-D positions.
-
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq, 3] / [B, Tq, 3], k_pos) -> (q, k)
-    angles(positions [T, 3]) -> [T, Dh/2] float64, the rotation angle of each pair
-
-Positions are (t, h, w) on a trailing axis, [T, 3] or [B, T, 3]: transformers' position_ids
-[3, B, T] are `position_ids.permute(1, 2, 0)` here, and posenc.functional.mrope_positions builds
-them for a text + image + video sequence as transformers' get_rope_index does. Text tokens have
-t = h = w, where this is plain RoPE. The whole head rotates (R = Dh); the math lives in
-posenc.functional.mrope.
+"""Multimodal RoPE (Qwen2-VL; interleaved as in Qwen3-VL). Positions are (t, h, w) on a
+trailing axis, [T, 3] or [B, T, 3] (transformers' position_ids.permute(1, 2, 0));
+posenc.functional.mrope_positions builds them. The math is posenc.functional.mrope's.
 """
 
 from __future__ import annotations
@@ -23,12 +15,10 @@ from posenc.functional.mrope import check_mrope_section, mrope_default_section
 class MRoPE(MultiAxisRotary):
     """Multimodal rotary position embedding (Wang et al. 2024, Qwen2-VL).
 
-    Pair j of the Dh/2 rotary pairs (frequency base^(-2j / Dh), as RoPE's) turns with the
-    position axis `mrope_axes` gives it: `mrope_section` = (t, h, w) pair counts summing to
-    Dh/2, chunked (the first t pairs follow time, the next h height, the last w width; Qwen2-VL,
-    Qwen2.5-VL) or, with `mrope_interleaved=True`, interleaved t, h, w, t, h, w, ... (Qwen3-VL).
-    Default section: Qwen2-VL's [16, 24, 24] chunked, Qwen3-VL's [24, 20, 20] interleaved at
-    Dh = 128, scaled to other head dims (posenc.functional.mrope.mrope_default_section).
+    Pair j of the Dh/2 rotary pairs (RoPE's frequencies) turns with the axis mrope_axes gives
+    it: `mrope_section` = (t, h, w) pair counts summing to Dh/2, chunked (Qwen2-VL) or, with
+    `mrope_interleaved=True`, interleaved t, h, w, t, h, w, ... (Qwen3-VL). Default: Qwen2-VL's
+    [16, 24, 24] chunked, Qwen3-VL's [24, 20, 20] interleaved at Dh = 128, scaled.
     """
 
     paper = "Wang et al. 2024"
@@ -57,14 +47,12 @@ class MRoPE(MultiAxisRotary):
             self.section(self.rotary_dim())  # fail now on a section that does not fit
 
     def section(self, rotary_dim: int) -> list[int]:
-        """The (t, h, w) pair counts for rotary dim R: mrope_section (checked to sum to R/2),
-        else the default."""
+        """The (t, h, w) pair counts for rotary dim R (mrope_section, else the default)."""
         if self.mrope_section is None:
             return mrope_default_section(rotary_dim // 2, self.interleaved)
         return check_mrope_section(self.mrope_section, rotary_dim // 2)
 
     def pair_axes(self, rotary_dim: int) -> list[int]:
-        """The axis (0 t, 1 h, 2 w) of each of the R/2 pairs (PF.mrope_axes)."""
         return PF.mrope_axes(self.section(rotary_dim), self.interleaved)
 
     def extra_repr(self) -> str:

@@ -1,15 +1,6 @@
-"""PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025).
-
-    rotate(q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos, k_pos) -> q [B, H, Tq, 2 Dh],
-                                                                   k [B, Hkv, Tk, 2 Dh]
-    angles(positions [T]) -> [T, Dh] float64, the angle of each channel
-
-Each channel c of q and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c:
-content ("what") sets magnitudes, position ("where") only angles, so
-q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c). The rotated q and k are
-twice as wide as the head (cos and sin halves); values keep their width and the softmax scale
-stays 1 / sqrt(Dh), as in x-transformers' `polar_pos_emb`.
-"""
+"""PoPE, polar-coordinate position embedding (Gopalakrishnan et al. 2025): each channel c of q
+and k becomes a 2-D vector of length softplus(x_c) at angle p * w_c, so q.k = sum_c
+softplus(q_c) softplus(k_c) cos((i - j) w_c - delta_c): q and k twice as wide as the head."""
 
 from __future__ import annotations
 
@@ -19,8 +10,8 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_max_len
-from posenc.encodings.rotary import head_dim_of
+from posenc.checks import check_choice, check_float, check_max_len
+from posenc.encodings.rotary import check_head_dim, head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
 from posenc.functional.rotary_learned import apply_pope, pope_inv_freq
@@ -31,11 +22,10 @@ BIAS_INITS = ("zeros", "uniform")
 class PoPE(PositionalEncoding):
     """Polar position embedding, matched to x-transformers' PolarEmbedding + its Attention.
 
-    Frequencies w_c = base^(-c / Dh), one per channel c < Dh. A learned phase delta [H, Dh]
-    (clamped to [-2 pi, 0]; `bias_init` "zeros", or "uniform" in [-2 pi, 0)) shifts the angle
-    between query and key per head and channel. x-transformers adds it to the keys' angles;
-    here the queries' angles get -delta, the same scores, so grouped keys (Hkv < H) need no
-    per-head copy. Needs the head dim at construction (the phase is a parameter).
+    Frequencies w_c = base^(-c / Dh). A learned phase delta [H, Dh] (clamped to [-2 pi, 0];
+    `bias_init` "zeros" or "uniform") shifts the angle per head and channel: on the queries'
+    angles (-delta) where x-transformers puts it on the keys', the same scores, so grouped
+    keys need no per-head copy.
     """
 
     family = "rotary"
@@ -56,12 +46,9 @@ class PoPE(PositionalEncoding):
     ) -> None:
         super().__init__()
         self.max_len = check_max_len(max_len)  # the hard limit
-        self.head_dim = head_dim_of(dim, heads, head_dim)
-        if self.head_dim is None:
-            raise ValueError("pope needs the head dim: pass head_dim= (or dim= and heads=)")
+        self.head_dim = head_dim_of(dim, heads, head_dim, need="pope")
         self.base = check_float("base", base, gt=1)
-        if bias_init not in BIAS_INITS:
-            raise ValueError(f"bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
+        check_choice("bias_init", bias_init, BIAS_INITS)
         self.heads = heads
         self.phase = nn.Parameter(torch.zeros(heads or 1, 1, self.head_dim))  # delta [H, 1, Dh]
         if bias_init == "uniform":
@@ -72,17 +59,12 @@ class PoPE(PositionalEncoding):
             self.inv_freq = pope_inv_freq(self.head_dim, base)
 
     def delta(self) -> torch.Tensor:
-        """The phase [H, 1, Dh] in use: the parameter clamped to [-2 pi, 0]."""
+        """The phase [H, 1, Dh] in use, clamped to [-2 pi, 0]."""
         return self.phase.clamp(-2 * math.pi, 0.0)
 
-    def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], positions [T] or [B, T] -> q, k [..., 2 Dh]."""
-        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q/k have head dim {q.shape[-1]}, but pope was built with head_dim={self.head_dim}"
-            )
+    def rotate(self, q, k, q_pos, k_pos):
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] -> q, k [..., 2 Dh]."""
+        check_head_dim(q, k, self.head_dim, "pope")
         if self.phase.shape[0] not in (1, q.shape[1]) and q.shape[1] != 1:
             raise ValueError(
                 f"q has {q.shape[1]} heads, but pope was built with heads={self.heads}"
@@ -90,14 +72,12 @@ class PoPE(PositionalEncoding):
         out = []
         for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
             pos = self.check_positions(pos, name=name)
-            work = torch.float64 if x.dtype == torch.float64 else torch.float32
-            angles = position_angles(pos, self.inv_freq.to(pos.device), work)  # [(B,) T, Dh]
+            angles = position_angles(pos, self.inv_freq.to(pos.device), x.dtype)  # [(B,) T, Dh]
             out.append(apply_pope(x, rope_align(angles, x, name), phase))
         return out[0], out[1]
 
-    def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> [T, Dh] (or [B, T, Dh]) float64 angles, unreduced (the
-        phase, a query-key offset, not shown)."""
+    def angles(self, positions):
+        """positions [T] or [B, T] -> [(B,) T, Dh] float64 (the phase, an offset, not shown)."""
         positions = self.check_positions(positions)
         return position_angles(positions, self.inv_freq.to(positions.device), torch.float64)
 

@@ -1,24 +1,11 @@
 """Randomized positional encodings (Ruoss et al. 2023): a wrapper around any encoding.
 
-During training a sequence of n tokens gets as positions a sorted random subset of
-[0, sample_len) instead of 0..n-1, so the model sees large positions (and large gaps) while
-training on short sequences. At evaluation positions pass through unchanged, unless
-`sample_at_eval=True` (Ruoss et al.'s protocol: test sequences get sorted random subsets of the
-same range too). Cached decoding with it draws one subset for the cache's whole length (the
-finished sequence's, in generate) and each step takes the next positions of that draw
-(posenc.kv_cache.KVCache.sampled): positions keep increasing, and the logits equal a full
-forward of the finished sequence that draws from the same random state, so cache_exact holds.
-
-The hook: `sample_positions(positions) -> positions`. TransformerLM calls it ONCE per forward,
-before any layer, and hands the result to the input embedding and to every layer, so all layers
-see the same positions. attention() never samples. Given positions p (e.g. arange(n), or
-positions that restart per packed document), the sample is S[p] with S a sorted random subset
-of size max(p) + 1, so order (and restarts) are kept. [T] positions get one subset shared by
-the batch, [B, T] positions one subset per row, of that row's size (max(p_row) + 1). So a batch of
-right-padded rows of several lengths is drawn as each row alone would be when each row's positions
-stay at its last token over its padding, made a document of its own by doc_ids (so that no token
-attends to it: posenc.arena.train.per_instance); with shared [T] positions a short row would get
-the first, closely spaced, positions of the longest row's draw.
+In training a sequence gets as positions p the sample S[p], S a sorted random subset of
+[0, sample_len) of size max(p) + 1 (order and packed-document restarts kept): one subset for
+[T] positions, one per row, of its own size, for [B, T]. At evaluation positions pass through
+unless `sample_at_eval=True` (Ruoss et al.'s protocol). TransformerLM calls sample_positions
+once per forward, before any layer; a cached decode draws one subset for the finished
+sequence (posenc.kv_cache.KVCache.sampled), so cache_exact holds.
 """
 
 from __future__ import annotations
@@ -38,16 +25,10 @@ WRAPPABLE: dict[str, type[PositionalEncoding]] = {}
 class Randomized(PositionalEncoding):
     """Wraps `encoding` (a registry name built with `encoding_kwargs`, or an instance).
 
-    An instance declares what its inner encoding (`self.inner`) declares, plus
-    sample_positions (its own): `provides` is copied from the inner, every hook of HOOKS (but
-    sample_positions) calls the inner's, every fact of FACTS is the inner's, and any other
-    attribute the inner has (its settings) is read from it. So what the inner provides (the
-    `distance` form of a bias included), the wrapper provides, by construction. The
-    class-level family is "none" since the wrapper itself adds no signal; an instance reports
-    its inner's family. The inner is built with train_len = sample_len (training positions
-    reach it: tables cover it, T5 / FIRE scale to it) and max_len, the hard limit, as given:
-    never enlarged. sample_len defaults to 2048, or to max_len where that is smaller; a
-    sample_len past the inner's max_len is refused.
+    An instance provides what its inner encoding (`self.inner`) provides, plus
+    sample_positions: every other hook, every fact of FACTS and any other attribute are the
+    inner's. The inner is built with train_len = sample_len and max_len as given (never
+    enlarged); sample_len defaults to 2048, or max_len where smaller, and may not pass it.
     """
 
     family = "none"
@@ -116,9 +97,7 @@ class Randomized(PositionalEncoding):
             setattr(self, fact, getattr(inner, fact))
         self.heads = getattr(inner, "heads", heads)
 
-    def __getattr__(self, name: str):
-        """Whatever else the inner encoding has (its settings: base, slopes, ...) is the
-        wrapper's too."""
+    def __getattr__(self, name: str):  # the inner's settings (base, slopes, ...)
         try:
             return super().__getattr__(name)  # parameters, buffers, submodules
         except AttributeError:
@@ -130,8 +109,7 @@ class Randomized(PositionalEncoding):
         return f"sample_len={self.sample_len}"
 
     def sample_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> randomized positions of the same shape (in training, or
-        always with sample_at_eval). In eval mode otherwise, `positions` unchanged."""
+        """positions [T] or [B, T] -> randomized positions of the same shape."""
         if not (self.training or self.sample_at_eval):
             return positions
         if positions.is_floating_point():

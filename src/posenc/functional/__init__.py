@@ -2,19 +2,8 @@
 
 Every function computes in float32 (float64 for float64 inputs) and casts to the caller's
 dtype at the end; angles go through absolute.position_angles, accurate at any position.
-Shapes follow the legend in posenc.base.
-
-    absolute      sinusoidal_table (+ 2-D / 3-D), sinusoidal_inv_freq, position_angles
-    rotary        rope_inv_freq, rope_cos_sin, apply_rope (the one RoPE function: positions or
-                  cos/sin, in place or out=, both layouts, partial rotary, engines)
-    mrope         mrope_axes, mrope_angles (multimodal RoPE), mrope_positions (Qwen2-VL ... GLM-4V),
-                  omni_positions (Qwen2.5-Omni, Qwen3-Omni)
-    rope_scaling  ROPE_SCALING: rope_type -> fn(dim, base, params, seq_len) -> (inv_freq, factor)
-    rotary_learned  axial frequencies (rope_nd), PoPE, FoPE, LieRE (import the module)
-    bias          alibi_slopes, t5_bucket, sandwich_curve, relu_mlp_pieces (FIRE's MLP)
-    relative      deberta_bucket, rel_shift, relative_sinusoid
-    content       forget_bias (FoX), stick_breaking, dape_logits, run_ends (packed documents)
-    path          path_scores, householder, short_conv (PaTH; import the module)
+The rarer schemes' math is imported as a module: rotary_learned (rope_nd's axial frequencies,
+PoPE, FoPE, LieRE, ComRoPE), grape, video.
 """
 
 from posenc.functional.absolute import (

@@ -1,7 +1,5 @@
 """Absolute tables: Vaswani et al.'s sinusoids and their 2-D / 3-D (axial) forms, and the
 angles every sinusoid and rotation of posenc is built from (position_angles).
-
-Shapes follow the legend in posenc.base.
 """
 
 from __future__ import annotations
@@ -26,13 +24,10 @@ def _check_table_args(positions: torch.Tensor, dim: int, base: float) -> None:
 def position_angles(
     positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    """positions [...] times inv_freq [F] -> angles [..., F] for cos and sin.
-
-    float64 `dtype`: p * w in float64. Otherwise float32 angles in (-2 pi, 2 pi): the product
-    is taken in float64 and its whole turns dropped, so cos and sin of them are within ~1e-6
-    of float64's at any position below 2^31, at every frequency. (A float32 product p * w is
-    off by up to p * w * 2^-24 rad: 0.06 at p = 10^6.) No data-dependent branch: the same
-    numbers eager and compiled.
+    """positions [...] times inv_freq [F] -> angles [..., F], in float64 for `dtype` float64,
+    else float32 in (-2 pi, 2 pi): the product taken in float64 and its whole turns dropped, so
+    cos and sin are within ~1e-6 of float64's at any position below 2^31 (a float32 product is
+    off by up to p * w * 2^-24 rad).
     """
     if dtype == torch.float64:
         return positions.double()[..., None] * inv_freq.double()
@@ -43,22 +38,16 @@ def position_angles(
 def sinusoidal_inv_freq(
     dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32, device=None
 ) -> torch.Tensor:
-    """[ceil(dim/2)] frequencies w_i = 1 / base^(2i/dim), computed in `dtype`.
-
-    The one place of this formula: sinusoidal tables (float64, then cast), RoPE's default
-    frequencies (float32, as transformers computes them) and Transformer-XL's relative sinusoid.
-    """
+    """[ceil(dim/2)] frequencies w_i = 1 / base^(2i/dim), computed in `dtype` (RoPE's default
+    frequencies in float32, as transformers computes them)."""
     two_i = torch.arange(0, dim, 2, dtype=torch.int64, device=device).to(dtype)
     return 1.0 / (float(base) ** (two_i / dim))
 
 
 def sinusoidal_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Vaswani et al.'s table: positions [...] -> [..., dim].
-
-    Column 2i = sin(p * w_i), column 2i+1 = cos(p * w_i), with w_i = base^(-2i/dim). An odd
-    `dim` keeps the last sin column (its cos is dropped). Positions may be floats
-    (interpolation). float32 (float64 for float64 positions), accurate at any position
-    (see position_angles).
+    """Vaswani et al.'s table: positions [...] -> [..., dim], column 2i = sin(p * w_i),
+    2i+1 = cos(p * w_i), w_i = base^(-2i/dim) (an odd `dim` keeps the last sin). float32
+    (float64 for float64 positions).
     """
     _check_table_args(positions, dim, base)
     dtype = torch.float64 if positions.dtype == torch.float64 else torch.float32
@@ -79,8 +68,7 @@ def sinusoidal_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -
 
 def _axial_table(positions: torch.Tensor, dim: int, axes: int, base: float) -> torch.Tensor:
     """One sinusoidal table of c = 2*ceil(dim / (2*axes)) channels per axis, concatenated
-    [axis 0 | axis 1 | ...] and cut to `dim` (so the last axes lose channels when dim is not
-    divisible by 2*axes), as positional-encodings' PositionalEncoding2D/3D lay them out."""
+    [axis 0 | axis 1 | ...] and cut to `dim`, as positional-encodings' PositionalEncoding2D/3D."""
     _check_table_args(positions, dim, base)
     if positions.dim() == 0 or positions.shape[-1] != axes:
         raise ValueError(
@@ -92,21 +80,12 @@ def _axial_table(positions: torch.Tensor, dim: int, axes: int, base: float) -> t
 
 
 def sinusoidal_table_2d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Images: positions [..., 2] (row, col) -> [..., dim].
-
-    Channels [0, c) encode the row and [c, 2c) the column, c = 2*ceil(dim/4), each an
-    interleaved sin/cos table with w_i = base^(-2i/c); cut to `dim`. Equals
-    positional-encodings' PositionalEncoding2D at the same grid coordinates.
-    """
+    """Images: positions [..., 2] (row, col) -> [..., dim], as PositionalEncoding2D's."""
     return _axial_table(positions, dim, 2, base)
 
 
 def sinusoidal_table_3d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Video: positions [..., 3] (time, row, col) -> [..., dim].
-
-    c = 2*ceil(dim/6) channels per axis, [time | row | col], each as in sinusoidal_table_2d;
-    cut to `dim`. Equals positional-encodings' PositionalEncoding3D.
-    """
+    """Video: positions [..., 3] (time, row, col) -> [..., dim], as PositionalEncoding3D's."""
     return _axial_table(positions, dim, 3, base)
 
 

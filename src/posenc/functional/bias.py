@@ -1,4 +1,5 @@
-"""Score biases: ALiBi slopes, T5 buckets, Sandwich's curve. Shapes follow posenc.base."""
+"""Score biases: ALiBi slopes, T5 buckets, Sandwich's curve, FIRE's MLP pieces, the dynamic
+position bias's input feature and the distance-basis bias (x-transformers)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,9 @@ from posenc.checks import check_bool, check_int
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
-    """ALiBi head slopes m [H] float32 (Press et al. 2022), equal to BLOOM's for every H.
-
-    For H a power of two, m_h = 2^(-8h/H) for h = 1..H. Otherwise, with n = 2^floor(log2 H):
-    the n slopes of that series, then every other slope (h = 1, 3, 5, ...) of the series for
-    2n heads, H - n of them.
-    """
+    """ALiBi head slopes m [H] float32 (Press et al. 2022), equal to BLOOM's for every H:
+    m_h = 2^(-8h/n), h = 1..n, n = 2^floor(log2 H), then every other slope of the series for
+    2n heads."""
     check_int("heads", heads, low=1)
 
     def series(count: int, powers: torch.Tensor) -> torch.Tensor:
@@ -57,13 +55,11 @@ def t5_bucket(
     num_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """T5's relative-position buckets (Raffel et al. 2020): int64 in [0, num_buckets), same shape.
-
-    relative_position = key - query, an integer tensor. Bidirectional: half the buckets per
-    direction, keys after the query offset by num_buckets/2; otherwise keys after the query share
-    bucket 0 with distance 0. Per direction, distances below n/2 (n = buckets of one direction)
-    get a bucket each; larger ones are log-spaced up to max_distance, beyond which they share
-    the last bucket. The log is taken in float32, as in T5, so buckets match bit for bit.
+    """T5's relative-position buckets (Raffel et al. 2020) of relative_position = key - query
+    (integers): int64 in [0, num_buckets), same shape. Bidirectional: half the buckets per
+    direction; otherwise keys after the query share bucket 0. Distances below n/2 (n buckets
+    per direction) get a bucket each, larger ones log-spaced up to max_distance (in float32,
+    as T5).
     """
     check_t5_buckets(bidirectional, num_buckets, max_distance)
     if not isinstance(relative_position, torch.Tensor):
@@ -95,12 +91,9 @@ def t5_bucket(
 
 
 def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
-    """Sandwich's bias before per-head scaling (Chi et al. 2023), float64, same shape.
-
-    p_m . p_n - dim/2 = sum_{i=1..dim/2} cos(d / 10000^(2i/dim)) - dim/2 with d = m - n: the
-    inner product of two sinusoidal embeddings of width `dim` (d'), shifted to 0 at d = 0 and
-    <= 0 elsewhere. Summed frequency by frequency, so no [..., dim/2] tensor is built.
-    """
+    """Sandwich's bias before per-head scaling (Chi et al. 2023), float64, same shape:
+    sum_{i=1..dim/2} cos(d / 10000^(2i/dim)) - dim/2, summed frequency by frequency (no
+    [..., dim/2] tensor)."""
     check_int("dim", dim, low=2, even=True)  # Sandwich's d-prime
     d = distance.double()
     half = dim // 2
@@ -113,12 +106,9 @@ def sandwich_curve(distance: torch.Tensor, dim: int = 128) -> torch.Tensor:
 def relu_mlp_pieces(
     w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Linear(1, U) - ReLU - Linear(U, H) of a scalar x, as the linear pieces it is made of.
-
-    w1, b1 [U], w2 [H, U], b2 [H] -> z [K] sorted (the x where a unit with w1 != 0 turns on or
-    off), A, B [H, K + 1] float32 with MLP(x)[h] = A[h, k] * x + B[h, k], k = #{z < x}: on
-    piece k the active units' w2 * (w1 * x + b1) summed. A and B carry the weights' gradients
-    (the pieces' ends do not move them: the MLP is continuous there).
+    """Linear(1, U) - ReLU - Linear(U, H) of a scalar x as its linear pieces: w1, b1 [U],
+    w2 [H, U], b2 [H] -> z [K] sorted (where a unit turns on or off), A, B [H, K + 1] float32
+    with MLP(x)[h] = A[h, k] * x + B[h, k], k = #{z < x}; A and B carry the gradients.
     """
     turns = w1 != 0
     z, order = torch.sort((-b1[turns] / w1[turns]).detach().float())  # [K]
@@ -134,3 +124,26 @@ def relu_mlp_pieces(
     A = (w2.double() * w1.double()) @ act  # [H, K + 1]
     B = b2.double()[:, None] + (w2.double() * b1.double()) @ act
     return z, A.float(), B.float()
+
+
+def signed_log_distance(distance: torch.Tensor) -> torch.Tensor:
+    """d -> sign(d) * log(|d| + 1), float32 (the dynamic position bias's log_distance input)."""
+    d = distance.float()
+    return torch.sign(d) * torch.log1p(d.abs())
+
+
+def distance_basis_bias(
+    weights: torch.Tensor, bank: torch.Tensor, distance: torch.Tensor
+) -> torch.Tensor:
+    """weights [B, H, Tq, R] (each query's mix of R basis curves), bank [R, M] (the curves over
+    distances 0..M-1), distance [b, Tq, Tk] int64 (q_pos - k_pos, b in (1, B)) ->
+    bias [B, H, Tq, Tk] float32: sum_r weights[.., i, r] * bank[r, d_ij] where 0 <= d_ij < M,
+    else 0 (keys after the query, or too far)."""
+    M = bank.shape[-1]
+    inside = (distance >= 0) & (distance < M)  # [b, Tq, Tk]
+    at = distance.clamp(0, M - 1)
+    bias = weights.new_zeros(()).float()
+    for r in range(bank.shape[0]):  # one curve at a time: never an [R, .., Tq, Tk] tensor
+        curve = bank[r].float()[at][:, None]  # [b, 1, Tq, Tk]
+        bias = bias + weights[..., r, None].float() * curve
+    return bias * inside[:, None]

@@ -1,16 +1,6 @@
-"""GRAPE's math (Zhang et al. 2026, arXiv 2512.07805): positions as group actions exp(n w L).
-
-    grape_m_angles(positions, freq, sign) -> the angles of commuting rank-2 rotations
-    rank2_exp(a, b, eta) -> exp(eta L), L = a b^T - b a^T, by the closed (Rodrigues) form
-    grape_a_gates(x, probe) -> softplus(probe_h . x / sqrt(Dh)), GRAPE-A's rate gates
-
-Multiplicative GRAPE (GRAPE-M): a position n acts on q and k by G(n) = exp(n w L) in SO(d),
-L = a b^T - b a^T a rank-2 skew generator; on the canonical planes (a, b) = (e_i, e_{i + R/2})
-with one frequency per plane, the generators commute and G(n) rotates each pair: RoPE's
-structure, with learned frequencies. Additive GRAPE (GRAPE-A): a nilpotent generator A (A^2 =
-0) on a lifted [q; 1; 0], [k; 0; 1] gives exp(n w A) = I + n w A, a logit bias linear in the
-offset j - i, its slope gated by the query and the key. Shapes follow posenc.base.
-"""
+"""GRAPE's math (Zhang et al. 2026, arXiv 2512.07805): positions as group actions exp(n w L),
+rotations of commuting rank-2 generators (GRAPE-M) or the unipotent I + n w A of a nilpotent
+generator on lifted q and k, a logit bias linear in the offset (GRAPE-A)."""
 
 from __future__ import annotations
 
@@ -26,11 +16,8 @@ def grape_m_angles(
     positions: torch.Tensor, freq: torch.Tensor, sign: float, dtype: torch.dtype
 ) -> torch.Tensor:
     """positions [T] / [B, T], frequencies freq [R/2] (shared) or [H, R/2] (per head) ->
-    signed angles sign * p * w: [(B,) T, R/2] shared, [B or 1, H, T, R/2] per head.
-
-    sign -1 is exp(n w (e_i e_j^T - e_j e_i^T)) acting on the pair (x_i, x_j) (GRAPE's
-    reference orientation: x_i cos + x_j sin), +1 RoPE's (x_i cos - x_j sin). Products in
-    float64, whole turns dropped (position_angles), differentiable in freq.
+    sign * p * w: [(B,) T, R/2] shared, [B or 1, H, T, R/2] per head. sign -1 is GRAPE's
+    orientation (x_i cos + x_j sin), +1 RoPE's; differentiable in freq.
     """
     if freq.dim() == 1:
         return sign * position_angles(positions, freq.to(positions.device), dtype)

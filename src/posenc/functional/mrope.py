@@ -1,11 +1,7 @@
 """Multimodal RoPE (Qwen2-VL): which position axis each rotary pair follows, the angles, and the
-(t, h, w) positions of a text + image + video (+ audio) sequence: mrope_positions (Qwen2-VL,
-Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V), omni_positions (Qwen2.5-Omni's and Qwen3-Omni's
-time-aligned ids, a video's audio interleaved into it).
-
-Positions carry posenc's trailing axis: [T, 3] or [B, T, 3] = (t, h, w). transformers'
-position_ids [3, B, T] are `position_ids.permute(1, 2, 0)` here (and ours `.permute(2, 0, 1)`
-there). Text tokens have t = h = w, where multimodal RoPE is plain RoPE.
+(t, h, w) positions of a text + image + video (+ audio) sequence (mrope_positions,
+omni_positions), [T, 3] or [B, T, 3]: transformers' position_ids [3, B, T] are
+`position_ids.permute(1, 2, 0)` here. Text tokens have t = h = w: plain RoPE.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ import itertools
 
 import torch
 
-from posenc.checks import check_bool, check_float, check_int, check_tensor
+from posenc.checks import check_bool, check_choice, check_float, check_int, check_tensor
 from posenc.functional.absolute import position_angles
 
 AXES = ("t", "h", "w")
@@ -55,13 +51,9 @@ def check_mrope_section(section, half: int | None = None) -> list[int]:
 def mrope_axes(
     section: list[int], interleaved: bool = False, *, hw_pairs: bool = False
 ) -> list[int]:
-    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs.
-
-    Chunked (Qwen2-VL, Qwen2.5-VL): section[0] pairs follow t, then section[1] h, section[2] w.
-    Interleaved (Qwen3-VL): pair j follows h if j % 3 == 1 and j < 3 section[1], w if
-    j % 3 == 2 and j < 3 section[2], else t (so t, h, w, t, h, w, ..., then t).
-    hw_pairs (ERNIE-4.5-VL, whose section is (h, w, t) with section[0] == section[1]): the first
-    section[0] + section[1] pairs alternate h, w (h, w, h, w, ...), the last section[2] follow t.
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs: chunked (Qwen2-VL)
+    t..., h..., w...; interleaved (Qwen3-VL) t, h, w, t, h, w, ..., then t; hw_pairs
+    (ERNIE-4.5-VL, section (h, w, t) with h == w) h, w, h, w, ..., then t.
     """
     section = check_mrope_section(section)
     check_bool("interleaved", interleaved)
@@ -146,8 +138,8 @@ def _grids(name: str, grid_thw) -> list[tuple[int, int, int]]:
 
 
 def _seconds(name: str, seconds, videos: int) -> list:
-    """One seconds-per-grid entry per video (a tensor's entries stay 0-d tensors, as in
-    transformers: their dtype sets the rounding of the time index)."""
+    """One seconds-per-grid entry per video (tensor entries stay 0-d tensors: their dtype sets
+    the time index's rounding, as in transformers)."""
     try:
         seconds = list(seconds)
     except TypeError:
@@ -163,32 +155,31 @@ def _seconds(name: str, seconds, videos: int) -> list:
 
 
 def _video_intervals(tokens_per_second, second_per_grid_ts, videos: int) -> list:
-    """Each video's time index factors: (1,) (Qwen2-VL), (tokens_per_second * seconds,)
-    (Qwen2.5-VL)."""
+    """Each video's time index factor: 1 (Qwen2-VL), tokens_per_second * seconds (Qwen2.5-VL)."""
     if tokens_per_second is None:
         if second_per_grid_ts is not None:
             raise ValueError("second_per_grid_ts needs tokens_per_second (Qwen2.5-VL's "
                              "vision_config.tokens_per_second)")  # fmt: skip
-        return [(1,)] * videos
+        return [1] * videos
     if check_float("tokens_per_second", tokens_per_second, gt=0) > MAX_INDEX:
         raise ValueError(f"tokens_per_second must be <= 2^62, got {tokens_per_second!r}")
     if second_per_grid_ts is None:
-        return [(tokens_per_second,)] * videos
+        return [tokens_per_second] * videos
     seconds = _seconds("second_per_grid_ts", second_per_grid_ts, videos)
-    return [(tokens_per_second * s,) for s in seconds]
+    return [tokens_per_second * s for s in seconds]
 
 
-def _vision_block(start: int, thw, merge: int, factors) -> torch.Tensor:
-    """[t * h * w, 3] (t, h, w) indices of one image / video over its merged grid, row-major,
-    offset by `start`; the time index is int(i * factors[0] * factors[1] ...), multiplied in
-    that order (as the model's own float32 rounding does)."""
-    t, h, w = thw[0], thw[1] // merge, thw[2] // merge
-    ti = torch.arange(t)
-    for factor in factors:
-        ti = ti * factor
-    ti = ti.long() + start
-    grid = torch.meshgrid(ti, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
-    return torch.stack(grid, dim=-1).reshape(-1, 3)
+def _grid(start, t_index: torch.Tensor, h: int, w: int, dtype=torch.int64) -> torch.Tensor:
+    """[t * h * w, 3] (t, h, w) ids of a grid, row-major, plus `start`: time ids t_index [t],
+    rows and columns counted from 0 (Qwen3-Omni: float32)."""
+    rows, cols = torch.arange(h, dtype=dtype), torch.arange(w, dtype=dtype)
+    grid = torch.meshgrid(t_index.to(dtype), rows, cols, indexing="ij")
+    return torch.stack(grid, dim=-1).reshape(-1, 3) + start
+
+
+def _vision_block(start: int, thw, merge: int, factor=1) -> torch.Tensor:
+    """The ids of one image / video over its merged grid: time index int(i * factor)."""
+    return _grid(start, (torch.arange(thw[0]) * factor).long(), thw[1] // merge, thw[2] // merge)
 
 
 def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
@@ -197,42 +188,39 @@ def _newline_block(start: int, thw, merge: int) -> torch.Tensor:
     start + f * max(h, w + 1) on all three axes."""
     t, h, w = thw[0], thw[1] // merge, thw[2] // merge + 1
     size = max(h, w)
-    frames = [_vision_block(start + f * size, (1, h, w), 1, (1,)) for f in range(t)]
+    frames = [_vision_block(start + f * size, (1, h, w), 1) for f in range(t)]
     return torch.cat(frames)
 
 
-def _row(kinds: list[int], grids: dict, used: dict, intervals: dict, merge: int, advance: str,
-         newline: bool = False):  # fmt: skip
-    """[n, 3] positions of one unpadded row of token types; `used` counts the grids taken,
-    intervals {kind: [time index factors per grid]}; newline: rows end with a newline token
-    (_newline_block)."""
+def _row(kinds: list[int], grids: dict, used: dict, merge: int, block, newline: bool = False,
+         dtype=torch.int64) -> torch.Tensor:  # fmt: skip
+    """[n, 3] positions of one unpadded row of token types: text (and audio) runs count on,
+    one index on all three axes; the i-th image / video block (kind 1 / 2, its grid `thw`)
+    gets block(start, kind, i, thw) -> (ids, next start); `used` counts the grids taken.
+    newline: its merged rows end with a newline token (_newline_block)."""
     start, at, pieces = 0, 0, []  # at: the token index in the row
     for kind, run in itertools.groupby(kinds):
         n = len(list(run))
         if kind in (0, 3):  # text (and audio): one index on all three axes
-            pieces.append(torch.arange(start, start + n)[:, None].expand(n, 3))
+            pieces.append(_line(n, start, dtype))
             start, at = start + n, at + n
             continue
         i, name = used[kind], NAMES[kind]
         if i == len(grids[kind]):
             raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of type {kind}")
         thw = grids[kind][i]
-        if newline:
-            block = _newline_block(start, thw, merge)
-        else:
-            block = _vision_block(start, thw, merge, intervals[kind][i])
-        if len(block) != n:
+        size = thw[0] * (thw[1] // merge) * (thw[2] // merge + newline)
+        if size != n:
             w = f"(w // {merge}{' + 1' if newline else ''})"
             raise ValueError(
-                f"{name}[{i}] = {list(thw)} gives {len(block)} tokens (t * (h // {merge}) * "
+                f"{name}[{i}] = {list(thw)} gives {size} tokens (t * (h // {merge}) * "
                 f"{w}, spatial_merge_size={merge}), but its block at token {at} has {n}; "
                 "separate consecutive blocks by a text token"
             )
         used[kind] += 1
-        pieces.append(block)
-        grid_end = start + max(thw[1], thw[2]) // merge
-        grid = advance == "grid" and not newline  # newline: after the last frame's block
-        start, at = grid_end if grid else int(block.max()) + 1, at + n
+        ids, start = block(start, kind, i, thw)
+        pieces.append(ids)
+        at += n
     return torch.cat(pieces) if pieces else torch.zeros(0, 3, dtype=torch.int64)
 
 
@@ -254,35 +242,23 @@ def mrope_positions(
     """(t, h, w) int64 positions [T, 3] or [B, T, 3] of a text + image + video sequence, as
     transformers' `get_rope_index` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V, GLM-OCR,
     PaddleOCR-VL, ERNIE-4.5-VL, Cohere Compass, Cosmos3, Qwen4-Exp, HY-V4-VL and GLM-Image
-    builds them.
+    (spatial_merge_size=1, padding=1, its prompt's source grids) build them.
 
-    token_types [T] or [B, T]: 0 text, 1 image, 2 video (transformers' mm_token_type_ids). Each
-    run of image (video) tokens is one image (video): it takes the next row (t, h, w) of
-    image_grid_thw (video_grid_thw) [N, 3], in order over the batch, and has t * (h // m) *
-    (w // m) tokens, m = spatial_merge_size. Text tokens get one index on all three axes,
-    counting on from the block before. A block starting at s gets (s + t_i, s + h_i, s + w_i)
-    over its merged grid; the next block starts at s + max(h, w) // m (advance="grid",
-    transformers 5) or after the block's largest index (advance="max", transformers 4 and
-    Qwen's code; they differ where a video's time index outruns its grid). Video time index
-    t_i = i (Qwen2-VL) or int(i * tokens_per_second * second_per_grid_ts[v]) when
-    tokens_per_second is given (Qwen2.5-VL; seconds default to 1). split_frames (Qwen3-VL,
-    Qwen3.5, GLM-4V): each video row (t, h, w) is t frames (1, h, w), each its own block (the
-    timestamp text between frames separates them). temporal_merge_size (ERNIE-4.5-VL's
-    vision_config.temporal_merge_size): a video row (t, h, w) has t // temporal_merge_size
-    merged frames (its tokens and time indices); images are not merged in time.
-    newline_columns (HY-V4-VL): every merged row of an image / video frame ends with a newline
-    token, so a frame has h // m rows of w // m + 1 tokens; frame f of a block starting at s
-    starts at s + f * max(h // m, w // m + 1) on all three axes, and the next block after its
-    last frame's. attention_mask [B, T] (0: padding): padding is skipped and gets position
-    `padding` (0; GLM-Image's 1).
-
-    GLM-Image (spatial_merge_size=1, padding=1): its prompt's images are blocks of type 1, each
-    taking its source grid (1, h, w) (not the grids of the images it generates).
+    token_types [T] or [B, T]: 0 text, 1 image, 2 video. Each run of image (video) tokens takes
+    the next row (t, h, w) of image_grid_thw (video_grid_thw) and has t * (h // m) * (w // m)
+    tokens, m = spatial_merge_size. Text counts on from the block before, one index on all
+    three axes. A block starting at s gets (s + t_i, s + h_i, s + w_i) over its merged grid;
+    the next starts at s + max(h, w) // m (advance="grid", transformers 5) or after the
+    block's largest index ("max", transformers 4). Video time index t_i = i, or
+    int(i * tokens_per_second * second_per_grid_ts[v]) (Qwen2.5-VL). split_frames (Qwen3-VL):
+    each video row is t blocks of one frame. temporal_merge_size (ERNIE-4.5-VL): a video row
+    has t // temporal_merge_size frames. newline_columns (HY-V4-VL): every merged row ends
+    with a newline token; frame f starts at s + f * max(h // m, w // m + 1) on all axes.
+    Padding (attention_mask 0) gets position `padding`.
     """
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
-    if advance not in ADVANCES:
-        raise ValueError(f"advance must be one of {ADVANCES}, got {advance!r}")
+    check_choice("advance", advance, ADVANCES)
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
     if check_bool("split_frames", split_frames):
         if tokens_per_second is not None:
@@ -304,11 +280,20 @@ def mrope_positions(
     if check_int("padding", padding, low=0) > MAX_INDEX:
         raise ValueError(f"padding must be <= 2^62, got {padding}")
     videos = _video_intervals(tokens_per_second, second_per_grid_ts, len(grids[2]))
-    intervals = {1: [(1,)] * len(grids[1]), 2: videos}
+    intervals = {1: [1] * len(grids[1]), 2: videos}
     used = {1: 0, 2: 0}
 
+    def block(start, kind, i, thw):
+        if newline_columns:  # the next block starts after the last frame's
+            ids = _newline_block(start, thw, merge)
+        else:
+            ids = _vision_block(start, thw, merge, intervals[kind][i])
+            if advance == "grid":
+                return ids, start + max(thw[1], thw[2]) // merge
+        return ids, int(ids.max()) + 1
+
     def row(kinds):
-        return _row(kinds, grids, used, intervals, merge, advance, newline_columns)
+        return _row(kinds, grids, used, merge, block, newline_columns)
 
     return _positions(token_types, types, grids, used, row, attention_mask, padding)
 
@@ -331,29 +316,23 @@ def omni_positions(
 
     token_types [T] or [B, T]: 0 text, 1 image, 2 video, 3 audio. A run of non-text tokens is
     one block: an image, a video, an audio clip, or a video holding its audio's tokens
-    (transformers' use_audio_in_video=True). The time axis counts position_id_per_seconds ids
-    per second: a video's time index is i * second_per_grids[v] * position_id_per_seconds
-    (seconds default to 1; an image's i * position_id_per_seconds), int() for Qwen2.5-Omni; its
-    height / width indices as in mrope_positions. Text and audio tokens get one index on all
-    three axes, and the tokens after a block start after its last piece's largest index (the
-    whole block, or a video with audio's last run of one kind). A video with audio takes its
-    video ids and its audio's (start, start + 1, ...) from one start, interleaved as the model
-    interleaves them: Qwen2.5-Omni by chunks of int(position_id_per_seconds *
-    seconds_per_chunk) time ids (video chunk j, then audio chunk j), Qwen3-Omni by time (a
-    video token before an audio token at an equal or larger id); the run's types must follow
-    that order. Qwen2.5-Omni's two tokens before such a block (vision start, audio start)
-    share one id, as do the two after it; Qwen3-Omni needs each block between its start and
-    end tokens (text: 1 each, 2 for a video with audio). attention_mask [B, T] (0: padding):
-    padding is skipped and gets position 1 (Qwen2.5-Omni) or 0 (Qwen3-Omni), as in
-    transformers.
+    (use_audio_in_video=True). A video's time index is i * second_per_grids[v] *
+    position_id_per_seconds (an image's i * position_id_per_seconds), int() for Qwen2.5-Omni;
+    height / width as in mrope_positions. Text and audio get one index on all three axes; the
+    tokens after a block start after its last piece's largest index. A video with audio
+    interleaves its video ids and its audio's (start, start + 1, ...) as the model does:
+    Qwen2.5-Omni by chunks of int(position_id_per_seconds * seconds_per_chunk) time ids,
+    Qwen3-Omni by time; the run's types must follow that order. Qwen2.5-Omni's two tokens
+    before and after such a block share one id; Qwen3-Omni needs each block between its start
+    and end tokens (text: 1 each, 2 for a video with audio). Padding (attention_mask 0) gets
+    position 1 (Qwen2.5-Omni) or 0 (Qwen3-Omni), as in transformers.
     """
     types = _types(token_types, (0, 1, 2, 3), "0 (text), 1 (image), 2 (video) or 3 (audio)")
     merge = check_int("spatial_merge_size", spatial_merge_size, low=1)
     if check_float("position_id_per_seconds", position_id_per_seconds, gt=0) > MAX_INDEX:
         raise ValueError(f"position_id_per_seconds must be <= 2^62, got {position_id_per_seconds}")
     pps = position_id_per_seconds  # as given (transformers multiplies by the config's value)
-    if model_type not in OMNI_TYPES:
-        raise ValueError(f"model_type must be one of {OMNI_TYPES}, got {model_type!r}")
+    check_choice("model_type", model_type, OMNI_TYPES)
     chunk = None  # Qwen3-Omni interleaves by time
     if model_type == "qwen2_5_omni":
         check_float("seconds_per_chunk", seconds_per_chunk, gt=0)
@@ -380,29 +359,24 @@ AV = 4  # a block kind: a video holding its audio's tokens
 
 
 def _omni_blocks(kinds: list[int]) -> list[tuple[int, int, int]]:
-    """(begin, end, kind) of each run of non-text tokens: kind 1 image, 2 video, 3 audio, AV a
-    video with its audio (types 2 and 3)."""
+    """(begin, end, kind) of each run of non-text tokens (AV: a video with its audio)."""
     out, i = [], 0
-    while i < len(kinds):
-        if not kinds[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(kinds) and kinds[j]:
-            j += 1
-        found = set(kinds[i:j])
-        if len(found) > 1 and found != {2, 3}:
+    for block, run in itertools.groupby(kinds, key=bool):
+        run = list(run)
+        found = set(run)
+        if block and len(found) > 1 and found != {2, 3}:
             raise ValueError(f"token_types: the block at token {i} mixes types {sorted(found)}; "
                              "only a video and its audio (2, 3) share a block, separate the "
                              "others by a text token")  # fmt: skip
-        out.append((i, j, AV if len(found) > 1 else kinds[i]))
-        i = j
+        if block:
+            out.append((i, i + len(run), AV if len(found) > 1 else run[0]))
+        i += len(run)
     return out
 
 
-def _line(n: int, start) -> torch.Tensor:
-    """[n, 3] ids start, start + 1, ... on all three axes (start an int or a 0-d tensor)."""
-    return (torch.arange(n) + start)[:, None].expand(n, 3)
+def _line(n: int, start, dtype=torch.int64) -> torch.Tensor:
+    """[n, 3] ids start, start + 1, ... on all three axes (start a number or a 0-d tensor)."""
+    return (torch.arange(n, dtype=dtype) + start)[:, None].expand(n, 3)
 
 
 def _chunks(times: list, size: int) -> list[tuple[int, int]]:
@@ -415,15 +389,6 @@ def _chunks(times: list, size: int) -> list[tuple[int, int]]:
             out.append((begin, i))
             begin, k = i, k + 1
     return out + [(begin, len(times))]
-
-
-def _omni_vision(start, thw, merge: int, t_index: torch.Tensor, qwen3: bool) -> torch.Tensor:
-    """[t * h * w, 3] ids of one image / video: time ids t_index [t], merged grid rows and
-    columns, row-major, plus `start` (Qwen3-Omni: float32)."""
-    dtype = torch.float32 if qwen3 else torch.int64
-    h, w = (torch.arange(n // merge, dtype=dtype) for n in thw[1:])
-    grid = torch.meshgrid(t_index.to(dtype), h, w, indexing="ij")
-    return torch.stack(grid, dim=-1).reshape(-1, 3) + start  # [t * h * w, 3]
 
 
 def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
@@ -440,8 +405,8 @@ def _omni_block(kind, run, at, start, grids, used, merge, pps, seconds, chunk):
     thw = grids[grid_kind][i]
     scale = 1 if kind == 1 else seconds[i]
     t_index = torch.arange(thw[0]) * scale * pps  # transformers' product order
-    t_index = t_index.float() if qwen3 else t_index.long()
-    video = _omni_vision(start, thw, merge, t_index, qwen3)
+    dtype = torch.float32 if qwen3 else torch.int64
+    video = _grid(start, t_index, thw[1] // merge, thw[2] // merge, dtype)
     n = sum(k == grid_kind for k in run)
     if len(video) != n:
         raise ValueError(
@@ -500,8 +465,7 @@ def _omni_row(kinds, grids, used, merge, pps, seconds, chunk):
         return 0 if top is None else top + 1
 
     def text(n: int, shared_after: bool, shared_before: bool):
-        """Qwen2.5-Omni's text run: one id each, but the 2 tokens after / before a video with
-        audio share one."""
+        """Qwen2.5-Omni's text run (the 2 tokens after / before a video with audio share one)."""
         need = 2 * shared_after + 2 * shared_before
         if n < need:
             raise ValueError(f"token_types: a video with audio needs 2 text tokens before and "

@@ -10,13 +10,10 @@ from posenc.functional.absolute import position_angles, sinusoidal_inv_freq
 def deberta_bucket(
     relative_position: torch.Tensor, num_buckets: int, max_distance: int
 ) -> torch.Tensor:
-    """DeBERTa-v2's log buckets of relative_position = query - key -> int64, same shape.
-
-    Distances with |r| <= num_buckets // 2 (= mid) keep their value; beyond, the bucket is
-    sign(r) * (mid + ceil(log(|r| / mid) / log((max_distance - 1) / mid) * (mid - 1))), so
-    |bucket| reaches num_buckets - 1 at |r| = max_distance - 1 and keeps growing past it
-    (callers clamp). Computed in float32 like transformers' `make_log_bucket_position`,
-    whose integers it reproduces exactly.
+    """DeBERTa-v2's log buckets of relative_position = query - key -> int64, same shape:
+    |r| <= mid = num_buckets // 2 kept, beyond sign(r) * (mid + ceil(log(|r| / mid) /
+    log((max_distance - 1) / mid) * (mid - 1))), growing past max_distance (callers clamp).
+    In float32, as transformers' `make_log_bucket_position`.
     """
     mid = num_buckets // 2
     if mid < 1 or max_distance - 1 <= mid:
@@ -34,15 +31,9 @@ def deberta_bucket(
 
 
 def rel_shift(x: torch.Tensor) -> torch.Tensor:
-    """Transformer-XL's relative shift: [..., Tq, Tk_rel] -> [..., Tq, Tk_rel].
-
-    Input column c of row i holds a score against relative encoding number c, ordered by
-    DEcreasing distance (column 0 = the largest distance, as Transformer-XL's
-    pos_seq = klen-1 .. 0). Pad a zero column on the left, view the rows as
-    [..., Tk_rel + 1, Tq], drop the first row and view back: out[..., i, j] =
-    x[..., i, j + Tq - 1 - i]. Entries with j > Tk_rel - Tq + i wrap around and are not
-    meaningful; with Tk_rel >= Tq + Tk - 1 the first Tk columns are all valid, column j of
-    row i then holding distance (dmax - (Tq - 1)) + i - j where dmax is column 0's.
+    """Transformer-XL's relative shift: [..., Tq, Tk_rel] -> [..., Tq, Tk_rel],
+    out[..., i, j] = x[..., i, j + Tq - 1 - i], columns of x by decreasing distance. With
+    Tk_rel >= Tq + Tk - 1 the first Tk columns are valid (the rest wrap around).
     """
     *lead, tq, kr = x.shape
     padded = torch.nn.functional.pad(x, (1, 0))  # [..., Tq, Tk_rel + 1]
@@ -51,10 +42,8 @@ def rel_shift(x: torch.Tensor) -> torch.Tensor:
 
 
 def relative_sinusoid(distances: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Transformer-XL's relative encoding R: distances [...] -> [..., dim] float32.
-
-    The first dim/2 columns are sin(d * f_k), the last dim/2 cos(d * f_k), f_k = base^(-2k/dim)
-    (Transformer-XL concatenates the halves; it does not interleave them).
+    """Transformer-XL's relative encoding R: distances [...] -> [..., dim] float32,
+    [sin(d * f_k) | cos(d * f_k)], f_k = base^(-2k/dim) (halves concatenated, not interleaved).
     """
     if dim % 2:
         raise ValueError(f"relative_sinusoid needs an even dim, got dim={dim}")

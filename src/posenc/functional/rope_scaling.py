@@ -1,16 +1,10 @@
 """RoPE scaling variants (context extension), one plain dict: rope_type -> function.
 
-Each function is `fn(dim, base, params, seq_len) -> (inv_freq [dim // 2] float32, attention_factor)`
-where `params` is a Hugging Face `rope_scaling` / `rope_parameters` dict (a model's config.json
-ports as it is) and `attention_factor` multiplies cos and sin. The numbers match transformers'
-rope init functions (`transformers.modeling_rope_utils`, v5) for the same parameters, including
-their defaults and quirks; `ntk` (static NTK-aware base change) is not in transformers.
-`dim` is the rotary dim R; for `proportional` it is the whole head dim (p-RoPE rotates the whole
-head, its last pairs at frequency 0).
-
-Where transformers reads `config.max_position_embeddings`, these functions read the key
-`max_position_embeddings` from `params`; `original_max_position_embeddings` falls back to it the
-way transformers' config standardization does.
+`fn(dim, base, params, seq_len) -> (inv_freq [dim // 2] float32, attention_factor)`, params a
+Hugging Face `rope_scaling` / `rope_parameters` dict (config.max_position_embeddings is its key
+`max_position_embeddings`). The numbers match transformers' rope init functions (v5), defaults
+and quirks included; `ntk` is not in transformers. `dim` is the rotary dim R, the head dim for
+`proportional`.
 """
 
 from __future__ import annotations
@@ -25,28 +19,6 @@ import torch
 from posenc.checks import check_float
 from posenc.functional.absolute import sinusoidal_inv_freq
 
-KNOWN_KEYS = {
-    "rope_type",
-    "type",
-    "rope_theta",
-    "partial_rotary_factor",
-    "factor",
-    "original_max_position_embeddings",
-    "max_position_embeddings",
-    "beta_fast",
-    "beta_slow",
-    "mscale",
-    "mscale_all_dim",
-    "attention_factor",
-    "truncate",
-    "low_freq_factor",
-    "high_freq_factor",
-    "short_factor",
-    "long_factor",
-    "short_mscale",
-    "long_mscale",
-}
-
 
 def default(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Su et al.: inv_freq_i = 1 / base^(2i / dim)."""
@@ -55,9 +27,7 @@ def default(dim: int, base: float, params: dict, seq_len: int | None = None):
 
 def linear(dim: int, base: float, params: dict, seq_len: int | None = None):
     """Position interpolation (Chen et al. 2023): positions / factor, i.e. inv_freq / factor."""
-    factor = _need(params, "factor", "linear")
-    inv_freq = sinusoidal_inv_freq(dim, base)
-    return inv_freq / factor, 1.0
+    return sinusoidal_inv_freq(dim, base) / _need(params, "factor", "linear"), 1.0
 
 
 def ntk(dim: int, base: float, params: dict, seq_len: int | None = None):
@@ -102,6 +72,8 @@ BOUNDS = {
     "original_max_position_embeddings": dict(ge=1), "max_position_embeddings": dict(ge=1),
 }  # fmt: skip
 NEEDS_FACTOR_AT_LEAST_1 = ("ntk", "dynamic", "yarn", "llama3", "longrope")
+# every key a scaling dict may have: the numeric ones (BOUNDS) and these
+KNOWN_KEYS = {*BOUNDS, "rope_type", "type", "truncate", "short_factor", "long_factor"}
 
 
 def check_values(params: dict, rope_type: str) -> None:
@@ -234,10 +206,8 @@ def yarn(dim: int, base: float, params: dict, seq_len: int | None = None):
     ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     extrapolation = 1 - ramp  # 1: keep the original frequency, 0: interpolate
     pos_freqs = base ** _exponents(dim)
-    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (
-        1.0 / pos_freqs
-    ) * extrapolation
-    return inv_freq, float(attention_factor)
+    interpolated, kept = 1.0 / (factor * pos_freqs), 1.0 / pos_freqs
+    return interpolated * (1 - extrapolation) + kept * extrapolation, float(attention_factor)
 
 
 def dynamic_yarn(dim: int, base: float, params: dict, seq_len: int | None = None):

@@ -1,10 +1,7 @@
 """Rotary position embedding (Su et al. 2021): frequencies, cos/sin, and the rotation.
 
-Angles are float32 reduced in float64 (posenc.functional.position_angles: accurate at any
-position), float64 for float64 inputs; shapes follow posenc.base.
-`apply_rope` is the one public rotation: it runs through posenc.kernels (the C kernel on CPU)
-where it applies, else the pure-PyTorch reference `_rope_reference`.
-Scaling variants are in posenc.functional.rope_scaling.
+`apply_rope` is the one public rotation: through posenc.kernels (the C kernel on CPU) where it
+applies, else the pure-PyTorch reference `_rope_reference`.
 """
 
 from __future__ import annotations
@@ -22,13 +19,10 @@ ROPE_LAYOUTS = ("half", "interleaved")
 def rope_inv_freq(
     dim: int, base: float = 10000.0, scaling: dict | None = None, seq_len: int | None = None
 ) -> tuple[torch.Tensor, float]:
-    """Inverse frequencies [dim // 2] float32 of a rotary dim `dim`, and the attention factor.
-
-    `scaling` is a Hugging Face `rope_scaling` dict (rope_type default, linear, ntk, dynamic,
-    yarn, llama3, longrope, proportional: there `dim` is the head dim; see
-    posenc.functional.rope_scaling); a `rope_theta` key in it overrides `base`.
-    `seq_len` (the current length) matters for dynamic and longrope only. The attention factor
-    multiplies cos and sin (yarn's temperature, longrope's scale; 1.0 otherwise).
+    """Inverse frequencies [dim // 2] float32 of a rotary dim `dim`, and the attention factor
+    (a factor on cos and sin). `scaling` is a Hugging Face `rope_scaling` dict
+    (posenc.functional.rope_scaling; its `rope_theta` overrides `base`); `seq_len`, the
+    current length, matters for the dynamic ones only.
     """
     check_int("dim", dim, low=2, even=True)  # the rotary dim
     rope_type = rope_type_of(scaling)
@@ -42,32 +36,22 @@ def rope_inv_freq(
     return inv_freq.float(), float(attention_factor)
 
 
-def _rope_compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype rotations are computed in: float64 for float64 inputs, else float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def rope_cos_sin(
     positions: torch.Tensor,
     inv_freq: torch.Tensor,
     attention_factor: float = 1.0,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the angles positions * inv_freq, times attention_factor.
-
-    positions [...] (ints or floats), inv_freq [R/2] -> cos, sin [..., R/2] in the dtype the
-    rotation of an input of `dtype` is computed in (float32; float64 for float64 inputs),
-    within ~1e-6 of float64's at any position (position_angles). Build them once and pass
-    them to apply_rope(x, cos=cos, sin=sin) for q and k.
-    """
-    angles = position_angles(positions, inv_freq.to(positions.device), _rope_compute_dtype(dtype))
+    """positions [...], inv_freq [R/2] -> cos, sin [..., R/2] of positions * inv_freq, times
+    attention_factor, in float32 (float64 for `dtype` float64): for apply_rope(cos=, sin=)."""
+    angles = position_angles(positions, inv_freq.to(positions.device), dtype)  # float32 / 64
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
 
 
-def _rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Views of the two members of each rotary pair of x [..., R]: [..., R/2] each."""
     if layout == "half":  # GPT-NeoX / transformers: pair (i, i + R/2)
         return x.chunk(2, dim=-1)
@@ -78,16 +62,14 @@ def _rope_pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tenso
 def _rope_reference(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inplace: bool
 ) -> torch.Tensor:
-    """Rotate the first R = 2 * cos.shape[-1] channels of x [..., Dh]; the rest pass through.
-
-    cos, sin [..., R/2] broadcast against x[..., :R/2] and are in the compute dtype (float32
-    for float16/bfloat16 x, rounded once at the end). (a, b) -> (a cos - b sin, b cos + a sin).
-    Under torch.compile (and with gradients) it is out of place: inductor cannot trace `out=`.
+    """Rotate the first R = 2 * cos.shape[-1] channels of x [..., Dh], (a, b) ->
+    (a cos - b sin, b cos + a sin), in cos's dtype, rounded once; the rest pass through.
+    Out of place under torch.compile (inductor cannot trace `out=`) and with gradients.
     """
     r = 2 * cos.shape[-1]
     xr = x[..., :r]
     work = xr if xr.dtype == cos.dtype else xr.to(cos.dtype)
-    a, b = _rope_pairs(work, layout)
+    a, b = rope_pairs(work, layout)
     if torch.compiler.is_compiling() or (
         torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
     ):
@@ -100,7 +82,7 @@ def _rope_reference(
     if work is xr and not inplace:  # write straight into a fresh output
         out = torch.empty_like(x)
         out[..., r:] = x[..., r:]
-        oa, ob = _rope_pairs(out[..., :r], layout)
+        oa, ob = rope_pairs(out[..., :r], layout)
         torch.mul(a, cos, out=oa).addcmul_(b, sin, value=-1)
         torch.mul(b, cos, out=ob).addcmul_(a, sin)
         return out
@@ -118,9 +100,7 @@ def _rope_reference(
 
 
 def _rope_check(x: torch.Tensor, layout: str, rotary_dim: int | None, half_r: int) -> int:
-    """Validate x, layout, rotary_dim against inv_freq's R/2 entries; return R."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point torch.Tensor, got {getattr(x, 'dtype', x)!r}")
+    """Validate layout, rotary_dim against inv_freq's R/2 entries (x checked); return R."""
     if layout not in ROPE_LAYOUTS:
         raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
     dh = x.shape[-1] if x.dim() else 0
@@ -145,11 +125,7 @@ def _rope_check(x: torch.Tensor, layout: str, rotary_dim: int | None, half_r: in
 
 
 def rope_align(t: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
-    """t [*P, R/2] with P the positions' shape -> broadcastable to x[..., :R/2].
-
-    [T] lines up with x's T axis; [B, T] with a 4-D x [B, H, T, Dh] gets a head axis; any other
-    shape must broadcast to x's shape without its last dim.
-    """
+    """t [*P, R/2] -> broadcastable to x[..., :R/2] ([B, T] for x [B, H, T, Dh]: a head axis)."""
     if t.dim() == 3 and x.dim() == 4:
         t = t.unsqueeze(1)  # [B, T, R/2] -> [B, 1, T, R/2]
     lead = tuple(x.shape[:-1])
@@ -200,24 +176,19 @@ def apply_rope(
     check: bool = True,
 ) -> torch.Tensor:
     """Rotary position embedding (Su et al. 2021) of x [..., Dh], e.g. [B, H, T, Dh]: posenc's
-    one RoPE function.
+    one RoPE function; x's dtype out.
 
-    The angles: `positions` and `inv_freq` [R/2] (rope_inv_freq), or precomputed `cos`, `sin`
-    [*P, R/2] (rope_cos_sin: build them once for q and k, or fold in xPos scales).
-    positions: [T], [B, T] or broadcastable to x without its last dim (left padding, packed
-    sequences, decoding offsets); floats allowed (interpolation); >= 0. The first R channels
-    rotate, the rest pass through (partial rotary; `rotary_dim`, if given, must equal R).
-    layout: "half" pairs channel i with i + R/2 (GPT-NeoX, transformers' rotate_half);
-    "interleaved" pairs 2i with 2i + 1 (Meta, GPT-J, rotary-embedding-torch). cos and sin are
-    multiplied by attention_factor. Accurate at any position (see rope_cos_sin); x's dtype out.
+    The angles: `positions` ([T], [B, T] or broadcastable to x without its last dim; floats
+    allowed) and `inv_freq` [R/2], or precomputed `cos`, `sin` [*P, R/2] (rope_cos_sin). The
+    first R channels rotate, the rest pass through (`rotary_dim`, if given, must equal R).
+    layout: "half" pairs channel i with i + R/2 (GPT-NeoX, transformers); "interleaved" 2i
+    with 2i + 1 (Meta, GPT-J). cos and sin are multiplied by attention_factor.
 
-    inplace=True writes into x; out= into a preallocated tensor of x's shape and dtype (one
-    that overlaps x without being x is refused); neither autograd on x. Otherwise a new
-    tensor, differentiable. engine: None runs posenc.kernels' C kernel where it applies (CPU,
-    float32/bfloat16, no gradient through cos/sin; POSENC_ROPE_ENGINE=eager turns it off), else
-    the reference; "reference" the pure-PyTorch reference (differentiable through cos/sin
-    too); "auto", "cpp", "compiled", "eager", "triton" posenc.kernels' dispatch (ENGINES).
-    check=False skips the value checks of positions (no host sync).
+    inplace=True writes into x, out= into a preallocated tensor (not overlapping x unless it
+    is x); neither autograd on x. engine: None the C kernel where it applies (CPU, float32 /
+    bfloat16, no gradient through cos/sin; POSENC_ROPE_ENGINE=eager turns it off), else the
+    reference; "reference"; or one of posenc.kernels.ENGINES. check=False skips the value
+    checks of positions (no host sync).
     """
     given = _check_angles(x, positions, inv_freq, cos, sin)
     check_bool("inplace", inplace)
@@ -233,15 +204,13 @@ def apply_rope(
         _rope_check(x, layout, rotary_dim, cos.shape[-1])
         if attention_factor != 1.0:
             cos, sin = cos * attention_factor, sin * attention_factor
-    name = "positions" if given == "positions" else "cos"
-    cos, sin = rope_align(cos, x, name), rope_align(sin, x, name)
+    cos, sin = rope_align(cos, x, given), rope_align(sin, x, given)
     return _rotate(x, cos, sin, layout, inplace, out, engine)
 
 
 def _rotate(x, cos, sin, layout: str, inplace: bool, out, engine: str | None) -> torch.Tensor:
-    """The one dispatch: the reference, or posenc.kernels (the C kernel, compiled, eager,
-    Triton). engine=None takes the C kernel where it applies (equal to float rounding), else the
-    reference; so does torch.compile (ctypes cannot be traced)."""
+    """The one dispatch: the reference, or posenc.kernels. engine=None takes the C kernel where
+    it applies, else (and under torch.compile: ctypes cannot be traced) the reference."""
     if engine is None and out is None:
         fast = not torch.compiler.is_compiling() and kernels.use_fast(x, cos, sin, inplace)
         engine = None if fast else "reference"

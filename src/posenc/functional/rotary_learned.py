@@ -1,12 +1,6 @@
 """The math of the rotary schemes beyond RoPE's fixed pairs: axial frequencies (rope_nd), PoPE's
-polar form, FoPE's Fourier series per pair, LieRE's matrix exponentials. Shapes follow
-posenc.base; angles go through position_angles (float64 product, whole turns dropped).
-
-    axial_inv_freq(rotary_dim, axes, base, freqs, max_freq) -> [R / (2 axes)] per-axis freqs
-    pope_inv_freq(head_dim, base) -> [Dh]; apply_pope(x, angles, phase) -> [..., 2 Dh]
-    fope_inv_freq(rotary_dim, base, train_len) -> [K]; fope_cos_sin(...) -> C, S [..., R/2]
-    skew(raw) -> A; liere_rotations(positions, raw, dtype) -> exp(sum_a p_a A_a) [..., G, g, g]
-    apply_blocks(x, rotations) -> x with each block of g channels turned by its rotation
+polar form, FoPE's Fourier series per pair, LieRE's matrix exponentials and ComRoPE's commuting
+generators.
 """
 
 from __future__ import annotations
@@ -25,12 +19,9 @@ AXIAL_FREQS = ("lang", "pixel")
 def axial_inv_freq(
     rotary_dim: int, axes: int, base: float = 10000.0, freqs: str = "lang", max_freq: float = 10.0
 ) -> torch.Tensor:
-    """[R / (2 axes)] float32 frequencies each axis turns its R / axes channels with.
-
-    "lang": RoPE's base^(-2j / (R / axes)) (rotary-embedding-torch's freqs_for="lang");
-    "pixel": linspace(1, max_freq / 2, R / (2 axes)) * pi, for coordinates in [-1, 1]
-    (freqs_for="pixel").
-    """
+    """[R / (2 axes)] float32 frequencies each axis turns its R / axes channels with: "lang"
+    RoPE's base^(-2j / (R / axes)), "pixel" linspace(1, max_freq / 2, R / (2 axes)) * pi
+    (rotary-embedding-torch's freqs_for)."""
     per_axis = rotary_dim // axes
     if freqs == "lang":
         return rope_inv_freq(per_axis, base)[0]
@@ -48,12 +39,8 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-# ---------------------------------------------------------------------------------- PoPE
-
-
 def pope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """[Dh] float32 frequencies base^(-j / Dh), j = 0..Dh-1: one per channel (PoPE turns each
-    channel's magnitude, not pairs of channels)."""
+    """[Dh] float32 frequencies base^(-j / Dh), j = 0..Dh-1: one per channel."""
     j = torch.arange(head_dim, dtype=torch.float64)
     return (1.0 / float(base) ** (j / head_dim)).float()
 
@@ -62,11 +49,7 @@ def apply_pope(
     x: torch.Tensor, angles: torch.Tensor, phase: torch.Tensor | None = None
 ) -> torch.Tensor:
     """x [B, H, T, Dh], angles [B or 1, 1, T, Dh] (float32 / float64), phase [H or 1, 1, Dh]
-    or None -> [B, H, T, 2 Dh] = softplus(x) * [cos(angles - phase) | sin(angles - phase)].
-
-    Query and key so encoded give q.k = sum_c softplus(q_c) softplus(k_c) cos((i - j) w_c -
-    phase_c) (Gopalakrishnan et al. 2025): magnitudes carry content, angles only position.
-    """
+    or None -> [B, H, T, 2 Dh] = softplus(x) * [cos(angles - phase) | sin(angles - phase)]."""
     work = _compute_dtype(x.dtype)
     mag = F.softplus(x.to(work))
     a = angles.to(work)
@@ -75,12 +58,8 @@ def apply_pope(
     return torch.cat((mag * a.cos(), mag * a.sin()), -1).to(x.dtype)
 
 
-# ---------------------------------------------------------------------------------- FoPE
-
-
 def fope_inv_freq(rotary_dim: int, base: float, train_len: int) -> torch.Tensor:
-    """[K] float32: RoPE's frequencies of rotary dim R that turn at least once within
-    `train_len` (w >= 2 pi / train_len); the others are under-trained and zeroed (dropped)."""
+    """[K] float32: RoPE's frequencies of rotary dim R with w >= 2 pi / train_len."""
     inv_freq = rope_inv_freq(rotary_dim, base)[0]
     return inv_freq[inv_freq.double() >= 2 * math.pi / train_len]
 
@@ -96,10 +75,9 @@ def fope_cos_sin(
     """FoPE's cos and sin of each rotary pair: a Fourier series over the K kept frequencies.
 
     positions [T] or [B, T], inv_freq [K], coef [K, M] (shared) or [H, K, M] (per head) ->
-    C, S [T, R/2] / [B, T, R/2] (shared) or [1 or B, H, T, R/2] (per head), R/2 = pairs:
-    C_d(t) = sum_k cos(t w_k) cos_coef[k, d], S_d(t) = sum_k sin(t w_k) sin_coef[k, d] for the
-    first M pairs; the pairs past M get C = S = 1 (as the authors' code and vLLM pad them: a
-    fixed map of q and k alike, no position).
+    C, S [(B,) T, R/2] (shared) or [1 or B, H, T, R/2] (per head), R/2 = pairs:
+    C_d(t) = sum_k cos(t w_k) cos_coef[k, d], S_d(t) likewise for the first M pairs; the pairs
+    past M get C = S = 1 (as the authors' code and vLLM pad them).
     """
     work = _compute_dtype(dtype)
     angles = position_angles(positions, inv_freq.to(positions.device), work)  # [..., T, K]
@@ -112,9 +90,6 @@ def fope_cos_sin(
     return F.pad(cos, pad, value=1.0), F.pad(sin, pad, value=1.0)
 
 
-# --------------------------------------------------------------------------------- LieRE
-
-
 def skew(raw: torch.Tensor) -> torch.Tensor:
     """[..., g, g] -> the skew-symmetric A = U - U^T of raw's strict upper triangle U."""
     upper = raw.triu(1)
@@ -123,10 +98,7 @@ def skew(raw: torch.Tensor) -> torch.Tensor:
 
 def liere_rotations(positions: torch.Tensor, raw: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """positions [..., P] (floats), raw generators [P, G, g, g] -> R(p) = exp(sum_a p_a A_a)
-    [..., G, g, g] in the compute dtype of `dtype` (float32; float64 for float64).
-
-    The sum and its exponential are taken in float64 (a float32 p * A is off by p * 2^-24 at
-    large p, as a float32 angle is) and the rotations rounded once.
+    [..., G, g, g], taken in float64 and rounded once to float32 (float64 for `dtype` float64).
     """
     gens = skew(raw.double())  # [P, G, g, g]
     arg = torch.einsum("...p,pgij->...gij", positions.double(), gens)
@@ -151,3 +123,22 @@ def liere_angles(positions: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     phi = torch.linalg.eigvalsh(1j * arg.to(torch.complex128))  # [..., G, g] real, ascending
     g = raw.shape[-1]
     return phi[..., g - g // 2 :].flatten(-2)
+
+
+COMROPE_VARIANTS = ("ap", "ld")  # ComRoPE (Yu et al., CVPR 2025): generators that commute
+
+
+def comrope_generators(
+    weight: torch.Tensor, axes: int, variant: str, multiplier: torch.Tensor | None = None
+) -> torch.Tensor:
+    """weight [G, g, g] (any real P_j), multiplier theta [P, G] (ld) -> A [P, G, g, g], with
+    S_j = P_j - P_j^T: "ap" A_a[j] = S_j if j = a (mod P), else 0 (disjoint channels);
+    "ld" A_a[j] = theta_{a, j} S_j (multiples of one matrix). Either way the A_a commute.
+    """
+    s = weight - weight.transpose(-1, -2)  # [G, g, g]
+    G = s.shape[0]
+    if variant == "ap":
+        axis = torch.arange(G, device=s.device) % axes  # block j's axis
+        mask = axis == torch.arange(axes, device=s.device)[:, None]  # [P, G]
+        return s * mask[..., None, None].to(s.dtype)
+    return s * multiplier[..., None, None]  # [P, G, g, g]

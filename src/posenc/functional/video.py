@@ -1,27 +1,9 @@
 """Video RoPE: which rotary pair follows which position axis, and the index layout of a text +
 image + video sequence, for VideoRoPE (Wei et al. 2025), HoPE (Li et al. 2025) and VRoPE (Liu
-et al. 2025). The multimodal RoPE machinery (sections, angles, token types, grids) is
-posenc.functional.mrope's.
-
-    videorope_axes(section)       -> [R/2] axis (0 t, 1 h, 2 w) of each pair: h, w alternating
-                                     on the highest frequencies, t on the lowest (LTA)
-    diagonal_positions(types ...) -> [T, 3] (t, h, w): VideoRoPE's diagonal layout (DL) with
-                                     adjustable temporal spacing (ATS); HoPE's dynamic temporal
-                                     scaling (DTS) draws the spacing per video
-    vrope_axes(half)              -> [R/2] stream (0..3) of each pair
-    vrope_positions(types ...)    -> [T, 3]: three of VRoPE's four symmetric index streams
-    vrope_streams(positions [..., 3]) -> [..., 4]: all four (the fourth is implied)
-
-The angles of either allocation are posenc.functional.mrope's mrope_angles (any P).
-
-Token types as in mrope_positions: 0 text, 1 image, 2 video; grids [N, 3] (t, h, w) before the
-spatial merge. Text tokens have one index on every axis (stream), where all three encodings
-are plain RoPE (HoPE: with its temporal pairs unrotated).
+et al. 2025). Token types, grids and angles are as posenc.functional.mrope's.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import torch
 
@@ -30,8 +12,9 @@ from posenc.functional.mrope import (
     MAX_PAIRS,
     NAMES,
     _grids,
-    _keep,
+    _positions,
     _real,
+    _row,
     _types,
     check_mrope_section,
 )
@@ -41,10 +24,8 @@ VROPE_STREAMS = 4  # (h + w, h + w', h' + w, h' + w'), x' = the flipped index
 
 
 def videorope_axes(section: list[int]) -> list[int]:
-    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs, section = (t, h, w)
-    pair counts: the first h + w pairs (the highest frequencies) alternate h, w, h, w, ...; the
-    last t pairs (the lowest frequencies) follow t (VideoRoPE's low-frequency temporal
-    allocation; HoPE's, whose temporal pairs then get frequency zero)."""
+    """The axis (0 t, 1 h, 2 w) of each of the sum(section) rotary pairs, section = (t, h, w):
+    the first h + w pairs alternate h, w, ...; the last t (the lowest frequencies) follow t."""
     t, h, w = check_mrope_section(section)
     return [1 + j % 2 for j in range(h + w)] + [0] * t
 
@@ -56,17 +37,6 @@ def vrope_axes(half: int) -> list[int]:
     return [j % VROPE_STREAMS for j in range(half)]
 
 
-def _scales(temporal_scale, blocks: int, generator) -> list[float]:
-    """One temporal spacing per vision block: the float, or a draw from the sequence (DTS)."""
-    if isinstance(temporal_scale, int | float):
-        return [_scale(temporal_scale)] * blocks
-    choices = [_scale(s) for s in temporal_scale]
-    if not choices:
-        raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
-    draws = torch.randint(len(choices), (blocks,), generator=generator).tolist()
-    return [choices[i] for i in draws]
-
-
 def _scale(value) -> float:
     if check_float("temporal_scale", value, gt=0) > 2**31:
         raise ValueError(f"temporal_scale must be <= 2^31, got {value!r}")
@@ -74,8 +44,7 @@ def _scale(value) -> float:
 
 
 def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 3] (t, h, w) of one video over its merged grid, and the next text index:
-    frame i sits at start + i * scale on the time axis, its rows and columns centred on it."""
+    """[t * h * w, 3] (t, h, w) of one video over its merged grid, and the next text index."""
     t, h, w = thw
     ti = torch.arange(t, dtype=torch.float64) * scale + start  # [t]
     hi = torch.arange(h, dtype=torch.float64) - (h - 1) // 2  # centred: [-(h-1)//2, ...]
@@ -86,8 +55,7 @@ def _diagonal_block(start: float, thw: tuple[int, int, int], scale: float):
 
 
 def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
-    """[t * h * w, 3] streams (a, b, c; d = b + c - a) of one video over its merged grid, and
-    the next text index: frame i spans start + i (h + w - 1) .. start + (i + 1) (h + w - 1) - 1."""
+    """[t * h * w, 3] streams (a, b, c) of one video's merged grid, and the next text index."""
     t, h, w = thw
     i, j = torch.arange(h)[:, None], torch.arange(w)[None, :]
     fi, fj = h - 1 - i, w - 1 - j  # flipped row, column
@@ -98,47 +66,24 @@ def _vrope_block(start: float, thw: tuple[int, int, int], scale: float):
     return block[:, :3].double(), start + t * span  # the fourth is implied: vrope_streams
 
 
-def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, width,
-            pad, scales):  # fmt: skip
-    """[B, T, width] float64 positions of every row: text runs count on, each vision block is
-    `block(start, merged (t, h, w), scale) -> (positions, next start)`; padding at `pad`."""
+def _layout(token_types, image_grid_thw, video_grid_thw, merge, attention_mask, block, pad,
+            scales):  # fmt: skip
+    """[B, T, 3] float64 positions of every row (mrope's _row): text runs count on, each
+    vision block is `block(start, merged (t, h, w), scale) -> (positions, next start)`;
+    padding at `pad`."""
     types = _types(token_types, (0, 1, 2), "0 (text), 1 (image) or 2 (video)")
     merge = check_int("spatial_merge_size", merge, low=1)
     grids = {1: _grids(NAMES[1], image_grid_thw), 2: _grids(NAMES[2], video_grid_thw)}
-    keep = _keep(attention_mask, token_types, types)
-    scale_of = scales(sum(len(g) for g in grids.values()))  # one per vision block, in order
-    out = torch.full((*types.shape, width), float(pad), dtype=torch.float64)
-    used, blocks = {1: 0, 2: 0}, 0
-    for b in range(types.shape[0]):
-        kinds, start, at, pieces = types[b][keep[b]].tolist(), 0.0, 0, []
-        for kind, run in itertools.groupby(kinds):
-            n = len(list(run))
-            if kind == 0:
-                text = torch.arange(n, dtype=torch.float64) + start
-                pieces.append(text[:, None].expand(n, width))
-                start, at = start + n, at + n
-                continue
-            i, name = used[kind], NAMES[kind]
-            if i == len(grids[kind]):
-                raise ValueError(f"{name} has {i} rows, fewer than token_types' blocks of "
-                                 f"type {kind}")  # fmt: skip
-            t, h, w = grids[kind][i]
-            if n != t * (h // merge) * (w // merge):
-                raise ValueError(
-                    f"{name}[{i}] = {[t, h, w]} gives {t * (h // merge) * (w // merge)} tokens "
-                    f"(t * (h // {merge}) * (w // {merge}), spatial_merge_size={merge}), but "
-                    f"its block at token {at} has {n}; separate consecutive blocks by a text token"
-                )
-            piece, start = block(start, (t, h // merge, w // merge), scale_of[blocks])
-            pieces.append(piece)
-            used[kind], blocks, at = i + 1, blocks + 1, at + n
-        if pieces:
-            out[b, keep[b]] = torch.cat(pieces)
-    for kind, name in NAMES.items():
-        if used[kind] != len(grids[kind]):
-            raise ValueError(f"{name} has {len(grids[kind])} rows, but token_types has "
-                             f"{used[kind]} blocks of type {kind}")  # fmt: skip
-    return out.reshape(*token_types.shape, width).to(token_types.device)
+    scale = iter(scales(sum(len(g) for g in grids.values())))  # one per vision block, in order
+    used = {1: 0, 2: 0}
+
+    def merged(start, kind, i, thw):
+        return block(float(start), (thw[0], thw[1] // merge, thw[2] // merge), next(scale))
+
+    def row(kinds):
+        return _row(kinds, grids, used, merge, merged, dtype=torch.float64)
+
+    return _positions(token_types, types, grids, used, row, attention_mask, pad, torch.float64)
 
 
 def diagonal_positions(
@@ -155,23 +100,25 @@ def diagonal_positions(
     VideoRoPE's diagonal layout (Wei et al. 2025, its get_t_scale_rope_index; HoPE's
     get_dynamic_rope_index).
 
-    A vision block (its grid (t, h, w) merged to (t, h // m, w // m), m = spatial_merge_size)
-    starting at s puts frame i at time s + i * delta (adjustable temporal spacing, delta =
-    temporal_scale: VideoRoPE's 2) and its row r, column c at (time + r - (h' - 1) // 2,
-    time + c - (w' - 1) // 2): the spatial grid centred on the frame's time, so the frames
-    run along the diagonal of (t, h, w) space. Text tokens get one index on all three axes,
-    counting on from the last frame's time + 1. A list for temporal_scale draws one of its
-    spacings per vision block with `generator` (HoPE's dynamic temporal scaling, HOPE_SCALES
-    in training; a float at inference). Images are blocks of one frame.
-    int64 when every spacing is a whole number, else float32 (as the reference's float ids).
-    attention_mask [B, T] (0: padding): padding is skipped and gets position 1 (as the
-    references).
+    A vision block (merged grid (t, h', w')) starting at s puts frame i at time
+    s + i * temporal_scale (VideoRoPE's 2) and its row r, column c at (time + r - (h' - 1) // 2,
+    time + c - (w' - 1) // 2): the frames run along the diagonal. Text counts on from the last
+    frame's time + 1. A list for temporal_scale draws one spacing per block with `generator`
+    (HoPE's dynamic temporal scaling, HOPE_SCALES). int64 when every spacing is whole, else
+    float32. Padding (attention_mask 0) gets position 1, as the references.
     """
-    integral = all(_scale(s).is_integer() for s in _as_list(temporal_scale))
+    choices = [_scale(s) for s in _as_list(temporal_scale)]
+    if not choices:
+        raise ValueError("temporal_scale must be a float > 0 or a non-empty list of them")
+
+    def scales(n: int) -> list[float]:  # one spacing per vision block: the float, or draws
+        if isinstance(temporal_scale, int | float):
+            return choices * n
+        return [choices[i] for i in torch.randint(len(choices), (n,), generator=generator).tolist()]
+
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _diagonal_block, 3, 1,
-                  lambda n: _scales(temporal_scale, n, generator))  # fmt: skip
-    return out.long() if integral else out.float()
+                  attention_mask, _diagonal_block, 1, scales)  # fmt: skip
+    return out.long() if all(c.is_integer() for c in choices) else out.float()
 
 
 def vrope_positions(
@@ -187,24 +134,18 @@ def vrope_positions(
     (vrope_streams gives all four).
 
     A vision block (merged grid (t, h', w')) starting at s gives the token of frame i, row r,
-    column c four index streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), with
-    r' = h' - 1 - r, c' = w' - 1 - c: the grid rotated 45 degrees and read from its four
-    corners (symmetric: no corner is nearer the text than another). Each frame takes the
-    h' + w' - 1 indices its streams span, and text after the block continues at
-    s + t (h' + w' - 1), right after the block's last index (continuity between video and
-    text). Text tokens get one index on all four streams. Images are blocks of one frame.
-    attention_mask [B, T] (0: padding): padding is skipped and gets position 0.
+    column c the streams s + i (h' + w' - 1) + (r + c, r + c', r' + c, r' + c'), r' = h' - 1 - r,
+    c' = w' - 1 - c: the grid rotated 45 degrees, read from its four corners. Text continues
+    right after the block's last index. Padding (attention_mask 0) gets position 0.
     """
     out = _layout(token_types, image_grid_thw, video_grid_thw, spatial_merge_size,
-                  attention_mask, _vrope_block, 3, 0,
+                  attention_mask, _vrope_block, 0,
                   lambda n: [1.0] * n)  # fmt: skip
     return out.long()
 
 
 def vrope_streams(positions: torch.Tensor) -> torch.Tensor:
-    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a): in VRoPE's
-    layout a + d = b + c = 2 (frame offset) + h' + w' - 2 for every token, so three streams
-    determine the fourth (text: all four equal). Linear, so offsets stay relative."""
+    """positions [..., 3] = streams (a, b, c) -> [..., 4] (a, b, c, b + c - a: a + d = b + c)."""
     check_tensor("positions", positions)
     if positions.dim() < 1 or positions.shape[-1] != 3 or not _real(positions):
         raise ValueError(f"positions must be a real tensor [..., 3] (three streams), got "
