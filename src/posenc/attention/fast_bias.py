@@ -58,6 +58,15 @@ def _arange_start(pos: torch.Tensor) -> torch.Tensor | None:
     return pos[..., 0] if bool((pos - pos[..., :1] == step).all()) else None
 
 
+def _refused(q) -> str:
+    """Why neither fast path runs here (either backend's), or ""."""
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return f"{ENV_VAR}=0"
+    if q.device.type != "cpu":
+        return "it runs on CPU only (torch's CPU flash kernel)"
+    return "not under torch.compile" if torch.compiler.is_compiling() else ""
+
+
 def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     """([(batch rows or None: all, delta, vec [H, L])], "") when this call can take the
     distance backend, else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at
@@ -72,14 +81,10 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
         return None, f"{name}'s {enc.score_hooks[0]}() hook needs the logits in hand"
     if enc.position_dims != 1:
         return None, f"{name} takes {enc.position_dims}-D positions"
-    if os.environ.get(ENV_VAR, "1") == "0":
-        return None, f"{ENV_VAR}=0"
+    if why := _refused(q):
+        return None, why
     if mask is not None:
         return None, "a mask is given"
-    if q.device.type != "cpu":
-        return None, "it runs on CPU only (torch's CPU flash kernel)"
-    if torch.compiler.is_compiling():
-        return None, "not under torch.compile"
     Tq, Tk = q.shape[2], k.shape[2]
     if default_pos:
         deltas = [Tk - Tq]
@@ -207,15 +212,10 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
     """dq, dk, dv and dvec [H, L] (dS summed along the anti-diagonals i + j' = m), tile by tile:
     S = q·kᵀ and dP = dO·vᵀ by matmul, then the C kernel turns them into P and dS in place
     and adds dS into dvec, then dv += Pᵀ·dO, dq += scale·dS·k, dk += scale·dSᵀ·q."""
-    B, H, Tq, Dh = q.shape
+    B, H = q.shape[:2]
     Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
-    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
     acc = torch.zeros(vec.shape, dtype=torch.float64) if ctx.needs_input_grad[3] else None
-    dq, dk, dv = (torch.zeros(t.shape) for t in (q, kr, vr))  # contiguous
-    q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
-    k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
-    grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
-    scaled = q3 * scale, k3 * scale
+    D, (dq, dk, dv), (q3, do3, k3, v3), grads3, scaled = _flat(q, kr, vr, out, dout, scale)
     rows, keys = GRAD_TILE
     for i0, i1, s in ctx.blocks:
         for r0 in range(i0, i1, rows):
@@ -233,6 +233,15 @@ def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
                 )  # fmt: skip
                 _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
     return dq, dk, dv, None if acc is None else acc.to(vec.dtype)
+
+
+def _flat(q, k, v, out, dout, scale: float) -> tuple:
+    """A tiled backward's start: D = rowsum(dO * O) [B, H, Tq]; dq, dk, dv zeros (contiguous);
+    q, dO, k, v and the grads' views as [B*H, T, Dh]; scale q, scale k."""
+    B, H, Tq, Dh = q.shape
+    grads = tuple(torch.zeros(t.shape) for t in (q, k, v))
+    q3, do3, k3, v3, *grads3 = (t.reshape(B * H, -1, Dh) for t in (q, dout, k, v, *grads))
+    return (dout * out).sum(-1), grads, (q3, do3, k3, v3), grads3, (q3 * scale, k3 * scale)
 
 
 def _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1) -> None:
@@ -262,12 +271,8 @@ def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
     FIRE's fast path runs this call, else (None, why)."""
     if not hasattr(enc, "mlp_form") or enc.score_hooks or enc.position_dims != 1:
         return None, f"{type(enc).__name__} has no MLP form"
-    if os.environ.get(ENV_VAR, "1") == "0":
-        return None, f"{ENV_VAR}=0"
-    if q.device.type != "cpu":
-        return None, "it runs on CPU only (torch's CPU flash kernel)"
-    if torch.compiler.is_compiling():
-        return None, "not under torch.compile"
+    if why := _refused(q):
+        return None, why
     if q_pos.is_floating_point() or k_pos.is_floating_point():
         return None, "positions are not integers"
     if cpu_bias.kernel() is None:
@@ -375,16 +380,10 @@ class _FireBias(torch.autograd.Function):
         q, k, v, out, lse, psi, den, *pieces = ctx.saved_tensors
         qp, kp, mask, causal, scale, dtype, blocks = ctx.rest
         tables = (psi, den, tuple(pieces))
-        B, H, Tq, Dh = q.shape
-        Tk = k.shape[2]
+        B, H = q.shape[:2]
         learned = any(ctx.needs_input_grad[3:8])
-        D = (dout * out).sum(-1)  # [B, H, Tq]
         grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *pieces[1:])]
-        dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
-        q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
-        k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
-        grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
-        scaled = q3 * scale, k3 * scale
+        D, (dq, dk, dv), (q3, do3, k3, v3), grads3, scaled = _flat(q, k, v, out, dout, scale)
         rows, keys = GRAD_TILE
         buf = q.new_empty(H * rows * keys)
         for i0, i1, n in blocks:

@@ -9,35 +9,16 @@ value against the error budget of its dtype (conform).
     read_dump(path) -> {name: tensor}                  .npz, .safetensors or .pt / .pth / .bin
     conform(config, dump, ...) -> Conformance          .lines(): one line per position band
 
-The golden values (formula 1). The encoding is posenc.hf.from_config's; its inverse frequencies
-w [R/2] are posenc.functional.rope_inv_freq's for the rotary dim R (float32, as transformers and
-vLLM compute them: they define the model a checkpoint was trained with), taken exactly into
-float64; from there all is float64: angles p * w, cos / sin times the attention factor (yarn's
-temperature, longrope's scale), the rotation (a, b) -> (a cos - b sin, b cos + a sin) of q / k.
-cos / sin are stored per rotary pair, [T, R/2]; a cache in the half layout (transformers) is
-cat(c, c) [T, R], in the interleaved one (Meta, GPT-J) c.repeat_interleave(2, -1). dynamic,
-dynamic_yarn and longrope compute w for a sequence length: `seq_len`, default max position + 1
-(the length of the call that reaches the last position, as transformers' forward takes it).
-
-The budget (formula 1), per value at position p of rotary pair i, for a dump stored in a dtype
-of machine epsilon eps_s (2^-23 float32, 2^-10 float16, 2^-7 bfloat16) and computed in one of
-eps_c (float32 for 16-bit dumps unless told otherwise), with u = eps / 2 the unit roundoff:
+Golden values (formula 1): posenc.hf.from_config's RoPE, its inverse frequencies w [R/2] from
+posenc.functional.rope_inv_freq in float32 (the model's, as transformers computes them) taken
+exactly into float64; angles p * w, cos / sin times the attention factor and the rotation of
+q / k all in float64. cos / sin are stored per rotary pair [T, R/2]. The per-value error
+budget, derived term by term in docs/hf/golden.md ("The budget"):
 
     budget(p, i) = af * r * (eps_s + 2 eps_c + p * w_i * (eps_f * (3 + |ln w_i|) + 2 eps_c) / 2)
 
-    - w_i computed in the compute dtype: the exponent 2i/R rounded (u relative) moves
-      base^(2i/R) by |ln w_i| u relative; pow, within 1 ulp, 2u; the reciprocal u: (3 + |ln w_i|) u
-      with eps_f = max(eps_c, 2^-23): the golden w_i are float32's (the model's), so an engine
-      that computes them finer (float64: exact) is as far from them as float32's rounding
-    - the angle p * w: its product rounds (u), p itself past 2^(mantissa + 1) (u):
-      |angle error| <= p w_i ((3 + |ln w_i|) u_f + 2 u_c), and |cos(a + d) - cos(a)| <= |d|
-    - cos / sin within 1 ulp and the attention factor's product: <= 2 eps_c at magnitude 1
-    - the cast to the stored dtype, half an ulp at magnitude 1: <= eps_s
-    af is the attention factor (1 where the dump leaves it out); r = 1 for a cache. For rotated
-    q / k the budget is doubled and r is the norm of the input pair (a, b): an error d in cos
-    and in sin moves a cos - b sin by <= sqrt(2) r d, and the input and output casts and the
-    products add a few roundings of r; a channel past R (partial rotary) has w = 0, af = 1,
-    r = |x|. (w = 0 pairs of p-RoPE: no angle term.)
+eps_s / eps_c the stored / compute dtype's epsilon, eps_f = max(eps_c, 2^-23), af the attention
+factor, r = 1 for a cache; rotated q / k: doubled, r = |(a, b)|, channels past R w = 0, af = 1.
 """
 
 from __future__ import annotations
@@ -529,16 +510,10 @@ def conform(
     seq_len: int | None = None,
     layer_type: str | None = None,
 ) -> Conformance:
-    """Judge an engine's dump (read_dump) against the golden values of `config`, computed on
-    the fly or read from golden_file, value by value against the budget (module docstring).
-
-    The dump: cos and sin [T, R/2] (per pair) or [T, R] (half or interleaved: `layout`, else
-    the one that fits better, said in the header) with leading size-1 axes allowed; or q_rot /
-    k_rot [T, H, Dh] ([T, H * Dh], [1, H, T, Dh] too) with inputs q / k in the dump or the
-    golden file. Positions: the dump's `positions`, else `positions`, else the golden file's,
-    else 0..T-1. dtype: the dump's storage dtype (default its tensors'); compute_dtype: float32
-    for 16-bit storage, else the storage dtype. attention_factor: "included" (transformers,
-    vLLM) or "excluded" (an engine that applies it elsewhere).
+    """Judge an engine's dump (read_dump) against the golden values of `config` (computed, or
+    golden_file's), band by band, each value against its budget. The dump: cos / sin [T, R/2]
+    or [T, R] (half / interleaved: `layout`, else detected), or q_rot / k_rot [T, H, Dh] with
+    inputs q / k in the dump or golden_file (docs/hf/golden.md says every form and default).
     """
     if attention_factor not in ("included", "excluded"):
         raise ValueError(f"attention_factor must be included or excluded, got {attention_factor!r}")

@@ -1,31 +1,18 @@
 """patch(model): a loaded transformers model takes its rotary positions from posenc, in place.
 
-transformers (v5) decoders compute their rotary tables once per forward in a module, usually
-`rotary_emb` on the base model: forward(x [B, T, D], position_ids [B, T] (mrope: [3, B, T])
-[, layer_type]) -> what the attention layers apply. patch swaps every such module (class name
-ending in "RotaryEmbedding", outside vision / audio towers) for a PosencRotaryEmbedding that
-returns the same thing computed by posenc; attention, masks, KV cache, generate(), model.config
-and the weights are kept (a saved and reloaded model is the unpatched one).
-
-What the module returns is read from the module, not from a list of model types: its output
-FORM is one of
+Every text rotary module (class name ending in "RotaryEmbedding", outside vision / audio
+towers: forward(x [B, T, D], position_ids [B, T] (mrope [3, B, T]) [, layer_type])) is swapped
+for a PosencRotaryEmbedding returning the same output computed by posenc; attention, masks, KV
+cache, generate(), config and weights are kept. The output FORM is read from the module:
     "half"         cos, sin [B, T, R] = cat(c, c)            (Llama and most)
     "interleaved"  cos, sin [B, T, R] = repeat_interleave(c)  (Cohere, GLM-4.5 ...)
     "pairs"        cos, sin [B, T, R/2]                        (GPT-OSS, Nemotron ...)
     "pairs_sc"     sin, cos [B, T, R/2]                        (GPT-J, CodeGen)
     "complex"      polar(a, angle) [B, T, R/2] complex         (Llama 4, DeepSeek-V2)
-with the attention factor folded in. The encoding is posenc.hf.from_config of the module's
-config (per layer type where forward takes one; mrope sections on [3, B, T] positions), and
-patch CONFIRMS it: the module's own output and posenc's must agree at short positions, across
-the original context length and at a long position (PROBES), to the float32 rounding bound of
-the angles (|da| <= 4 p w 2^-24 + 4e-6, times the attention factor). Where no form matches,
-ValueError says what differs, and the model is left as it was. Never patched silently wrong.
-
-posenc's angles are float64 products reduced to one turn (posenc.functional.position_angles),
-transformers' float32 products: they agree to ~1e-6 rad at short lengths; posenc stays accurate
-at long ones where transformers' drift (up to p * w * 2^-24 rad).
-
-transformers is optional: it is imported inside patch(); without it, ImportError with the hint.
+with the attention factor folded in, and CONFIRMED: the module's output and posenc's (from_config
+of its config) must agree at the PROBES (short, across the original context, long) to the
+float32 rounding bound of the angles (4 p w 2^-24 + 4e-6, times the attention factor); else
+ValueError saying what differs, the model left as it was. transformers is imported in patch().
 """
 
 from __future__ import annotations
@@ -549,23 +536,14 @@ def _attention_rescale(model, old_cfg, new_params) -> dict:
 
 def patch(model, encoding=None, *, scaling: dict | None = None):
     """Make a loaded transformers model take its rotary positions from posenc, in place; returns
-    it.
-
-    No arguments: the encoding its own config describes (posenc.hf.from_config): the same
-    logits. scaling: a rope_parameters dict (e.g. {"rope_type": "yarn", "factor": 4.0,
-    "original_max_position_embeddings": 2048}; rope_theta, partial_rotary_factor and mrope keys
-    default to the model's; for a model with rope per layer type, {layer_type: dict}): the
-    logits of the model rebuilt by transformers with that config. encoding: a posenc rope (any
-    rope_type, the model's layout and rotary dim) or nope encoding, or per layer type a dict
-    {layer_type: encoding}.
-
-    Every rotary module is confirmed first (see the module docstring): ValueError with one line
-    saying what does not match, the model untouched. With scaling=, the new rope must also equal
-    transformers' own rotary module rebuilt with it where transformers can build one, and the
-    float attributes attention layers derive from rope_parameters (DeepSeek's mscale) follow.
-    Positions are the ones the model is given; dynamic and longrope follow the largest position
-    of each call (transformers': the largest seen so far, the same in one generation from a
-    fresh model).
+    it. No arguments: the encoding of its own config (the same logits). scaling: rope_parameters
+    ({"rope_type": "yarn", "factor": 4.0, ...}; per layer type {layer_type: dict}; rope_theta,
+    partial_rotary_factor and mrope keys default to the model's): the logits of the model
+    transformers rebuilds with it (checked against its rebuilt rotary module where it builds
+    one; attention floats derived from rope_parameters, DeepSeek's mscale, follow). encoding: a
+    posenc rope (the model's layout and rotary dim) or nope, or {layer_type: encoding}.
+    Every module is confirmed first (module docstring). dynamic / longrope follow each call's
+    largest position (transformers': the largest seen so far, the same from a fresh model).
     """
     transformers = _transformers()
     if not isinstance(model, transformers.PreTrainedModel):
