@@ -82,18 +82,13 @@ def prepare_mask(mask: torch.Tensor | None, B: int, H: int, Tq: int, Tk: int):
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         what = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
+    want = (B, H, Tq, Tk)
     try:
-        ok = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, (B, H, Tq, Tk)) == (
-            B,
-            H,
-            Tq,
-            Tk,
-        )
+        ok = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, want) == want
     except RuntimeError:
         ok = False
     if not ok:
         raise ValueError(
-            f"mask must be broadcastable to [B, H, Tq, Tk] = {[B, H, Tq, Tk]}, "
-            f"got {tuple(mask.shape)}"
+            f"mask must be broadcastable to [B, H, Tq, Tk] = {list(want)}, got {tuple(mask.shape)}"
         )
     return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))

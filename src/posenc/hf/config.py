@@ -5,37 +5,18 @@
     to_config(encoding) -> dict              rope_parameters plus the recorded extra keys
     with_scaling(cfg, scaling, types) -> dict the config dict with a scaling's rope_parameters
 
-`config` is a transformers PretrainedConfig (read through its to_dict(): no transformers import
-here) or the plain dict of a config.json; a multimodal config without rope keys is read through
-its `text_config`. What is read, as transformers reads it:
-    rope_parameters (v5: rope_theta inside; flat, or nested per layer type), else the legacy
-        rope_scaling (`type` for `rope_type`) + top-level rope_theta (GPT-NeoX: rotary_emb_base;
-        Gemma 3: rope_local_base_freq for its sliding layers). A missing rope_theta is 10000.
-    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct; GPT-J,
-        CodeGen: rotary_dim / head dim) -> R
-    head_dim (DeepSeek's MLA: qk_rope_head_dim), else hidden_size // num_attention_heads -> Dh
-    max_position_embeddings / original_max_position_embeddings: into the scaling dict where
-        transformers reads them (dynamic's original length; yarn's and longrope's factor
-        fallback; yarn / llama3 / longrope's original length, Phi-3's top-level one winning)
-    layout: "interleaved" for Llama 4 and DeepSeek-V3 (`rope_interleave`), else "half"
-    mrope_section / mrope_interleaved (Qwen2-VL, Qwen3-VL): posenc's "mrope" encoding, if
-        registered (else ValueError "mrope not available")
-
-Layers: a config with rope_parameters per layer type (Gemma 3: sliding_attention /
-full_attention) needs `layer_type=` (or `layer=`). A config with no-rope layers (Llama 4,
-SmolLM3: `no_rope_layers`, 1 = RoPE, 0 = NoPE, else one NoPE layer every
-`no_rope_layer_interval`) gives its RoPE by default, posenc's NoPE ("nope") for
-`layer_type="nope"`, and the encoding of layer i for `layer=i`.
-
-Llama 4's attention temperature (attn_temperature_tuning, floor_scale, attn_scale) makes its
-NoPE layers posenc's "nope_temperature" (queries times 1 + attn_scale * log(1 + floor((p + 1) /
-floor_scale))); the keys are kept in `hf_extras` for to_config. DeepSeek-V3's softmax scale
-times mscale^2 is its attention's, not the encoding's (its inv_freq and attention factor match).
-
-Every encoding built here carries `hf_rope_parameters` (the selected rope_parameters dict, as
-the config gives it in v5, standardized from the legacy keys otherwise; None for NoPE) and
-`hf_extras`; to_rope_parameters returns the former, so
-`to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]` (flat: `c["rope_parameters"]`).
+`config`: a PretrainedConfig (its to_dict(); no transformers import) or a config.json dict (a
+multimodal one without rope keys: its text_config). Read as transformers reads it:
+rope_parameters (flat or per layer type), else legacy rope_scaling + rope_theta (GPT-NeoX
+rotary_emb_base, Gemma 3 rope_local_base_freq; default 10000); partial_rotary_factor (GPT-NeoX
+rotary_pct, GPT-J rotary_dim / Dh) -> R; head_dim (MLA: qk_rope_head_dim), else hidden_size //
+num_attention_heads; (original_)max_position_embeddings where the scaling reads them; layout
+"interleaved" for Llama 4, DeepSeek-V3 (rope_interleave), GPT-J, CodeGen; mrope keys -> "mrope".
+Per-layer-type configs (Gemma 3) need `layer_type=` or `layer=`; no-rope layers (Llama 4,
+SmolLM3: no_rope_layers / no_rope_layer_interval) give NoPE for "nope" or such a `layer=`, and
+"nope_temperature" with Llama 4's attn_temperature_tuning (recorded in `hf_extras`).
+Every encoding built here carries `hf_rope_parameters` (the selected dict, v5 form; None for
+NoPE), so `to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]`.
 """
 
 from __future__ import annotations
@@ -54,13 +35,8 @@ DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_thet
 RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
 MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them on load
 AS_GIVEN = "posenc_rope_type_as_given"  # a config dict key: a scaling patch() was asked for
-INTERLEAVED_MODELS = (
-    "llama4",
-    "llama4_text",
-    "deepseek_v3",
-    "gptj",
-    "codegen",
-)  # `rope_interleave` overrides
+# models whose rotary pairs are interleaved (a config's `rope_interleave` overrides)
+INTERLEAVED_MODELS = ("llama4", "llama4_text", "deepseek_v3", "gptj", "codegen")
 ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only
