@@ -136,15 +136,10 @@ def check_positions(
     position_dims: int = 1,
     signed: bool = False,
 ) -> torch.Tensor:
-    """Validate positions; return them with integers of any dtype as int64 (uint8 `i - j`
-    would wrap, int8 cannot index a table), floats unchanged. Every public entry point that
-    takes positions passes them through here: the one normalization point.
-
-    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values
-    (unless `signed`: coordinates such as rope_nd's pixel grid in [-1, 1]),
-    non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
-    `position_dims` long. Positions on the meta device (no values) are checked for shape only.
-    """
+    """The one normalization point of positions: integers of any dtype as int64 (uint8 i - j
+    would wrap), floats unchanged. TypeError for a non-tensor; ValueError for NaN / inf, < 0
+    (unless `signed`: rope_nd's pixel grid), non-integers where `integer`, >= max_len, or a
+    trailing axis not position_dims long. Meta tensors: shape only."""
     check_tensor(name, positions)
     if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
         raise ValueError(

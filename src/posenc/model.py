@@ -1,32 +1,22 @@
-"""A small pre-norm Transformer language model that takes any positional encoding.
-
-The layers (Context, Attention, MLP, Block) are in posenc.layers; this module is the model.
+"""A small pre-norm Transformer language model that takes any positional encoding (its layers,
+Context, Attention, MLP, Block, are in posenc.layers).
 
 Where the encoding acts:
-- absolute encodings (those that provide `embed`: posenc.base.CAPABILITIES) embed the token
-  embeddings once, at the input; if `embed_dim(D) != D` (onehot, index, phase concatenate
-  features) a Linear projects back to D.
-- rotary / bias / relative encodings act inside attention. By default ONE encoding module is
-  shared by all layers (as T5 and ALiBi do); `share_encoding=False` gives each layer its own.
-- a per-layer schedule: `encoding` a list of `depth` names or (name, kwargs) pairs, each
-  layer its own module (Gemma 3: five local RoPE layers, base 1e4, to one global, base 1e6
-  and linear x8; Llama 4's iRoPE: every fourth layer "nope_temperature"). `encoding_kwargs`
-  are defaults under each pair's kwargs. Absolute encodings act once, at the input: not here.
-- `window`: sliding-window attention (posenc.attention.window), one int for every layer or a
-  per-layer list (None = global): RNoPE-SWA / Command A is rope with a window in three layers
-  of four and nope, global, in the fourth.
-- `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
-  (and in eval where `sample_at_eval`), before the first layer: every layer sees the same. In
-  a per-layer schedule every layer or none must be `randomized` (with one sample_len). With a
-  KV cache it is drawn once over the cache's max_tokens and every step indexes that draw, so
-  cached decoding equals the full forward of the finished sequence under the same draw.
-
-Positions are explicit: the default is arange(T) (continuing after the cache when decoding).
-Packed sequences and left padding: pass `doc_ids` [B, T] (contiguous documents, the pads one
-of them); positions restart per document and a mask keeps attention inside each document.
-
-KV cache (posenc.kv_cache): unencoded keys, so every encoding works with it; a decode step
-costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logits with it.
+- absolute encodings (`embed`) once, at the input; a Linear projects back to D where
+  embed_dim(D) != D (onehot, index, phase concatenate).
+- the others inside attention: ONE module shared by all layers (as T5, ALiBi) unless
+  `share_encoding=False`; or a per-layer schedule, `encoding` a list of `depth` names or
+  (name, kwargs) pairs over `encoding_kwargs` (Gemma 3: five local RoPE layers to one global;
+  Llama 4's iRoPE: every fourth "nope_temperature").
+- `window`: sliding-window attention, one int or a per-layer list (None = global; RNoPE-SWA).
+- `sample_positions` (`randomized`) once per training forward (eval too where
+  `sample_at_eval`), before the first layer: every layer sees the same (a schedule has it in
+  every layer or none). With a KV cache it is drawn once over max_tokens and each step indexes
+  that draw, so decoding equals the full forward under the same draw.
+Positions default to arange(T) (after the cache when decoding). Packed sequences / left padding:
+`doc_ids` [B, T]; positions restart per document and a mask keeps attention inside each.
+The KV cache holds unencoded keys, so every encoding works with it (`cache_exact = False`,
+`phase`: approximate).
 """
 
 from __future__ import annotations
@@ -53,13 +43,9 @@ from posenc.layers import Block, Context
 
 
 class TransformerLM(nn.Module):
-    """Decoder (causal=True) or encoder (causal=False) with any registered encoding.
-
-    forward(tokens [B, T], positions=None, doc_ids=None) -> logits [B, T, vocab_size].
-    The encoding is built by name with dim, heads, head_dim, max_len and `encoding_kwargs`;
-    a list of names / (name, kwargs) pairs is a per-layer schedule (see the module docstring).
-    `attn_backend` (an attribute, default "auto") is the posenc.attention backend.
-    """
+    """Decoder (causal=True) or encoder with any registered encoding, built by name with the
+    model's shape and `encoding_kwargs` (a list: a per-layer schedule). forward(tokens [B, T],
+    positions, doc_ids) -> logits [B, T, V]; `attn_backend` (default "auto") the backend."""
 
     def __init__(
         self,

@@ -83,16 +83,9 @@ def attention(
     mask: torch.Tensor | None = None,
     block_size: int | None = None,
 ) -> torch.Tensor:
-    """Scaled dot-product attention with a positional encoding applied.
-
-    q [B, H, Tq, Dh], k / v [B, Hkv, Tk, Dh] (H % Hkv == 0) -> [B, H, Tq, Dh] in q's dtype.
-    Positions: [T] or [B, T] (with a trailing [..., P] axis for 2-D / 3-D encodings); the
-    default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
-    (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
-    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), transform_logits, mask,
-    softmax (or normalize), @ v, + values. An explicit backend that cannot run the call
-    raises a ValueError (BackendRefused) saying why.
-    """
+    """q [B, H, Tq, Dh], k / v [B, Hkv, Tk, Dh] -> [B, H, Tq, Dh] in q's dtype, the encoding's
+    hooks in base.py's order. Positions [T] or [B, T] (+ [..., P]), default arange(Tk), the
+    last Tq for queries; mask bool (True = may attend) broadcastable to [B, H, Tq, Tk]."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     with positions_given():  # prepare validates them once; the hooks take them as given

@@ -1,33 +1,23 @@
 """The `distance` backend of posenc.attention: a bias of the distance alone at the speed of
 plain flash attention, on CPU, in O(Tq + Tk) extra memory.
 
-A bias that depends on (head, q_pos - k_pos) only (an encoding that declares `distance`:
-encoding.distance_bias of ALiBi, T5, KERPLE, Sandwich, FIRE below its threshold) takes
-Tq + Tk - 1 distinct values per head: vec [H, L]. With consecutive integer positions
-(q_pos = a + i, k_pos = b + j) and the keys in reverse order (j' = Tk - 1 - j) the distance is
-i + j' + const, so the [H, Tq, Tk] bias is a strided VIEW of vec (strides L, 1, 1: a Hankel
-matrix), never materialized. The causal mask is folded into vec (finfo.min at negative
-distances, as eager masks). torch's CPU flash kernel reads the view as its float attn_mask, one
-call per query block of QUERY_BLOCK rows over the keys up to the block's last query, and
-returns the output and its logsumexp.
+A bias of (head, q_pos - k_pos) alone (encoding.distance_bias: ALiBi, T5, KERPLE, Sandwich,
+FIRE below its threshold) takes Tq + Tk - 1 values per head, vec [H, L]. With consecutive
+integer positions and the keys reversed (j' = Tk - 1 - j) the distance is i + j' + const, so
+the [H, Tq, Tk] bias is a strided view of vec (strides L, 1, 1: a Hankel matrix), the causal
+mask folded in (finfo.min at negative distances). torch's CPU flash kernel reads it as its
+attn_mask, one call per block of QUERY_BLOCK rows over the keys up to the block's last query.
 
-Backward (_DistanceBias, _tiled_backward): per tile, five matmuls as flash's backward and one
-pass of the C kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O))
-and, for a learned bias, dvec[h, m] = sum over i + j' = m of dS[b, h, i, j']. Its P and dS
-have no subnormal: torch's CPU flash backward, given a bias that spans more than ~87 nats
-(ALiBi's steep heads at long T), computes with subnormal probabilities (fwd+bwd 4.2-4.3x SDPA
-without a bias at T = 2048 and 8192 on x86 without flush-to-zero; this pass 1.22-1.37x:
-docs/bench/bias-score.txt, bias-41.txt).
+Backward (_tiled_backward): per tile the matmuls of flash's backward and one pass of the C
+kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O)) without
+subnormals and sums dvec along anti-diagonals. torch's own CPU flash backward, given a bias
+spanning more than ~87 nats (ALiBi's steep heads at long T), computes with subnormal
+probabilities (fwd+bwd 4.2-4.3x SDPA without a bias at T = 2048 and 8192 on x86 without
+flush-to-zero; this pass 1.22-1.37x: docs/bench/bias-score.txt, bias-41.txt).
 
-FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
-gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
-by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_mask.
-
-`plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
-an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
-ones), no distance form for these positions, a mask, positions that are not consecutive
-integers, not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or gradients and no C
-compiler.
+FIRE (`mlp_form`) where plan() refuses it: fire_plan / _FireBias, its MLP evaluated per block
+of rows by a C kernel, read by the same flash kernel as a dense [H, rows, keys] attn_mask.
+plan() and fire_plan() say why a call cannot take this path (then `auto` falls back).
 """
 
 from __future__ import annotations

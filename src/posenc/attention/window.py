@@ -4,10 +4,9 @@
     window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk]  (True = may attend)
     layer_windows(window, depth) -> [window or None] * depth               (TransformerLM's)
 
-Causal: a key is allowed when 0 <= q_pos - k_pos < window; bidirectional: |q_pos - k_pos| <
-window. By position VALUES, as causal is in posenc.attention (so the KV cache, whose queries are
-the last positions, gives the full forward's mask); by index for 2-D / 3-D positions, the
-queries being the last Tq of the Tk keys. The mask is ANDed with causal and any other mask.
+Allowed: 0 <= q_pos - k_pos < window (causal), |q_pos - k_pos| < window (bidirectional); by
+position VALUES as causal is (a KV cache gives the full forward's mask), by index for 2-D /
+3-D positions. ANDed with causal and any other mask.
 """
 
 from __future__ import annotations

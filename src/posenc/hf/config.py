@@ -241,15 +241,9 @@ def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> Positional
 
 
 def from_config(config, layer_type: str | None = None, *, layer: int | None = None):
-    """The positional encoding a transformers config describes (see the module docstring).
-
-    config: a PretrainedConfig or a config.json dict. layer_type: a key of rope_parameters nested
-    per layer type (Gemma 3), or "nope" for a config with no-rope layers (Llama 4). layer: a
-    layer index instead (its layer type; NoPE on a no-rope layer). Returns posenc's RoPE
-    (layout, head_dim, scaling as in the config), mrope, NoPE or nope_temperature. ValueError
-    names the key for an
-    unknown rope_type, a key posenc cannot represent, or a missing / wrong layer_type.
-    """
+    """posenc's RoPE, mrope, NoPE or nope_temperature that a transformers config describes
+    (module docstring). layer_type: a key of per-layer-type rope_parameters, or "nope" (no-rope
+    layers); layer: a layer index instead. ValueError names the key posenc cannot read."""
     cfg = config_dict(config)
     params = rope_parameters_of(cfg)
     selected = _select(cfg, params, layer_type, layer)
@@ -276,14 +270,9 @@ def from_config(config, layer_type: str | None = None, *, layer: int | None = No
 
 
 def to_rope_parameters(encoding: PositionalEncoding) -> dict:
-    """The transformers v5 rope_parameters dict of a rotary encoding.
-
-    Built by from_config: the dict it was built from. Built by hand (posenc "rope"): rope_type,
-    rope_theta, its scaling keys and partial_rotary_factor = R / Dh (also 1.0: a model's
-    default may be another). The layout is not part of
-    rope_parameters (a model's code fixes it). ValueError for NoPE and non-rotary encodings, and
-    for rope_type "ntk" (static NTK has no transformers rope_type).
-    """
+    """The transformers v5 rope_parameters of a rotary encoding: from_config's, as read; else
+    rope_type, rope_theta, the scaling keys and partial_rotary_factor = R / Dh (1.0 too: a
+    model's default may differ). ValueError for NoPE, non-rotary and static "ntk"."""
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a posenc encoding, got {type(encoding).__name__}")
     if getattr(encoding, "hf_rope_parameters", None) is not None:

@@ -118,14 +118,9 @@ def cos_sin(
 
 
 class PosencRotaryEmbedding(nn.Module):
-    """Stands in for a transformers model's rotary module, computing its output with posenc.
-
-    encodings: {layer_type: encoding (or Rope)} for a module with rope per layer type (Gemma 3),
-    else {None: encoding}. form: what the replaced module returned (FORMS). forward(x [B, T, D],
-    position_ids [B, T] (mrope [3, B, T]), layer_type=None) -> that output in x's dtype. The
-    encodings are kept in a plain dict, not as submodules, so that model.to(dtype) leaves their
-    float32 frequencies as they are.
-    """
+    """A transformers rotary module's stand-in: encodings {layer_type or None: encoding or
+    Rope}, form (FORMS): forward(x [B, T, D], position_ids [B, T] / [3, B, T], layer_type=None)
+    -> that form in x's dtype. A plain dict, not submodules: model.to(dtype) keeps float32."""
 
     def __init__(self, encodings: dict, head_dim: int, form: str = "half") -> None:
         super().__init__()

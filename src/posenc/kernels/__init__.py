@@ -1,26 +1,19 @@
-"""Fast RoPE kernels and the one place that picks between them.
+"""Fast RoPE kernels and the one place that picks between them; each computes
+posenc.functional.apply_rope(..., engine="reference")'s rotation (the public entry point):
 
-Engines compute the same rotation as `posenc.functional.apply_rope(..., engine="reference")`
-(which the tests compare against); posenc.functional.apply_rope is the public entry point:
-
-    "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system C compiler.
-                float32 and bfloat16. The only engine that rotates in place in a single pass.
-    "compiled"  torch.compile of the same math (any float dtype; in place it takes 2 passes).
+    "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system compiler,
+                float32 and bfloat16; the only engine rotating in place in a single pass.
+    "compiled"  torch.compile of the same math (any float dtype; in place in 2 passes).
     "eager"     plain PyTorch, the fallback.
-    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one kernel launch (_rotate_qk).
+    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one launch (_rotate_qk).
 
-"auto" takes "cpp" where it is available for the input, else "eager" ("compiled" only when
-asked for: it compiles for ~15 s per variant on first use); an engine that fails once (no compiler,
-torch.compile raising) is remembered as unavailable for the rest of the process and a warning
-says so. Force one with `engine=` or the env var POSENC_ROPE_ENGINE (auto|cpp|compiled|eager);
-POSENC_ROPE_ENGINE=eager turns every fast path off.
+"auto" takes "cpp" where it runs, else "eager" ("compiled" only when asked: ~15 s to compile
+per variant). An engine that fails once is unavailable for the rest of the process (a warning
+says so). Force one with `engine=` or POSENC_ROPE_ENGINE (auto|cpp|compiled|eager; eager
+turns every fast path off). Gradients: _RopeFn, whose backward is the same kernel with -sin.
 
-Gradients: `_RopeFn`, an autograd.Function whose backward is the inverse rotation (the same
-kernel with -sin), so forward and backward are each one read and one write of the tensors.
-
-Shapes: x [B, H, T, Dh] (or [B, T, H, Dh], any rank <= 4 with Dh last and stride 1);
-cos, sin float32, broadcastable to x[..., :R/2] (posenc.functional.rope_cos_sin + rope_align).
-Leaf modules: nothing here imports the rest of posenc.
+Shapes: x [B, H, T, Dh] (any rank <= 4, Dh last with stride 1); cos, sin float32,
+broadcastable to x[..., :R/2]. A leaf: nothing here imports the rest of posenc.
 """
 
 from __future__ import annotations
