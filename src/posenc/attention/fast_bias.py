@@ -199,48 +199,51 @@ class _DistanceBias(torch.autograd.Function):
 
 
 def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
-    """dq, dk, dv and dvec [H, L] (dS summed along the anti-diagonals i + j' = m), tile by tile:
-    S = q·kᵀ and dP = dO·vᵀ by matmul, then the C kernel turns them into P and dS in place
-    and adds dS into dvec, then dv += Pᵀ·dO, dq += scale·dS·k, dk += scale·dSᵀ·q."""
-    B, H = q.shape[:2]
-    Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
+    """dq, dk, dv and dvec [H, L]: the C kernel adds dS along the anti-diagonals i + j' = m."""
+    Tk = kr.shape[2]
     acc = torch.zeros(vec.shape, dtype=torch.float64) if ctx.needs_input_grad[3] else None
-    D, (dq, dk, dv), (q3, do3, k3, v3), grads3, scaled = _flat(q, kr, vr, out, dout, scale)
-    rows, keys = GRAD_TILE
-    for i0, i1, s in ctx.blocks:
-        for r0 in range(i0, i1, rows):
-            r1 = min(r0 + rows, i1)
-            start = max(s, Tk - delta - r1) if ctx.causal else s  # the tile's first key
-            qt, dot = q3[:, r0:r1], do3[:, r0:r1]
-            for t0 in range(start, Tk, keys):
-                t1 = min(t0 + keys, Tk)
-                kt, vt = k3[:, t0:t1], v3[:, t0:t1]
-                P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
-                dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
-                cpu_bias.bias_grad(
-                    P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), vec,
-                    lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, scale, write=True,
-                )  # fmt: skip
-                _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
-    return dq, dk, dv, None if acc is None else acc.to(vec.dtype)
+
+    def keys(block, r1):  # causal: from the first key at or before the tile's last query
+        return (max(block[2], Tk - ctx.delta - r1) if ctx.causal else block[2]), Tk
+
+    def bias_grad(P, dS, lse_t, D_t, r0, r1, t0, t1):
+        cpu_bias.bias_grad(P, dS, vec, lse_t, D_t, acc, r0 + t0, ctx.scale, write=True)
+
+    grads = _tiled_grads(q, kr, vr, out, lse, dout, ctx.scale, _tiles(ctx.blocks, keys), bias_grad)
+    return *grads, None if acc is None else acc.to(vec.dtype)
 
 
-def _flat(q, k, v, out, dout, scale: float) -> tuple:
-    """A tiled backward's start: D = rowsum(dO * O) [B, H, Tq]; dq, dk, dv zeros (contiguous);
-    q, dO, k, v and the grads' views as [B*H, T, Dh]; scale q, scale k."""
+def _tiles(blocks, keys):
+    """(r0, r1, t0, t1): GRAD_TILE tiles of each block's rows (i0, i1, ...) over the keys
+    keys(block, r1) = (first, end)."""
+    rows, width = GRAD_TILE
+    for block in blocks:
+        for r0 in range(block[0], block[1], rows):
+            r1 = min(r0 + rows, block[1])
+            first, end = keys(block, r1)
+            for t0 in range(first, end, width):
+                yield r0, r1, t0, min(t0 + width, end)
+
+
+def _tiled_grads(q, k, v, out, lse, dout, scale: float, tiles, bias_grad) -> tuple:
+    """dq, dk, dv of flash attention's backward, tile by tile: S = q·kᵀ and dP = dO·vᵀ by
+    matmul; bias_grad(P, dS [B, H, r, t], lse, D, r0, r1, t0, t1) turns them into P and dS in
+    place (the C kernel, and the bias's gradient); then dv += Pᵀ·dO, dq += dS·(scale k),
+    dk += dSᵀ·(scale q) (bmm then add: baddbmm_ into a slice runs a matmul per batch row)."""
     B, H, Tq, Dh = q.shape
-    grads = tuple(torch.zeros(t.shape) for t in (q, k, v))
-    q3, do3, k3, v3, *grads3 = (t.reshape(B * H, -1, Dh) for t in (q, dout, k, v, *grads))
-    return (dout * out).sum(-1), grads, (q3, do3, k3, v3), grads3, (q3 * scale, k3 * scale)
-
-
-def _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1) -> None:
-    """dv += Pᵀ·dO, dq += dS·(scale k), dk += dSᵀ·(scale q) for one tile [B*H, r, t]: bmm then
-    add (an in-place baddbmm_ into a slice runs one small matmul per batch row)."""
-    (dq3, dk3, dv3), (qs3, ks3) = grads3, scaled
-    dv3[:, t0:t1] += torch.bmm(P.transpose(1, 2), dot)
-    dq3[:, r0:r1] += torch.bmm(dS, ks3[:, t0:t1])
-    dk3[:, t0:t1] += torch.bmm(dS.transpose(1, 2), qs3[:, r0:r1])
+    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
+    grads = tuple(torch.zeros(t.shape) for t in (q, k, v))  # contiguous
+    q3, do3, k3, v3, dq3, dk3, dv3 = (t.reshape(B * H, -1, Dh) for t in (q, dout, k, v, *grads))
+    qs3, ks3 = q3 * scale, k3 * scale
+    for r0, r1, t0, t1 in tiles:
+        P = torch.bmm(q3[:, r0:r1], k3[:, t0:t1].transpose(1, 2))  # [B*H, r, t]: S, then P
+        dS = torch.bmm(do3[:, r0:r1], v3[:, t0:t1].transpose(1, 2))  # dP, then dS
+        tile = (B, H, r1 - r0, t1 - t0)
+        bias_grad(P.view(tile), dS.view(tile), lse[:, :, r0:r1], D[:, :, r0:r1], r0, r1, t0, t1)
+        dv3[:, t0:t1] += torch.bmm(P.transpose(1, 2), do3[:, r0:r1])
+        dq3[:, r0:r1] += torch.bmm(dS, ks3[:, t0:t1])
+        dk3[:, t0:t1] += torch.bmm(dS.transpose(1, 2), qs3[:, r0:r1])
+    return grads
 
 
 # ---------------------------------------------------------------------------- FIRE
@@ -370,33 +373,21 @@ class _FireBias(torch.autograd.Function):
         q, k, v, out, lse, psi, den, *pieces = ctx.saved_tensors
         qp, kp, mask, causal, scale, dtype, blocks = ctx.rest
         tables = (psi, den, tuple(pieces))
-        B, H = q.shape[:2]
         learned = any(ctx.needs_input_grad[3:8])
         grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *pieces[1:])]
-        D, (dq, dk, dv), (q3, do3, k3, v3), grads3, scaled = _flat(q, k, v, out, dout, scale)
-        rows, keys = GRAD_TILE
-        buf = q.new_empty(H * rows * keys)
-        for i0, i1, n in blocks:
-            for r0 in range(i0, i1, rows):
-                r1 = min(r0 + rows, i1)
-                qt, dot = q3[:, r0:r1], do3[:, r0:r1]
-                for t0 in range(0, n, keys):
-                    t1 = min(t0 + keys, n)
-                    kt, vt = k3[:, t0:t1], v3[:, t0:t1]
-                    bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
-                    P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
-                    dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
-                    tile = (B, H, r1 - r0, t1 - t0)
-                    cpu_bias.bias_grad(
-                        P.view(tile), dS.view(tile), bias, lse[:, :, r0:r1], D[:, :, r0:r1],
-                        None, 0, scale, write=True,
-                    )  # fmt: skip
-                    if learned:  # the bias's gradient, dS summed over the batch
-                        g = dS.view(tile)[0] if B == 1 else dS.view(tile).sum(0)
-                        cpu_bias.fire_grad(
-                            g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
-                            (grads[0], grads[1][r0:r1], *grads[2:]),
-                        )  # fmt: skip
-                    _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
+        buf = q.new_empty(q.shape[1] * GRAD_TILE[0] * GRAD_TILE[1])
+
+        def bias_grad(P, dS, lse_t, D_t, r0, r1, t0, t1):
+            bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
+            cpu_bias.bias_grad(P, dS, bias, lse_t, D_t, None, 0, scale, write=True)
+            if learned:  # the bias's gradient, dS summed over the batch
+                g = dS[0] if dS.shape[0] == 1 else dS.sum(0)
+                mine = (grads[0], grads[1][r0:r1], *grads[2:])
+                cpu_bias.fire_grad(
+                    g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal, mine
+                )
+
+        tiles = _tiles(blocks, lambda block, r1: (0, block[2]))
+        dq, dk, dv = _tiled_grads(q, k, v, out, lse, dout, scale, tiles, bias_grad)
         dpsi, dden, dA, dB = (g.float() for g in grads)
         return dq, dk, dv, dpsi, dden, None, dA, dB, None, None, None, None, None, None
