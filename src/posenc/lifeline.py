@@ -17,10 +17,8 @@ import time
 
 
 def die_with(parent: int) -> None:
-    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux), and a thread
-    that checks every second that the parent is still ours (every platform). A parent gone
-    before the signal was armed is seen at once. On Linux the worker is named posenc-worker
-    (ps, top, /proc/PID/comm)."""
+    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux; named posenc-worker),
+    and a thread checking every second that the parent is still ours (one gone first: at once)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
@@ -38,8 +36,8 @@ def die_with(parent: int) -> None:
 
 
 def start(parent: int, init: bytes) -> None:
-    """A worker pool's initializer: die_with(parent), then init = pickle of (fn, args), run
-    as fn(*args). Unpickled only once armed: it imports torch and what fn needs."""
+    """A pool initializer: die_with(parent), then run init = pickle of (fn, args) as fn(*args)
+    (unpickled only once armed: it imports torch)."""
     die_with(parent)
     fn, args = pickle.loads(init)
     fn(*args)

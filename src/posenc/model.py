@@ -134,8 +134,7 @@ class TransformerLM(nn.Module):
 
     @property
     def encoding(self) -> PositionalEncoding:
-        """The encoding (the one all layers share, or layer 0's: its positions hooks
-        (position_dims, sample_positions) serve every layer)."""
+        """Layer 0's encoding (shared, or the first): its position hooks serve every layer."""
         return self.encodings[0]
 
     def num_params(self) -> int:
@@ -169,9 +168,8 @@ class TransformerLM(nn.Module):
         return self.lm_head(self.norm(x))
 
     def positions_of(self, tokens, positions, doc_ids, cache):
-        """-> (positions [T] / [B, T] (+ [..., P]), whether they are the default arange, the
-        document mask [B, 1, T, T] or None). Training positions pass through the encoding's
-        sample_positions hook here, once for every layer."""
+        """-> (positions [T] / [B, T] (+ [..., P]), whether the default arange, the document mask
+        [B, 1, T, T] or None); training positions pass sample_positions here, once for all."""
         B, T = tokens.shape
         P = self.encoding.position_dims
         mask = None
@@ -227,17 +225,14 @@ class TransformerLM(nn.Module):
         return KVCache(*shape, position_dims=P, device=w.device, dtype=w.dtype)
 
     def generate(self, tokens: torch.Tensor, max_new_tokens: int, **kwargs):
-        """Continue tokens [B, T] by max_new_tokens with a KV cache (posenc.kv_cache.generate:
-        temperature, top_k, return_logits)."""
+        """posenc.kv_cache.generate (temperature, top_k, return_logits)."""
         return generate(self, tokens, max_new_tokens, **kwargs)
 
     # ------------------------------------------------------------------------------ checkpoints
 
     def save(self, path) -> None:
-        """torch.save({"config": constructor kwargs, "model": state_dict}, path). The config
-        must be plain data (names, numbers, lists, dicts) that from_checkpoint can read back:
-        an encoding instance inside it (encoding_kwargs={"encoding": RoPE(...)}) is refused
-        here, naming the key, instead of writing a checkpoint that cannot be loaded."""
+        """torch.save({"config", "model": state_dict}, path); a config that is not plain data
+        (an encoding instance) is refused, naming the key, instead of an unloadable checkpoint."""
         plain_config(self.config)
         torch.save({"config": dict(self.config), "model": self.state_dict()}, path)
 
@@ -254,8 +249,8 @@ class TransformerLM(nn.Module):
 
 
 def plain_config(value, where: str = "config") -> None:
-    """ValueError naming the key unless `value` is plain data (what torch.load's
-    weights_only reads back): None, bool, int, float, str, and lists / tuples / dicts of it."""
+    """ValueError naming the key unless `value` is plain data (None, bool, int, float, str, and
+    lists / tuples / dicts of it: what weights_only loads)."""
     if value is None or isinstance(value, bool | int | float | str):
         return
     if isinstance(value, list | tuple):
@@ -296,8 +291,7 @@ def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
 
 
 def check_schedule(encodings) -> None:
-    """A per-layer schedule: no absolute encoding (those act once, at the input), one kind
-    of positions (position_dims) for every layer, and randomized positions in all or none."""
+    """A per-layer schedule: no absolute encoding, one position_dims, randomized in all or none."""
     for i, enc in enumerate(encodings):
         if "embed" in enc.provides:
             raise ValueError(

@@ -64,11 +64,8 @@ def eager_backend(call: Call) -> torch.Tensor:
 
 
 def chunked_backend(call: Call) -> torch.Tensor:
-    """Query blocks; the bias and mask are built per block: memory O(B·H·block_size·Tk).
-
-    With causal attention and default positions a block reads only the keys up to its last
-    query (half the work of a full pass); otherwise every block reads every key.
-    """
+    """Query blocks, bias and mask per block: O(B·H·block_size·Tk) memory; causal with default
+    positions, a block reads only the keys up to its last query."""
     enc, q_pos, k_pos, mask, causal = call.encoding, call.q_pos, call.k_pos, call.mask, call.causal
     B, H, Tq, _ = call.q.shape
     q, k, v = call.q, repeat_kv(call.k, H), repeat_kv(call.v, H)
@@ -191,8 +188,7 @@ class Flex:
     can_run = staticmethod(flex_refusal)
 
     def picks(self, call: Call) -> bool:
-        """A position-only bias on CUDA: on CPU it has no backward and compiles anew for
-        every shape."""
+        """A position-only bias on CUDA (on CPU no backward, a compile per shape)."""
         if call.score_hooks or (call.has_bias and "score_mod" not in call.provides):
             return False
         return call.q.device.type == "cuda"

@@ -51,10 +51,8 @@ def prepare_positions(
     device: torch.device,
     encoding: PositionalEncoding | None,
 ) -> torch.Tensor:
-    """Positions validated once for the whole call, by the encoding's rules (its position_dims,
-    integer_positions and hard limit max_len; >= 0), or the default arange(offset, offset + T)
-    ([T] or [T, P]), checked against max_len without reading a value. The hooks attention
-    calls take them as given (PositionalEncoding.check_positions)."""
+    """Positions validated once per call by the encoding's rules (position_dims, integer, max_len,
+    >= 0), or the default arange(offset, offset + T) checked against max_len without a read."""
     P = encoding.position_dims if encoding is not None else 1
     max_len = encoding.max_len if encoding is not None else None
     if positions is None:

@@ -18,8 +18,7 @@ from posenc.checks import check_int
 
 def window_mask(q_pos, k_pos, window: int, Tq: int, Tk: int, *, causal: bool = True,
                 position_dims: int = 1, device=None) -> torch.Tensor:  # fmt: skip
-    """Bool [B or 1, 1, Tq, Tk]; positions [T] / [B, T] or None (the default: queries the last
-    Tq of arange(Tk))."""
+    """Bool [B or 1, 1, Tq, Tk]; positions [T] / [B, T] or None (the default arange)."""
     check_int("window", window, low=1)
     by_index = position_dims > 1
     qp = torch.arange(Tk - Tq, Tk, device=device) if q_pos is None or by_index else q_pos
@@ -31,8 +30,7 @@ def window_mask(q_pos, k_pos, window: int, Tq: int, Tk: int, *, causal: bool = T
 
 
 def layer_windows(window, depth: int) -> list[int | None]:
-    """None (full attention everywhere), one int for every layer, or a list of `depth`
-    entries, each an int >= 1 (that layer's window) or None (that layer attends globally)."""
+    """None (global), one int for every layer, or `depth` entries of int >= 1 or None."""
     if window is None or isinstance(window, int) and not isinstance(window, bool):
         entries = [window] * depth
     elif isinstance(window, list | tuple):

@@ -104,8 +104,7 @@ def rope_parameters_of(cfg: dict) -> dict:
 
 
 def _partial(cfg: dict) -> float | None:
-    """partial_rotary_factor, else GPT-NeoX's rotary_pct, else GPT-J's rotary_dim / head dim
-    (read where the config has no other rope key, as GPT-J's and CodeGen's)."""
+    """partial_rotary_factor, else rotary_pct, else (no other rope key: GPT-J) rotary_dim / Dh."""
     prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
     legacy = not any(cfg.get(k) for k in ("rope_parameters", "rope_theta", "rotary_emb_base"))
     if prf is None and legacy and cfg.get("rotary_dim"):
@@ -300,16 +299,14 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
 
 
 def is_nope(encoding: PositionalEncoding) -> bool:
-    """A NoPE layer as transformers writes it (no rope_parameters), read from what the
-    encoding declares (posenc.base.CAPABILITIES): no rotation angles, no bias, no embedding;
-    at most a query scale (nope_temperature's rotate)."""
+    """A NoPE layer as transformers writes it: no angles, bias or embedding declared (at most
+    a query scale: nope_temperature)."""
     return encoding.provides <= {"rotate", "sample_positions"}
 
 
 def to_config(encoding: PositionalEncoding) -> dict:
-    """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
-    from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
-    NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
+    """The config keys of an encoding: rope_parameters plus the recorded extras (Llama 4's
+    temperature); dynamic NTK: also max_position_embeddings, its original length."""
     extras = copy.deepcopy(getattr(encoding, "hf_extras", {}))
     if is_nope(encoding):
         return extras
@@ -327,8 +324,7 @@ def to_config(encoding: PositionalEncoding) -> dict:
 
 
 def _merged(old: dict, new: dict) -> dict:
-    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
-    the mrope keys not given in it are the model's."""
+    """`new` over a layer's rope_parameters, keeping its rope_theta, partial and mrope keys."""
     if not isinstance(new, dict):
         raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
     if "rope_type" not in new and "type" not in new:
@@ -339,8 +335,8 @@ def _merged(old: dict, new: dict) -> dict:
 
 
 def with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
-    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
-    taken as given (not renamed as a model's config class renames what it loads)."""
+    """The config dict with `scaling` as rope_parameters (per layer type: {type: dict}), taken
+    as given (not renamed as a config class renames what it loads)."""
     params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
     if types is None:
         return {**cfg, "rope_parameters": _merged(params, scaling)}

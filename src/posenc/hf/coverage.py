@@ -77,8 +77,7 @@ def _quiet():
 
 
 def model_types() -> dict[str, str]:
-    """{model_type: CausalLM class name} of the causal-LM types whose modeling code has a
-    rotary embedding (a class named *RotaryEmbedding or a freqs_cis)."""
+    """{model_type: CausalLM class} of the causal-LM types whose modeling code has RoPE."""
     transformers = _quiet()
     from transformers.models.auto.configuration_auto import model_type_to_module_name
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -98,8 +97,7 @@ def model_types() -> dict[str, str]:
 
 
 def _config(model_type: str, kwargs: dict, rope: dict | None = None):
-    """The tiny config of `model_type` (sub-configs with a hidden size shrunk alike), with
-    `rope` over every layer type's rope_parameters when given."""
+    """The tiny config of `model_type` (sub-configs shrunk alike), `rope` over rope_parameters."""
     transformers = _quiet()
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
     for name in getattr(config, "sub_configs", None) or {}:

@@ -54,8 +54,8 @@ def _transformers():
 
 
 class Rope:
-    """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE)
-    encoding, and for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
+    """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE), and
+    for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
 
     def __init__(self, encoding, axes: list[int] | None = None, head_dim=None) -> None:
         self.encoding, self.axes = encoding, axes
@@ -68,9 +68,8 @@ class Rope:
         return self.encoding.frequencies(pos, self.head_dim)
 
     def cos_sin(self, position_ids: torch.Tensor, width: int):
-        """position_ids [B, T] (mrope: [3, B, T] or [B, T]) -> cos, sin [B, T, R/2] float32
-        with the attention factor, and the inverse frequencies [R/2]; NoPE: cos 1, sin 0 over
-        `width` pairs."""
+        """position_ids [B, T] (mrope [3, B, T] or [B, T]) -> cos, sin [B, T, R/2] float32 times
+        the attention factor, inv_freq [R/2]; NoPE: cos 1, sin 0 over `width` pairs."""
         pos = position_ids
         if self.axes is not None:
             pos = pos.expand(3, *pos.shape[-2:]) if pos.dim() == 2 else pos
@@ -91,8 +90,7 @@ class Rope:
 
 
 def spread(t: torch.Tensor, form: str) -> torch.Tensor:
-    """[.., R/2] per rotary pair -> [.., R] in `form`: half cat(t, t), interleaved t0 t0 t1 t1
-    ...; the pair forms as they are."""
+    """[.., R/2] per pair -> [.., R] in `form` (half: cat(t, t), interleaved: t0 t0 t1 t1 ...)."""
     if form == "half":
         return torch.cat((t, t), -1)
     return t.repeat_interleave(2, -1) if form == "interleaved" else t
@@ -111,8 +109,7 @@ def render(cos: torch.Tensor, sin: torch.Tensor, form: str, dtype: torch.dtype):
 def cos_sin(
     encoding: PositionalEncoding, position_ids: torch.Tensor, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """position_ids [B, T] -> cos, sin [B, T, R] float32 in transformers' half layout
-    (cat(c, c)), the attention factor folded in; NoPE: cos 1, sin 0 over all Dh channels."""
+    """position_ids [B, T] -> cos, sin [B, T, R] float32, cat(c, c) with the attention factor."""
     cos, sin, _ = Rope(encoding, head_dim=head_dim).cos_sin(position_ids, head_dim // 2)
     return render(cos, sin, "half", torch.float32)
 
@@ -149,8 +146,7 @@ class PosencRotaryEmbedding(nn.Module):
 
 
 def rotary_modules(model) -> list[tuple[str, nn.Module]]:
-    """(qualified name, module) of every text rotary module of the model (class name ending in
-    "RotaryEmbedding", not inside a vision / audio tower, not already patched)."""
+    """(name, module) of every text rotary module (RotaryEmbedding, outside vision / audio)."""
     found = []
     for name, module in model.named_modules():
         cls = type(module).__name__
@@ -163,9 +159,8 @@ def rotary_modules(model) -> list[tuple[str, nn.Module]]:
 
 
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
-    """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
-    pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
-    the config's (a layer type with its own head dim: Gemma 4's global layers)."""
+    """The Rope of one layer type of a config dict (mrope sections as pair axes over a posenc
+    rope); head_dim overrides the config's (Gemma 4's global layers)."""
     if head_dim is not None:
         cfg = {**cfg, "head_dim": head_dim, "qk_rope_head_dim": None}
     params = cfg.get("rope_parameters") or {}
@@ -192,8 +187,7 @@ def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> R
 
 
 def _probe_positions(cfg: dict) -> list[torch.Tensor]:
-    """Position rows [1, T] the module is compared at: short, across the original context length
-    L (dynamic, longrope switch there) and long (4L + ..., where float32 drift shows)."""
+    """Position rows [1, T] compared at: short, across the original length L, long (4L + ...)."""
     params = cfg.get("rope_parameters") or {}
     lengths = [cfg.get("max_position_embeddings")] + [
         p.get("original_max_position_embeddings") for p in [params, *params.values()]
@@ -222,8 +216,7 @@ def _fresh(module: nn.Module) -> nn.Module:
 
 
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
-    """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
-    the shapes of `form` do not match theirs."""
+    """The largest |posenc - theirs| beyond the tolerance (<= 0: equal); None: shapes differ."""
     cos, sin, inv_freq = rope.cos_sin(pos, width)
     factor = 1.0 if is_nope(rope.encoding) else rope.frequencies(pos)[1]
     ours = render(cos.double(), sin.double(), form, torch.float64)
@@ -243,9 +236,8 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
 
 
 def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
-    """(the form of `module`'s output, {layer_type: head dim} where a layer type's output width
-    shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
-    every probe; ValueError saying what does not match."""
+    """(the form of the module's output, {layer_type: head dim} where its width shows another
+    head dim), confirmed against `ropes` at every probe; else ValueError saying what differs."""
     hidden = cfg.get("hidden_size") or 8
     takes_type = "layer_type" in inspect.signature(module.forward).parameters
     form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
@@ -292,10 +284,8 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
 
 
 def _layouts(ropes: dict) -> list[dict]:
-    """{layer_type: Rope} with each other mrope pair-axes layout the config's section allows:
-    chunked or interleaved (modules that interleave whatever their config says: Cosmos3-Edge,
-    HY-V4-VL, Cohere Compass, Qwen4-Exp), and ERNIE-4.5-VL's hw_pairs (section (h, w, t), h and
-    w alternating, then t); [] where a rope is not mrope."""
+    """The other mrope pair-axes layouts the sections allow: chunked, interleaved (modules that
+    interleave whatever the config says) and ERNIE-4.5-VL's hw_pairs; [] for a plain rope."""
     out = []
     for kind in ("interleaved", "chunked", "hw_pairs"):
         alt = {}
@@ -316,9 +306,8 @@ def _layouts(ropes: dict) -> list[dict]:
 
 
 def _identified(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple:
-    """(ropes, form, head dims) of identify(); for mrope, where the config's pair axes do not
-    match the module, the other layouts its section allows (_layouts) are tried and the one
-    matching at every probe kept (the first error is raised where none does)."""
+    """(ropes, form, head dims) of identify(), trying the other mrope layouts (_layouts)
+    where the config's does not match; the first error where none does."""
     try:
         return ropes, *identify(module, name, cfg, ropes)
     except ValueError as error:
@@ -362,8 +351,8 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 
 
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
-    """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
-    nested per layer type, else the config's layer_types), None for a module with one rope."""
+    """The layer types a module's forward takes (its own `layer_types`, else nested
+    rope_parameters', else the config's); None for a module with one rope."""
     if "layer_type" not in inspect.signature(module.forward).parameters:
         return None
     own, params = getattr(module, "layer_types", None), cfg.get("rope_parameters") or {}
@@ -394,10 +383,8 @@ def _config_of(module: nn.Module, model) -> dict:
 
 
 def _with_module_sections(cfg: dict, section) -> dict:
-    """The config dict with the module's own mrope_section (a list, or {layer_type: list})
-    where its rope_parameters name none: the section such a module applies by default
-    (Qwen4-Exp, Cohere Compass, GLM-Image), which the probes then confirm; `cfg` itself where
-    there is nothing to add."""
+    """The config dict with the module's default mrope_section (a list, or per layer type)
+    where rope_parameters name none (Qwen4-Exp, Cohere Compass, GLM-Image); else `cfg`."""
     params = cfg.get("rope_parameters")
     if section is None or not isinstance(params, dict):
         return cfg
@@ -470,8 +457,7 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
 
 
 def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
-    """transformers' own rotary module built with the new rope_parameters (None when
-    transformers cannot build it, e.g. posenc's static 'ntk')."""
+    """transformers' rotary module rebuilt with new rope_parameters; None where it cannot be."""
     try:
         new_cfg = copy.deepcopy(cfg_obj)
         new_cfg.rope_parameters = copy.deepcopy(new_params)
@@ -483,8 +469,7 @@ def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | Non
 
 
 def _refuse_attention_keys(where: str, params: dict) -> None:
-    """A new scaling cannot be patched in where the model's attention reads rope_parameters
-    itself at run time (config.ATTENTION_KEYS): it would keep the old values."""
+    """ValueError where the attention reads rope_parameters (ATTENTION_KEYS) at run time."""
     flat = [params] if not layer_types_of(params) else [p for p in params.values() if p]
     found = sorted({k for p in flat for k in p if k in ATTENTION_KEYS})
     if found:
@@ -496,9 +481,8 @@ def _refuse_attention_keys(where: str, params: dict) -> None:
 
 
 def _attention_rescale(model, old_cfg, new_params) -> dict:
-    """{module: {attribute: value}}: float attributes of modules other than the rotary ones
-    that transformers derives from rope_parameters (DeepSeek's softmax scale times mscale^2),
-    as the module class computes them with the new parameters."""
+    """{module: {attribute: value}}: the floats attention modules derive from rope_parameters
+    (DeepSeek's mscale), as their class computes them with the new ones."""
     changes = {}
     for module in model.modules():
         if getattr(module, "config", None) is not old_cfg or not hasattr(module, "layer_idx"):

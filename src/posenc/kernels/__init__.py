@@ -35,9 +35,7 @@ _BROKEN: dict[str, str] = {}
 
 
 def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
-    """The same math in plain PyTorch (float32 compute, one rounding to x's dtype).
-
-    copy_rest: copy the pass-through channels x[..., R:] to out (out is not x)."""
+    """The math in plain PyTorch (float32, one rounding); copy_rest: copy x[..., R:] to out."""
     r = 2 * cos.shape[-1]
     xr = x[..., :r].float()
     if interleaved:
@@ -56,9 +54,8 @@ _COMPILED: dict[tuple, object] = {}
 
 
 def _compiled_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
-    """torch.compile of _eager_rotate, one compiled function per variant (dtype, layout,
-    direction, in place or not) so variants never evict each other; within a variant the first
-    shape is specialized and a second one recompiles with dynamic sizes once."""
+    """torch.compile of _eager_rotate, one compiled function per variant (never evicting
+    each other; a second shape recompiles dynamic once)."""
     key = (x.dtype, interleaved, sign, copy_rest, out is x)
     fn = _COMPILED.get(key)
     if fn is None:
@@ -192,8 +189,8 @@ def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
-    """Whether views a and b, within bytes [lo, hi), hold a common element: exact for strided
-    views that interleave (two halves of one buffer's time axis), by marking a's elements."""
+    """Whether views a and b hold a common element in bytes [lo, hi): exact for interleaved
+    strided views, by marking a's elements."""
     if a.is_contiguous() and b.is_contiguous() or a.element_size() != b.element_size():
         return True  # contiguous spans that meet do share elements
     size = a.element_size()
@@ -205,8 +202,7 @@ def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
 def refuse_overlap(
     out: torch.Tensor, out_name: str, x: torch.Tensor, x_name: str, allow_same: bool = True
 ) -> None:
-    """ValueError where `out` shares memory with `x` without being it (as torch's out= ops
-    refuse): a rotation written over its own input part-way reads rotated values."""
+    """ValueError where `out` overlaps `x` without being it (as torch's out= ops)."""
     if out.numel() == 0 or x.numel() == 0 or out.device != x.device:
         return
     (a0, a1), (b0, b1) = _span(out), _span(x)
@@ -226,12 +222,8 @@ def _rotate(
     out: torch.Tensor | None = None,
     engine: str | None = None,
 ) -> torch.Tensor:
-    """Rotate x [..., Dh] by cos, sin (broadcastable to x[..., :R/2], float32); R <= Dh.
-
-    inplace=True writes into x (not with autograd on x); out= writes into a preallocated tensor
-    of x's shape and dtype (no autograd); otherwise a new tensor, differentiable through x.
-    Values equal posenc.functional's reference to float rounding.
-    """
+    """Rotate x [..., Dh] by cos, sin (float32, broadcastable to x[..., :R/2]): in place, into
+    out= (neither with autograd on x), or a new tensor differentiable through x."""
     if layout not in ("half", "interleaved"):
         raise ValueError(f"layout must be 'half' or 'interleaved', got {layout!r}")
     interleaved = layout == "interleaved"
@@ -272,9 +264,8 @@ def _rotate_qk(
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
     engine: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh] by their (cos, sin), each broadcastable
-    to x[..., :R/2]; on CUDA with Triton, q and k in one kernel launch (triton_rope).
-    out=(q_out, k_out) writes into preallocated buffers."""
+    """Rotate q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] by their (cos, sin); on CUDA with Triton in
+    one launch; out=(q_out, k_out)."""
     oq, ok = out if out is not None else (None, None)
     # out= as torch's ops check it: an out may be its own input (in place), never the other's
     pairs = ((oq, "out[0]", q, "q", True), (ok, "out[1]", k, "k", True),
