@@ -459,13 +459,18 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
 def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
     """transformers' rotary module rebuilt with new rope_parameters; None where it cannot be."""
     try:
-        new_cfg = copy.deepcopy(cfg_obj)
-        new_cfg.rope_parameters = copy.deepcopy(new_params)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return type(module)(new_cfg)
+        return _rebuilt(type(module), cfg_obj, new_params)
     except Exception:
         return None
+
+
+def _rebuilt(cls, cfg_obj, new_params, *args):
+    """cls(a copy of cfg_obj with rope_parameters new_params, *args), its warnings silenced."""
+    new_cfg = copy.deepcopy(cfg_obj)
+    new_cfg.rope_parameters = copy.deepcopy(new_params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls(new_cfg, *args)
 
 
 def _refuse_attention_keys(where: str, params: dict) -> None:
@@ -495,12 +500,9 @@ def _attention_rescale(model, old_cfg, new_params) -> dict:
             continue
         if "rope_parameters" not in source and "rope_scaling" not in source:
             continue
-        new_cfg = copy.deepcopy(old_cfg)
-        new_cfg.rope_parameters = copy.deepcopy(new_params)
         try:
-            with torch.device("meta"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                twin = type(module)(new_cfg, module.layer_idx)
+            with torch.device("meta"):
+                twin = _rebuilt(type(module), old_cfg, new_params, module.layer_idx)
         except Exception as error:
             raise ValueError(
                 f"patch: scaling: {type(module).__name__} reads rope_parameters and cannot be "
