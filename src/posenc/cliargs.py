@@ -125,14 +125,16 @@ def _value(bad: tuple[str, ...], what: str):
     return wrap
 
 
-def integer(low: int | None = None, high: int | None = None):
-    """An int in low..high (either end open when None)."""
+def integer(low: int | None = None, high: int | None = None, even: bool = False):
+    """An int in low..high (either end open when None); only even ones where `even`."""
     rng = f">= {low}" if high is None else f"in {low}..{high}"
+    kind = "an even integer" if even else "an integer"
     bad = ("abc", "1.5", "true", "1e3")
     bad += (str(low - 1),) if low is not None else ()
     bad += (str(high + 1),) if high is not None else ()
+    bad += (str(low + 1),) if even else ()
 
-    @_value(bad, f"an integer {rng}")
+    @_value(bad, f"{kind} {rng}")
     def parse(text: str) -> int:
         try:
             value = int(text.strip())
@@ -140,22 +142,15 @@ def integer(low: int | None = None, high: int | None = None):
             raise ValueError(f"must be an integer {rng}, got {text!r}") from None
         if (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"must be an integer {rng}, got {value}")
+        if even and value % 2:
+            raise ValueError(f"must be {kind} {rng}, got {value}")
         return value
 
     return parse
 
 
 def even_integer(low: int):
-    parse_int = integer(low)
-
-    @_value((*parse_int.bad, str(low + 1)), f"an even integer >= {low}")
-    def parse(text: str) -> int:
-        value = parse_int(text)
-        if value % 2:
-            raise ValueError(f"must be an even integer >= {low}, got {value}")
-        return value
-
-    return parse
+    return integer(low, even=True)
 
 
 def number(low: float = 0.0):

@@ -629,14 +629,6 @@ def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
     return pos
 
 
-def _reference(sl: slice, pos, freq, af: float, golden_file) -> tuple:
-    """cos, sin [c, R/2] of the positions pos[sl] times af: the golden file's, else computed."""
-    if golden_file is None:
-        return cos_sin(pos[sl], freq, af)
-    scale = af / golden_file.attention_factor  # stored with the attention factor
-    return golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
-
-
 def _inputs(dump, golden_file, path) -> dict[str, torch.Tensor]:
     for source in (dump, golden_file.qk if golden_file is not None else {}):
         if "q" in source or "k" in source:
@@ -669,7 +661,11 @@ def _judge(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -
     rows, idx = _Rows(len(pos)), _pair_index(layout, r)  # idx [R]: the pair of each channel
     for lo in range(0, len(pos), ROWS):
         sl = slice(lo, lo + ROWS)
-        ref = dict(zip(("cos", "sin"), _reference(sl, pos, freq, af, golden_file)))
+        if golden_file is None:
+            ref = dict(zip(("cos", "sin"), cos_sin(pos[sl], freq, af)))
+        else:  # stored with the attention factor
+            scale = af / golden_file.attention_factor
+            ref = {"cos": golden_file.cos[sl] * scale, "sin": golden_file.sin[sl] * scale}
         cache = budget(pos[sl], freq[idx], store, compute) * af if "cos" in got else None
         for name, out in got.items():
             if name in ref:

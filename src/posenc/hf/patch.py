@@ -41,16 +41,7 @@ from posenc.hf.config import (
 
 FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
 SKIP_PARTS = ("vision", "visual", "audio", "speech", "image", "vqmodel", "encoder.")
-INSTALL_HINT = "pip install posenc[hf]"
 KEPT_ATTRIBUTES = ("config", "layer_types", "mrope_section", "rope_type")  # read by some models
-
-
-def _transformers():
-    try:
-        import transformers
-    except ImportError as error:
-        raise ImportError(f"posenc.hf.patch needs transformers: {INSTALL_HINT}") from error
-    return transformers
 
 
 class Rope:
@@ -526,7 +517,10 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
     Every module is confirmed first (module docstring). dynamic / longrope follow each call's
     largest position (transformers': the largest seen so far, the same from a fresh model).
     """
-    transformers = _transformers()
+    try:
+        import transformers
+    except ImportError as error:
+        raise ImportError("posenc.hf.patch needs transformers: pip install posenc[hf]") from error
     if not isinstance(model, transformers.PreTrainedModel):
         raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
     if encoding is not None and scaling is not None:
