@@ -1,9 +1,6 @@
-"""The `posenc` command: list, show, explain, arena, stretch, bench, golden, conform.
-
-Each subcommand is a module with `main(argv) -> int`, imported only when it runs, so
-`posenc list` stays fast. Errors from bad input print one line, no traceback (set
-POSENC_DEBUG=1 to see it).
-"""
+"""The `posenc` command: list, show, explain, arena, stretch, bench, golden, conform. Each
+subcommand is a module's `main(argv) -> int`, imported only when it runs; bad input prints one
+line, no traceback (POSENC_DEBUG=1 shows it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The command line's shared pieces, torch-free so that `posenc ... --help` answers at once:
-the one-line-error parser and the checks that every output path can be written, made before a
-command writes anything.
-"""
+"""The command line's shared pieces, torch-free (`--help` answers at once): the one-line-error
+parser, the flags' value types, and the checks that every output can be written, made before a
+command writes anything."""
 
 from __future__ import annotations
 
@@ -102,11 +101,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------------------------------ flag values
-# Every value flag of every command takes its type= from here (tests/test_cli.py checks that):
-# each checks type, range and meaning when the command line is parsed, before anything is
-# written, and names a few values it refuses (`.bad`, which the test feeds to every flag;
-# "AFILE" stands for a file of text that exists, where a folder, or an output of another kind,
-# is needed).
+# Every value flag takes its type= from here, checked as it is parsed, and names values it refuses
+# (`.bad`: tests/test_cli.py feeds them to every flag; "AFILE" stands for an existing text file).
 
 
 def _value(bad: tuple[str, ...], what: str):

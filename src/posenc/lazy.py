@@ -1,7 +1,5 @@
-"""Lazy exports (PEP 562): a package whose public names live in its submodules imports each
-one on first use, so that importing the package, and a command's --help, imports no torch.
-Torch-free, stdlib only: posenc/__init__ and the subpackages' call it at import.
-"""
+"""Lazy exports (PEP 562): a package's public names import their submodule on first use, so
+importing the package, and a command's --help, imports no torch. Stdlib only."""
 
 from __future__ import annotations
 

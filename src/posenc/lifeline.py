@@ -1,8 +1,6 @@
-"""A worker process's tie to the run that started it: it ends when the run ends, however the
-run ends (SIGKILL included). Torch-free, and a spawned worker's pool initializer (`start`):
-the worker ties itself to the run before anything heavy is unpickled or imported, so a run
-killed while its workers start (a torch import takes seconds) leaves none behind.
-"""
+"""A worker process's tie to the run that started it: it ends when the run ends, however (SIGKILL
+too). Torch-free: `start`, a spawned pool's initializer, ties the worker before anything heavy
+is unpickled or imported, so a run killed while its workers start leaves none behind."""
 
 from __future__ import annotations
 
