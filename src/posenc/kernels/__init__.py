@@ -230,25 +230,21 @@ def _rotate(
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     if cos.requires_grad or sin.requires_grad:
         raise ValueError("fast RoPE does not differentiate through cos/sin; use the reference")
-    if inplace or out is not None:
-        if needs_grad:
-            raise ValueError("inplace=True / out= do not support autograd on x; call without them")
-        target = x if inplace else out
-        if out is not None and not inplace:
-            if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-                raise ValueError(
-                    f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
-                    f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
-                )
-            if same_memory(out, x):
-                target = x  # out is x: in place
-            else:
-                refuse_overlap(out, "out", x, "x")
-        _run(x, cos, sin, target, interleaved, 1.0, engine)
-        return target
-    if needs_grad:
+    if needs_grad and not inplace and out is None:
         return _RopeFn.apply(x, cos, sin, interleaved, engine)
-    target = cpu_rope.fresh_output(x)
+    if needs_grad:
+        raise ValueError("inplace=True / out= do not support autograd on x; call without them")
+    target = x if inplace else cpu_rope.fresh_output(x) if out is None else out
+    if out is not None and not inplace:
+        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError(
+                f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
+                f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
+            )
+        if same_memory(out, x):
+            target = x  # out is x: in place
+        else:
+            refuse_overlap(out, "out", x, "x")
     _run(x, cos, sin, target, interleaved, 1.0, engine)
     return target
 
