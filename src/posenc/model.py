@@ -108,9 +108,8 @@ class TransformerLM(nn.Module):
 
     def build_encoding(self, name: str, kwargs: dict | None = None) -> PositionalEncoding:
         c = self.config
-        std = dict(dim=c["dim"], heads=c["heads"], kv_heads=c["kv_heads"])
-        std.update(head_dim=c["dim"] // c["heads"])  # build() passes each what it takes
-        std.update(max_len=c["max_len"], train_len=c["train_len"])
+        std = {k: c[k] for k in ("dim", "heads", "kv_heads", "max_len", "train_len")}
+        std["head_dim"] = c["dim"] // c["heads"]  # build() passes each what it takes
         kwargs = {**std, **c["encoding_kwargs"], **(kwargs or {})}
         return build_for(name, causal=c["causal"], **kwargs)
 
@@ -251,20 +250,17 @@ class TransformerLM(nn.Module):
 def plain_config(value, where: str = "config") -> None:
     """ValueError naming the key unless `value` is plain data (None, bool, int, float, str, and
     lists / tuples / dicts of it: what weights_only loads)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
             plain_config(item, f"{where}[{i}]")
-        return
-    if isinstance(value, dict):
+    elif isinstance(value, dict):
         for key, item in value.items():
             plain_config(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(
-        f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
-        "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
-    )
+    elif value is not None and not isinstance(value, bool | int | float | str):
+        raise ValueError(
+            f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
+            "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
+        )
 
 
 def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:

@@ -96,6 +96,11 @@ def rope_parameters_of(cfg: dict) -> dict:
         )
     params = copy.deepcopy(cfg.get("rope_scaling") or {})
     params.setdefault("rope_type", params.pop("type", "default"))
+    return _defaults(params, cfg)
+
+
+def _defaults(params: dict, cfg: dict) -> dict:
+    """params with the config's rope_theta and partial rotary factor where they name none."""
     params.setdefault("rope_theta", _theta(cfg))
     prf = _partial(cfg)
     if prf is not None:
@@ -194,10 +199,7 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     if rope_type == "dynamic" and params.get("alpha"):  # Hunyuan: NTK with a fixed alpha
         scaling.update(rope_type="ntk", factor=params["alpha"])
         return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
-    scaling.setdefault("rope_theta", _theta(cfg))
-    prf = _partial(cfg)
-    if prf is not None:
-        scaling.setdefault("partial_rotary_factor", prf)
+    _defaults(scaling, cfg)
     max_len = cfg.get("max_position_embeddings")
     if rope_type != "default" and max_len is not None:
         scaling["max_position_embeddings"] = max_len
