@@ -202,9 +202,7 @@ def check_doc_ids(doc_ids, B: int, T: int) -> None:
 def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> torch.Tensor:
     """positions [T] or [B, T] (+ [..., P]), as check_positions returns them."""
     want = (T,) if P == 1 else (T, P)
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
-    if tuple(positions.shape) not in (want, (B, *want), (1, *want)):
+    if tuple(check_tensor("positions", positions).shape) not in (want, (B, *want), (1, *want)):
         raise ValueError(
             f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
         )

@@ -196,11 +196,8 @@ class Flex:
     run = staticmethod(flex_backend)
 
 
-class Chunked:
-    def can_run(self, call: Call) -> str | None:
-        return None
-
+class Chunked(Eager):
     def picks(self, call: Call) -> bool:
-        return True
+        return True  # wherever the others do not: auto's last resort
 
     run = staticmethod(chunked_backend)

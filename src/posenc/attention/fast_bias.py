@@ -113,11 +113,9 @@ class Distance:
         if groups is None and hasattr(call.encoding, "mlp_form"):  # FIRE: its MLP per block
             groups, why = fire_plan(call.encoding, *args[:-1])
             call.memo["fire"] = groups
-        return (
-            None
-            if groups is not None
-            else f"backend='distance' cannot run this call: {why}; use 'auto'"
-        )
+        if groups is None:
+            return f"backend='distance' cannot run this call: {why}; use 'auto'"
+        return None
 
     def picks(self, call) -> bool:
         return True  # wherever it runs
@@ -138,14 +136,16 @@ def distance_backend(q, k, v, groups, causal: bool, scale: float) -> torch.Tenso
     qf = q.float()
     kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
     vr = repeat_kv(v, H).float().flip(2)
-    if len(groups) == 1:
-        ((_, delta, vec),) = groups
-        return _DistanceBias.apply(qf, kr, vr, vec, delta, causal, scale).to(q.dtype)
     outs = [
-        _DistanceBias.apply(qf[rows], kr[rows], vr[rows], vec, delta, causal, scale)
+        _DistanceBias.apply(*_rows(rows, qf, kr, vr), vec, delta, causal, scale)
         for rows, delta, vec in groups
     ]
-    return torch.cat(outs).to(q.dtype)
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
+
+
+def _rows(rows: slice | None, *tensors) -> tuple:
+    """The batch rows `rows` of each tensor (None: all of them)."""
+    return tensors if rows is None else tuple(t[rows] for t in tensors)
 
 
 def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, int]]:
@@ -293,10 +293,9 @@ def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tens
     for rows, qp, kp, mask in groups:
         span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
         psi, den, (z, A, B) = enc.mlp_form(qp, span)
-        qkv = (qf, kf, vf) if rows is None else (qf[rows], kf[rows], vf[rows])
         outs.append(_FireBias.apply(
-            *qkv, psi.float(), den.float(), z, A, B, qp.contiguous(), kp.contiguous(), mask,
-            causal, scale, q.dtype,
+            *_rows(rows, qf, kf, vf), psi.float(), den.float(), z, A, B, qp.contiguous(),
+            kp.contiguous(), mask, causal, scale, q.dtype,
         ))  # fmt: skip
     return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
