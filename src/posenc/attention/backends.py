@@ -1,7 +1,6 @@
-"""The backends of posenc.attention but distance (posenc.attention.fast_bias): eager, sdpa,
-chunked and flex. Each runs one validated Call (posenc.attention.call: q / k rotated, k / v
-[B, Hkv, Tk, Dh]) and returns [B, H, Tq, Dh] in q's dtype; each class says whether it can run
-a call (`can_run`: None or the reason) and whether `auto` would pick it (`picks`)."""
+"""posenc.attention's backends but distance (fast_bias): eager, sdpa, chunked, flex. Each runs
+one validated Call and returns [B, H, Tq, Dh] in q's dtype; its class says whether it can run a
+call (`can_run`: None or why not) and whether `auto` picks it (`picks`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The reference math of posenc.attention: grouped-query kv repeat, the allowed mask (causal by
-position values, and the user's mask) and one block of queries attended in float32. The eager
-backend is attend_block over every query at once; chunked runs it per query block."""
+"""The reference math of posenc.attention: the kv repeat, the allowed mask (causal by position
+value, and the user's) and a block of queries in float32 (eager: all at once; chunked: blocks)."""
 
 from __future__ import annotations
 

@@ -2,18 +2,14 @@
 
     python -m posenc.hf.coverage [--write docs/hf/coverage.md] [--sizes other] [TYPE ...]
 
-Each model type of transformers' causal-LM auto mapping whose modeling code has a rotary
-embedding is built as a tiny random model from its config class (2 layers, hidden 64, 4 heads,
-head dim 16; MoE and MLA sizes shrunk; the first of a few size variants that builds), then
-    parity   patch(model) keeps the logits (<= TOL) at positions 0..7 and across the original
-             context length, and patch(model, scaling=YARN / DYNAMIC) gives the logits of the
-             model transformers builds with that scaling (same weights)
-    refused  patch raised its one-line ValueError (the reason is recorded)
-    wrong    patch returned but the logits differ (must never happen)
-    failed   anything else (an exception from patch or the comparison)
-    n/a      the type does not build tiny here, or its model has no rotary module
-A scaling that transformers itself refuses for the type is recorded as "-" and not counted.
-Needs transformers (a test extra); nothing here downloads anything.
+Each causal-LM type whose modeling code has a rotary embedding is built tiny and random from its
+config class (2 layers, hidden 64, 4 heads, head dim 16, MoE / MLA shrunk; the first size
+variant that builds), then: parity (patch(model) keeps the logits to TOL at positions 0..7 and
+across the original context, and patch(model, scaling=YARN / DYNAMIC) gives the logits of the
+model transformers builds with that scaling, same weights), refused (patch's one-line
+ValueError), wrong (patched, logits differ: must never happen), failed (anything else), n/a
+(does not build tiny, or no rotary module). A scaling transformers refuses for the type is "-".
+Needs transformers; downloads nothing.
 """
 
 from __future__ import annotations
