@@ -107,9 +107,7 @@ def conform_parser() -> OneLineParser:
         help="read the golden values from this posenc golden file (default: computed on the fly)",
     )
     parser.add_argument(
-        "--dtype",
-        choices=DTYPES,
-        help="the dtype the dump was stored in (default: its tensors')",
+        "--dtype", choices=DTYPES, help="the dtype the dump was stored in (default: its tensors')"
     )
     parser.add_argument(
         "--compute-dtype",

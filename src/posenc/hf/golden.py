@@ -343,16 +343,14 @@ def _read_tensors(path, what: str) -> tuple[dict[str, torch.Tensor], dict | None
                 meta = (f.metadata() or {}).get("posenc")
             meta = json.loads(meta) if meta else None
         else:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-            if isinstance(loaded, list | tuple) and len(loaded) == 2:
-                loaded = {"cos": loaded[0], "sin": loaded[1]}  # a rotary module's (cos, sin)
-            if not isinstance(loaded, dict):
+            tensors = torch.load(path, map_location="cpu", weights_only=True)
+            if isinstance(tensors, list | tuple) and len(tensors) == 2:
+                tensors = {"cos": tensors[0], "sin": tensors[1]}  # a rotary module's (cos, sin)
+            if not isinstance(tensors, dict):
                 raise ValueError(
-                    f"{what} {path} holds a {type(loaded).__name__}; save a dict "
-                    "{'cos': ..., 'sin': ...} (or q_rot / k_rot) or a (cos, sin) "
-                    "pair"
+                    f"{what} {path} holds a {type(tensors).__name__}; save a dict "
+                    "{'cos': ..., 'sin': ...} (or q_rot / k_rot) or a (cos, sin) pair"
                 )
-            tensors = loaded
     except ValueError as err:
         if str(err).startswith(what):
             raise
