@@ -37,16 +37,10 @@ transform_logits -> mask -> softmax or normalize -> @ v -> + values. Every hook 
 of (query i, key j) pairs that sees all of a query's keys, so a block of queries (`chunked`)
 and a KV-cache step give the full forward's numbers.
 
-Backends (SCORE_HOOKS need the [B, H, Tq, Tk] logits in hand: eager / chunked materialize
-them per block of queries, fused kernels never do):
-    eager, chunked   every capability
-    sdpa             rotate, bias (as a float mask); refuses SCORE_HOOKS
-    flex             rotate, bias through score_mod; refuses SCORE_HOOKS and a bias without
-                     `score_mod` (one that depends on q / k)
-    distance         a bias through distance_bias (consecutive positions, CPU, no mask);
-                     refuses other encodings, naming what they provide
-The `content` family's attention depends on the tokens (FoX's gates, DAPE's MLP,
-stick-breaking): positions only order the tokens and decide the causal mask.
+SCORE_HOOKS need the [B, H, Tq, Tk] logits in hand: eager / chunked run them, the fused backends
+refuse them (posenc.attention lists what each backend honours). The `content` family's
+attention depends on the tokens (FoX, DAPE, stick-breaking): positions order them, and decide
+the causal mask.
 
 Standard keywords (CONTRIBUTING.md's table): a constructor takes, keyword-only, those it uses
 and no others; posenc.build() passes each only those its signature takes (model_kwargs).

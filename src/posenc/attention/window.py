@@ -1,12 +1,8 @@
-"""Sliding-window attention as a boolean mask: each query sees only the keys of its last
-`window` positions (Longformer, Mistral; the local layers of Gemma 2/3 and Command A).
-
-    window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk]  (True = may attend)
-    layer_windows(window, depth) -> [window or None] * depth               (TransformerLM's)
-
-Allowed: 0 <= q_pos - k_pos < window (causal), |q_pos - k_pos| < window (bidirectional); by
-position VALUES as causal is (a KV cache gives the full forward's mask), by index for 2-D /
-3-D positions. ANDed with causal and any other mask.
+"""Sliding-window attention as a boolean mask (Longformer, Mistral; the local layers of Gemma 2/3
+and Command A): window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk] allows
+0 <= q_pos - k_pos < window (causal) or |q_pos - k_pos| < window, by position VALUES as causal is
+(a KV cache gives the full forward's mask), by index for 2-D / 3-D positions; ANDed with causal
+and any other mask. layer_windows(window, depth): TransformerLM's per-layer windows.
 """
 
 from __future__ import annotations

@@ -508,15 +508,12 @@ def _attention_rescale(model, old_cfg, new_params) -> dict:
 
 def patch(model, encoding=None, *, scaling: dict | None = None):
     """Make a loaded transformers model take its rotary positions from posenc, in place; returns
-    it. No arguments: the encoding of its own config (the same logits). scaling: rope_parameters
-    ({"rope_type": "yarn", "factor": 4.0, ...}; per layer type {layer_type: dict}; rope_theta,
-    partial_rotary_factor and mrope keys default to the model's): the logits of the model
-    transformers rebuilds with it (checked against its rebuilt rotary module where it builds
-    one; attention floats derived from rope_parameters, DeepSeek's mscale, follow). encoding: a
-    posenc rope (the model's layout and rotary dim) or nope, or {layer_type: encoding}.
-    Every module is confirmed first (module docstring). dynamic / longrope follow each call's
-    largest position (transformers': the largest seen so far, the same from a fresh model).
-    """
+    it, every rotary module confirmed first (module docstring). No arguments: its own config's
+    encoding (the same logits). scaling: rope_parameters ({layer_type: dict} per layer type;
+    rope_theta, partial and mrope keys default to the model's): the logits of the model
+    transformers rebuilds with it (DeepSeek's mscale follows). encoding: a posenc rope (the
+    model's layout and rotary dim) or nope, or {layer_type: encoding}. dynamic / longrope follow
+    each call's largest position (transformers': the largest seen, the same from a fresh model)."""
     try:
         import transformers
     except ImportError as error:
