@@ -159,10 +159,9 @@ def main_show(argv: list[str]) -> int:
     cls = posenc.resolve(args.name)
     check_show_size(cls, a, b, args)
     torch.manual_seed(0)
-    enc = posenc.build(
-        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1),
-        train_len=max(b, 1),
-    ).eval()  # fmt: skip
+    enc = posenc.build(  # b >= 1: parse_span has checked 0 <= a < b
+        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=b, train_len=b
+    ).eval()
     if "embed" in enc.provides:
         check_show_size(cls, a, b, args, enc.embed_dim(args.dim))
     pos = torch.arange(a, b)
