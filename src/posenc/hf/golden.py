@@ -223,11 +223,9 @@ def golden(
     inv_freq, meta = rope_reference(config, positions, seq_len=seq_len, layer_type=layer_type)
     cos, sin = cos_sin(positions, inv_freq, meta["attention_factor"])
     out = Golden(positions, inv_freq, cos, sin, meta)
-    for name in ("q", "k"):
-        if qk and name in qk:
-            x = _check_qk(name, qk[name], len(positions), meta["head_dim"])
-            out.qk[name] = x
-            out.qk[f"{name}_rot"] = rotate(x, cos, sin, meta["layout"])
+    for name in [n for n in ("q", "k") if n in (qk or {})]:
+        out.qk[name] = x = _check_qk(name, qk[name], len(positions), meta["head_dim"])
+        out.qk[f"{name}_rot"] = rotate(x, cos, sin, meta["layout"])
     return out
 
 

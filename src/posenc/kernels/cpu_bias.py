@@ -239,11 +239,9 @@ def kernel() -> ctypes.CDLL | None:
         except (RuntimeError, OSError, subprocess.SubprocessError) as err:
             BROKEN = str(err) or type(err).__name__
             return None
-        fn = lib.bias_grad_f32
-        fn.restype = None
         i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [*[ptr] * 6, *[i64] * 11, ctypes.c_float, c_int, c_int]
-        lib.fire_bias_f32.restype = lib.fire_grad_f32.restype = None
+        lib.bias_grad_f32.restype = lib.fire_bias_f32.restype = lib.fire_grad_f32.restype = None
+        lib.bias_grad_f32.argtypes = [*[ptr] * 6, *[i64] * 11, ctypes.c_float, c_int, c_int]
         lib.fire_bias_f32.argtypes = [*[ptr] * 8, *[i64] * 4, c_int, ctypes.c_float, c_int]
         lib.fire_grad_f32.argtypes = [*[ptr] * 7, *[i64] * 5, c_int, *[ptr] * 4, c_int]
         LIB = lib
