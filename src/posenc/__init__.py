@@ -1,8 +1,5 @@
-"""posenc: positional encodings for Transformers, behind one interface.
-
-The public names are imported on first use (PEP 562), so that `posenc --help`, a command's
---help and `import posenc.cliargs` import no torch; `posenc.build(...)` imports what it needs.
-"""
+"""posenc: positional encodings for Transformers, behind one interface. Public names import on
+first use (PEP 562): `posenc --help` and `import posenc.cliargs` import no torch."""
 
 from __future__ import annotations
 

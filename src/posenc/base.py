@@ -1,79 +1,54 @@
 """The one interface every positional encoding implements, and the one shape legend.
 
-Shape legend (used in every docstring of posenc):
-    B    batch size
-    T    sequence length; Tq queries, Tk keys (Tq <= Tk when decoding with a cache)
-    D    model width
-    H    query heads; Hkv key/value heads (H % Hkv == 0, grouped-query attention)
-    Dh   head dim; R rotary dim (R <= Dh, even)
-    P    position components: 1 for sequences (then the last axis is dropped), 2 for images
-         (row, col), 3 for video (time, row, col)
+Shape legend (every docstring of posenc):
+    B batch; T sequence length, Tq queries, Tk keys (Tq <= Tk decoding with a cache); D model
+    width; H query heads, Hkv key/value heads (H % Hkv == 0, GQA); Dh head dim, R rotary dim
+    (R <= Dh, even); P position components: 1 sequences (the axis is dropped), 2 images (row,
+    col), 3 video (time, row, col).
+Positions are explicit tensors [T] (shared by the batch) or [B, T] (left padding, packing,
+decoding offsets), with a trailing [..., P] axis in 2-D / 3-D; default arange(T) (queries
+decoding: the last Tq of arange(Tk)).
 
-Positions are explicit tensors: `[T]` (shared by the batch) or `[B, T]` (left padding, packed
-sequences, decoding offsets), with a trailing `[..., P]` axis for 2-D / 3-D encodings.
-The default is `arange(T)`; for queries when decoding, the last Tq of `arange(Tk)`.
-
-Each encoding DECLARES what it provides, in one place on its class: `provides`, a frozenset of
-the names of CAPABILITIES (an instance may narrow it in __init__: Shaw without value tables;
-a wrapper copies its inner's). Every capability is one hook method; the hooks an encoding does
-not provide are identity / None here, and the contract test checks that a class overrides
-exactly the hooks it declares. Attention, the model, the wrappers, the arena and explain read
-the declaration (has_bias, score_hooks, content_dependent, ... are derived from it), never
-which methods a class overrides nor its family:
-    embed             embed(x, positions): absolute, added to (or concatenated with) the token
-                      embeddings x [B, T, D]
+Each encoding DECLARES its CAPABILITIES in `provides`, a frozenset on its class (an instance
+may narrow it: Shaw without value tables; a wrapper copies its inner's). Each is one hook,
+identity / None here; the contract test checks a class overrides exactly those it declares.
+Attention, the model, wrappers, arena and explain read the declaration (has_bias,
+score_hooks, content_dependent derive from it), never which methods a class overrides:
+    embed             embed(x, positions): absolute, added to / concatenated with x [B, T, D]
     embed_dim         embed_dim(dim): embed() widens x (concatenation)
-    token_scale       token_scale(dim): a factor on the token embeddings before embed()
-                      (sqrt(D), Vaswani)
-    rotate            rotate(q, k, q_pos, k_pos): rotary, rotates (or scales) queries and keys
-                      (their last dim may change, for both alike: PoPE's polar form is 2 Dh
-                      wide; v keeps Dh)
-    angles            angles(positions): [T, R/2] float64 rotation angles (figures, analysis)
-    bias              bias(q, k, q_pos, k_pos): [B or 1, H, Tq, Tk], added to q.k * scale
-    score_mod         score_mod(q_pos, k_pos): bias() as a FlexAttention score_mod (a bias of
-                      positions alone)
-    distance          distance_bias(distances, q_pos): bias() as a function of the distance
-                      q_pos - k_pos alone, [H, N] (the `distance` backend)
-    values            values(probs, q_pos, k_pos): extra attention output (Shaw's relative
-                      values)
+    token_scale       token_scale(dim): factor on the token embeddings (sqrt(D), Vaswani)
+    rotate            rotate(q, k, q_pos, k_pos): rotates (or scales) q and k; their last dim
+                      may change alike (PoPE's polar form: 2 Dh), v keeps Dh
+    angles            angles(positions): [T, R/2] float64 rotation angles
+    bias              bias(q, k, q_pos, k_pos): [B or 1, H, Tq, Tk] added to q.k * scale
+    score_mod         score_mod(q_pos, k_pos): bias() as a FlexAttention score_mod
+    distance          distance_bias(distances, q_pos): bias() of q_pos - k_pos alone, [H, N]
+    values            values(probs, q_pos, k_pos): extra attention output (Shaw)
     softmax_scale     softmax_scale(head_dim): the factor on q.k, other than 1/sqrt(Dh)
     sample_positions  sample_positions(positions): training-time positions (randomized)
     transform_logits  transform_logits(logits, q, k, q_pos, k_pos): content, post-processes
-                      the logits [B, H, Tq, Tk] (DAPE's MLP)
-    normalize         normalize(logits, allowed, q_pos, k_pos): content, the attention weights
-                      in place of the softmax (stick-breaking)
+                      the logits [B, H, Tq, Tk] (DAPE)
+    normalize         normalize(logits, allowed, q_pos, k_pos): content, weights in place of
+                      the softmax (stick-breaking)
 HOOKS names the methods, so a wrapper (`randomized`) forwards every one by iterating it.
 
-The order inside attention, for a block of queries: rotate -> logits = q.k * softmax_scale +
-bias -> transform_logits -> mask -> softmax, or normalize -> @ v -> + values. Every hook is a
-function of (query i, key j) pairs that sees every key of a query's row: so a block of queries
-(`chunked`) and a KV-cache decode step (the last Tq queries over all cached keys) give the same
-numbers as the full forward.
+Inside attention, per block of queries: rotate -> q.k * softmax_scale + bias ->
+transform_logits -> mask -> softmax or normalize -> @ v -> + values. Every hook is a function
+of (query i, key j) pairs that sees all of a query's keys, so a block of queries (`chunked`)
+and a KV-cache step give the full forward's numbers.
 
-What each backend can honour (SCORE_HOOKS are the capabilities that need the [B, H, Tq, Tk]
-logits or weights in hand; `eager` and `chunked` materialize them per block of queries, the
-fused kernels never do):
-    eager, chunked   every capability.
-    sdpa             rotate, bias (materialized as a float mask); refuses SCORE_HOOKS.
-    flex             rotate, bias through score_mod; refuses SCORE_HOOKS and a bias without
-                     `score_mod` (one that depends on q / k).
-    distance         a bias through distance_bias, for an encoding that provides `distance`
-                     (consecutive positions, CPU, no mask); refuses any other encoding, naming
-                     what it provides.
-The `content` family holds the schemes whose attention depends on the tokens' content, not on
-positions alone (FoX's forget gates, DAPE's MLP over the logits, stick-breaking): positions
-only order the tokens and decide the causal mask.
+SCORE_HOOKS need the [B, H, Tq, Tk] logits in hand: eager / chunked run them, the fused backends
+refuse them (posenc.attention lists what each backend honours). The `content` family's
+attention depends on the tokens (FoX, DAPE, stick-breaking): positions order them, and decide
+the causal mask.
 
-Standard keywords: the model's shape and lengths, one vocabulary across posenc (CONTRIBUTING.md
-has the table). A constructor takes (keyword-only) those its encoding uses and no others;
-posenc.build() passes each encoding only those its signature takes (model_kwargs), so callers
-pass a model's shape generically.
-    dim, heads, head_dim   D, H, Dh of the model the encoding sits in
-    kv_heads               Hkv (grouped-query attention), for an encoding that uses it
-    max_len                a HARD limit: positions >= max_len raise a ValueError, for every
-                           encoding (check_positions, the one place); None = none
-    train_len              the training length, a hint for settings scaled to it (a learned
-                           table's size when max_len is not given, T5's max_distance, FIRE's L)
+Standard keywords (CONTRIBUTING.md's table): a constructor takes, keyword-only, those it uses
+and no others; posenc.build() passes each only those its signature takes (model_kwargs).
+    dim, heads, head_dim   D, H, Dh;  kv_heads  Hkv, for an encoding that uses it
+    max_len                a HARD limit: positions >= max_len raise a ValueError
+                           (check_positions, the one place); None = none
+    train_len              the training length, a hint (a learned table's size without
+                           max_len, T5's max_distance, FIRE's L)
 """
 
 from __future__ import annotations
@@ -136,15 +111,13 @@ def model_kwargs(cls, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if k in names or k not in MODEL_KWARGS}
 
 
-# > 0 while posenc.attention runs (per thread): its positions are validated, the hooks' own
-# check_positions take them as given (one host sync per call, not one per hook).
+# > 0 while posenc.attention runs (per thread): the hooks' check_positions take them as given
 _GIVEN = threading.local()
 
 
 @contextlib.contextmanager
 def positions_given():
-    """Within: PositionalEncoding.check_positions takes positions as given (posenc.attention,
-    once it has validated them)."""
+    """Within: PositionalEncoding.check_positions takes positions as given."""
     _GIVEN.depth = getattr(_GIVEN, "depth", 0) + 1
     try:
         yield
@@ -153,44 +126,27 @@ def positions_given():
 
 
 class PositionalEncoding(nn.Module):
-    """Base class. Subclasses set the class attributes, declare `provides` and override
-    exactly the hooks they declare.
+    """Base class: subclasses set the class attributes below, declare `provides` and override
+    exactly the hooks they declare."""
 
-    Class attributes:
-        provides:      the capabilities it declares, a frozenset of CAPABILITIES' names (the
-                       module docstring): exactly the hooks the class overrides.
-        family:        one of FAMILIES: descriptive (listing, grouping, captions, which
-                       picture explain draws), never what attention or the model read.
-        paper:         short citation, e.g. "Vaswani et al. 2017".
-        summary:       one line for `posenc list`.
-        position_dims: P, the number of position components (1, 2 or 3).
-        integer_positions: True where positions must be integers (tables, buckets).
-        trainable:     True if the encoding has parameters that training changes.
-        cache_exact:   False where a token's encoding depends on the whole sequence (`phase`),
-                       so cached decoding cannot reproduce a full forward.
-        per_document: False where a token's encoding depends on the longest sequence of the
-                       whole batch (RoPE's dynamic / longrope scaling, as transformers'), so
-                       packed documents (doc_ids) cannot each get their own: refused.
-        bidirectional: False where the form is one-directional and only right under a causal
-                       mask (ALiBi's and T5's decoder forms, xPos, CoPE): attention(...,
-                       causal=False) refuses it; ALiBi and T5 build with bidirectional=True.
-    """
-
-    provides: frozenset[str] = frozenset()
-    family: str = "none"
-    paper: str = ""
-    summary: str = ""
-    position_dims: int = 1
-    integer_positions: bool = False
-    trainable: bool = False
+    provides: frozenset[str] = frozenset()  # CAPABILITIES' names: the hooks it overrides
+    family: str = "none"  # one of FAMILIES: descriptive (listing, captions), never dispatched on
+    paper: str = ""  # short citation, e.g. "Vaswani et al. 2017"
+    summary: str = ""  # one line for `posenc list`
+    position_dims: int = 1  # P
+    integer_positions: bool = False  # positions must be integers (tables, buckets)
+    trainable: bool = False  # has parameters that training changes
+    # False where a token's encoding depends on the whole sequence (`phase`): a KV cache
+    # cannot reproduce the full forward
     cache_exact: bool = True
+    # False for a one-directional form, right only under a causal mask (ALiBi's and T5's
+    # decoder forms, xPos, CoPE): attention(causal=False) refuses it
     bidirectional: bool = True
+    # False where it depends on the longest sequence of the batch (RoPE's dynamic / longrope,
+    # as transformers'): packed documents (doc_ids) are refused
     per_document: bool = True
-
-    # The hard limit: positions >= max_len raise (check_positions); None means unbounded.
-    max_len: int | None = None
-    # Whether the model calls sample_positions in eval mode too (randomized, Ruoss's protocol).
-    sample_at_eval: bool = False
+    max_len: int | None = None  # the hard limit: positions >= max_len raise; None: unbounded
+    sample_at_eval: bool = False  # the model calls sample_positions in eval too (randomized)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -201,8 +157,7 @@ class PositionalEncoding(nn.Module):
             )
 
     def token_scale(self, dim: int) -> float:
-        """Factor on token embeddings [B, T, D] before embed(): sqrt(D) where the encoding is
-        added at unit scale to embeddings initialized N(0, D^-1/2) (Vaswani et al. 3.4)."""
+        """Factor on token embeddings before embed() (sqrt(D): Vaswani et al. 3.4)."""
         return 1.0
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -216,92 +171,73 @@ class PositionalEncoding(nn.Module):
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq] or [B, Tq] -> rotated (q, k).
-
-        The rotated q and k share a last dim, Dh unless the method widens both (PoPE: 2 Dh);
-        softmax_scale(Dh) is still taken from the input head dim.
-        """
+        """q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], q_pos [Tq] or [B, Tq] -> rotated (q, k), of
+        one last dim (PoPE: 2 Dh; softmax_scale still takes the input Dh)."""
         return q, k
 
     def bias(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> torch.Tensor | None:
-        """q [B, H, Tq, Dh], k [B, H, Tk, Dh] (kv heads already repeated) -> [B or 1, H, Tq, Tk].
-
-        Added to the scaled logits q.k * softmax_scale(Dh). None: no bias.
-        """
+        """q [B, H, Tq, Dh], k [B, H, Tk, Dh] (kv heads repeated) -> [B or 1, H, Tq, Tk] added
+        to q.k * softmax_scale(Dh); None: no bias."""
         return None
 
     def score_mod(self, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """FlexAttention score_mod(score, b, h, q_idx, kv_idx) with bias()'s values, or None.
-
-        Only for encodings whose bias depends on positions alone. q_pos [Tq], k_pos [Tk] are
-        the positions that q_idx / kv_idx index into.
-        """
+        """FlexAttention score_mod(score, b, h, q_idx, kv_idx) adding bias()'s values (a bias of
+        positions alone; q_idx / kv_idx index q_pos [Tq] / k_pos [Tk]), or None."""
         return None
 
     def distance_bias(self, distances: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor | None:
-        """bias() as a function of the distance alone: distances [N] int64 -> [H, N], the value
-        at every (i, j) with q_pos[i] - k_pos[j] = distance, differentiable in the parameters.
-        None where it is not one for these query positions q_pos [T] / [B, T]. The `distance`
-        backend reads it instead of a [B, H, Tq, Tk] bias (O(Tq + Tk) values)."""
+        """distances [N] int64 -> [H, N]: bias() at every (i, j) with q_pos[i] - k_pos[j] =
+        distance (differentiable); None where the bias is not one of the distance alone here."""
         return None
 
     def values(
         self, probs: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> torch.Tensor | None:
-        """probs [B, H, Tq, Tk] -> extra output [B, H, Tq, Dh] added to probs @ v, or None.
-
-        Only Shaw et al.'s relative value embeddings use it.
-        """
+        """probs [B, H, Tq, Tk] -> extra output [B, H, Tq, Dh] added to probs @ v, or None."""
         return None
 
     def softmax_scale(self, head_dim: int) -> float:
-        """The factor on q.k before softmax; 1/sqrt(Dh) unless the method says otherwise."""
+        """The factor on q.k before softmax."""
         return head_dim**-0.5
 
     def sample_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """positions [T] or [B, T] -> the positions a training forward uses. The model calls
-        it once per forward in training mode, before any layer. Identity here."""
+        """positions [T] or [B, T] -> a training forward's (the model calls it once per forward)."""
         return positions
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """positions [T] -> [T, R/2] float64 rotation angles of a rotary encoding, else None."""
+        """positions [T] -> [T, R/2] float64 rotation angles, or None."""
         return None
 
     def transform_logits(
         self, logits: torch.Tensor, q: torch.Tensor, k: torch.Tensor, q_pos, k_pos
     ) -> torch.Tensor:
-        """logits [B, H, Tq, Tk] float32 (q.k * softmax_scale + bias, not yet masked), q / k as
-        bias() gets them -> logits of the same shape. Entry (i, j) may depend on query i, key j,
-        their positions and every head's logit (i, j), not on other pairs. Identity here."""
+        """logits [B, H, Tq, Tk] float32 (scaled q.k + bias, unmasked) -> the same shape; entry
+        (i, j) may read query i, key j, their positions and every head's (i, j), no other pair."""
         return logits
 
     def normalize(
         self, logits: torch.Tensor, allowed: torch.Tensor | None, q_pos, k_pos
     ) -> torch.Tensor | None:
-        """logits [B, H, Tq, Tk] float32 (not masked), allowed bool broadcastable to it (True =
-        may attend) or None -> attention weights [B, H, Tq, Tk], zero where not allowed (rows
-        may sum to less than 1), replacing the softmax. None: the softmax."""
+        """logits [B, H, Tq, Tk] float32 (unmasked), allowed (bool, True = may attend) or None ->
+        weights [B, H, Tq, Tk] in place of the softmax, 0 where not allowed; None: softmax."""
         return None
 
     def check_positions(self, positions: torch.Tensor, name: str = "positions", **kwargs):
-        """posenc.checks.check_positions with this encoding's hard limit: positions >= max_len
-        raise a ValueError naming max_len and the position. Every hook that takes positions
-        calls it; inside posenc.attention, which validated the call's positions once by the
-        encoding's rules (attention.inputs.prepare_positions), it takes them as given."""
+        """posenc.checks.check_positions with this encoding's max_len, for every hook that takes
+        positions; as given inside posenc.attention (which validated them once)."""
         if getattr(_GIVEN, "depth", 0):
             return positions
         return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
 
     def reset_buffers(self) -> None:
-        """Recompute the derived (non-persistent) buffers from the constructor's settings, as
-        torch modules' reset_parameters does for parameters. Called after load_state_dict, so a
-        model built on the meta device, moved with to_empty() and loaded is whole. None here."""
+        """Recompute the non-persistent buffers from the settings (as reset_parameters does);
+        called after load_state_dict, so a meta-built, to_empty()'d, loaded model is whole."""
 
     def set_buffer(self, name: str, value: torch.Tensor | None) -> None:
-        """Register (or refill) the non-persistent buffer `name` with `value`, on the device
-        and in the floating dtype of the buffer it replaces (model.to() / half() are kept)."""
+        """Register the non-persistent buffer `name`, on the device and float dtype of the one it
+        replaces (model.to() / half() are kept)."""
         old = getattr(self, name, None)
         if isinstance(old, torch.Tensor) and value is not None:
             dtype = old.dtype if old.is_floating_point() and value.is_floating_point() else None
@@ -327,11 +263,8 @@ class PositionalEncoding(nn.Module):
 
     @property
     def content_dependent(self) -> bool:
-        """True where the attention depends on q / k beyond q.k: a score hook, or a bias
-        with no score_mod (position-only biases declare one)."""
-        return bool(self.score_hooks) or (
-            "bias" in self.provides and "score_mod" not in self.provides
-        )
+        """Attention depends on q / k beyond q.k: a score hook, or a bias without score_mod."""
+        return bool(self.score_hooks) or self.has_bias and "score_mod" not in self.provides
 
 
 def one_directional(encoding: PositionalEncoding) -> str:

@@ -58,8 +58,8 @@ def closest_names(name: str, choices, n: int = 3) -> list[str]:
 
 
 def lookup(kind: str, name: str, table: dict):
-    """table[name] for a registry of `kind` ("encoding", "task", ...); ValueError with the
-    closest names if there is none. Names are matched lowercase with '-' read as '_'."""
+    """table[name] of a registry of `kind` (lowercase, '-' read as '_'); else ValueError with the
+    closest names."""
     if not isinstance(name, str):
         raise TypeError(f"{kind} name must be a str, got {type(name).__name__}")
     key = name.strip().lower().replace("-", "_")
@@ -72,8 +72,7 @@ def lookup(kind: str, name: str, table: dict):
 
 
 def check_max_len(max_len) -> int | None:
-    """max_len, the HARD limit on positions (positions >= max_len raise, in
-    PositionalEncoding.check_positions), as an int >= 1; None: no limit."""
+    """max_len (the hard limit on positions) as an int >= 1; None: no limit."""
     return None if max_len is None else check_int("max_len", max_len, low=1)
 
 
@@ -81,9 +80,8 @@ def check_max_len(max_len) -> int | None:
 
 
 def outside_graph(fn):
-    """Decorator: under torch.compile, fn runs eagerly outside the graph (a graph break, the same
-    errors), as torch.compiler.disable(fn), applied only once compiling: importing
-    torch._dynamo (sympy, triton) is left to torch.compile, not done at `import posenc`."""
+    """Decorator: under torch.compile, fn runs as torch.compiler.disable(fn) (a graph break),
+    made only once compiling: `import posenc` does not import torch._dynamo."""
 
     disabled = []  # torch.compiler.disable(fn), made at the first compiled call
 
@@ -136,15 +134,10 @@ def check_positions(
     position_dims: int = 1,
     signed: bool = False,
 ) -> torch.Tensor:
-    """Validate positions; return them with integers of any dtype as int64 (uint8 `i - j`
-    would wrap, int8 cannot index a table), floats unchanged. Every public entry point that
-    takes positions passes them through here: the one normalization point.
-
-    Raises TypeError for non-tensors, ValueError for NaN or infinite values, negative values
-    (unless `signed`: coordinates such as rope_nd's pixel grid in [-1, 1]),
-    non-integer values where `integer`, values >= `max_len`, or a trailing axis that is not
-    `position_dims` long. Positions on the meta device (no values) are checked for shape only.
-    """
+    """The one normalization point of positions: integers of any dtype as int64 (uint8 i - j
+    would wrap), floats unchanged. TypeError for a non-tensor; ValueError for NaN / inf, < 0
+    (unless `signed`: rope_nd's pixel grid), non-integers where `integer`, >= max_len, or a
+    trailing axis not position_dims long. Meta tensors: shape only."""
     check_tensor(name, positions)
     if position_dims > 1 and (positions.dim() == 0 or positions.shape[-1] != position_dims):
         raise ValueError(
@@ -168,8 +161,7 @@ def grid_positions(positions: torch.Tensor, position_dims: int) -> torch.Tensor:
 
 
 def position_at(pos: torch.Tensor):
-    """(b, idx) -> position, for FlexAttention's score_mod / mask_mod: pos [T] or [B, T];
-    [1, T] broadcasts over b."""
+    """(b, idx) -> position of pos [T] / [B, T] ([1, T] broadcasts), for flex's mods."""
     if pos.dim() == 1:
         return lambda b, idx: pos[idx]
     if pos.shape[0] == 1:
@@ -187,8 +179,7 @@ def restart_positions(doc_ids: torch.Tensor) -> torch.Tensor:
 
 
 def check_doc_ids(doc_ids, B: int, T: int) -> None:
-    """doc_ids: a [T] or [B, T] integer tensor of contiguous documents (each id one run:
-    [0, 0, 1, 1], not [0, 1, 0]); ValueError / TypeError naming doc_ids otherwise."""
+    """doc_ids: [T] or [B, T] integers, each document one run ([0, 0, 1], not [0, 1, 0])."""
     if not isinstance(doc_ids, torch.Tensor):
         raise TypeError(f"doc_ids must be a torch.Tensor, got {type(doc_ids).__name__}")
     if doc_ids.shape not in ((T,), (B, T), (1, T)):
@@ -209,12 +200,9 @@ def check_doc_ids(doc_ids, B: int, T: int) -> None:
 
 
 def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> torch.Tensor:
-    """ValueError naming `positions` unless it is [T] or [B, T] (+ a trailing P axis if P > 1);
-    the positions as check_positions returns them (integers as int64)."""
+    """positions [T] or [B, T] (+ [..., P]), as check_positions returns them."""
     want = (T,) if P == 1 else (T, P)
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
-    if tuple(positions.shape) not in (want, (B, *want), (1, *want)):
+    if tuple(check_tensor("positions", positions).shape) not in (want, (B, *want), (1, *want)):
         raise ValueError(
             f"positions must have shape {list(want)} or {[B, *want]}, got {tuple(positions.shape)}"
         )
@@ -222,8 +210,7 @@ def check_model_positions(positions: torch.Tensor, B: int, T: int, P: int) -> to
 
 
 def check_tokens(tokens, vocab_size: int) -> None:
-    """tokens: a [B, T] integer tensor with ids in 0..vocab_size-1 (checked on the CPU; on a
-    GPU an id out of range stops the embedding with a device-side assert)."""
+    """tokens: [B, T] integer ids in 0..vocab_size-1 (checked on CPU; a GPU would assert)."""
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         raise ValueError(f"tokens must be a [B, T] tensor, got {getattr(tokens, 'shape', tokens)}")
     if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
@@ -236,8 +223,8 @@ def check_tokens(tokens, vocab_size: int) -> None:
 
 
 def load_checkpoint(path, keys: tuple[str, ...], map_location="cpu", weights_only=True) -> dict:
-    """torch.load(path) as a dict holding `keys`; ValueError naming the file if it is truncated,
-    corrupt, not a torch file or lacks a key (a missing file stays an OSError)."""
+    """torch.load(path), a dict holding `keys`; ValueError naming the file if unreadable or a
+    key is missing (a missing file stays an OSError)."""
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
     except OSError:

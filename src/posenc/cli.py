@@ -1,9 +1,6 @@
-"""The `posenc` command: list, show, explain, arena, stretch, bench, golden, conform.
-
-Each subcommand is a module with `main(argv) -> int`, imported only when it runs, so
-`posenc list` stays fast. Errors from bad input print one line, no traceback (set
-POSENC_DEBUG=1 to see it).
-"""
+"""The `posenc` command: list, show, explain, arena, stretch, bench, golden, conform. Each
+subcommand is a module's `main(argv) -> int`, imported only when it runs; bad input prints one
+line, no traceback (POSENC_DEBUG=1 shows it)."""
 
 from __future__ import annotations
 
@@ -25,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+BAD_INPUT = (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError)
 LAB_DEPENDENCIES = ("numpy", "matplotlib", "tqdm")  # pyproject's `lab` extra
 # the encodings' families, torch-free for `posenc list --help` (tests/test_cli.py checks them
 # against posenc.ENCODINGS)
@@ -64,16 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posenc {name}: error: needs {err.name}: pip install 'posenc[lab]'",
               file=sys.stderr)  # fmt: skip
         return 2
-    except (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError) as err:
+    except (*BAD_INPUT, sqlite3.Error) as err:  # one line, no traceback
         if os.environ.get("POSENC_DEBUG"):
             raise
-        print(f"posenc {name}: error: {err}", file=sys.stderr)
-        return 2
-    except sqlite3.Error as err:  # the results database changed under a run (deleted, locked)
-        if os.environ.get("POSENC_DEBUG"):
-            raise
-        print(f"posenc {name}: error: the results database: {err}", file=sys.stderr)
-        return 1
+        db = isinstance(err, sqlite3.Error)  # the results database changed under a run: exit 1
+        print(f"posenc {name}: error: {'the results database: ' * db}{err}", file=sys.stderr)
+        return 1 if db else 2
     except KeyboardInterrupt:
         print(f"posenc {name}: interrupted", file=sys.stderr)
         return 130
@@ -165,10 +159,9 @@ def main_show(argv: list[str]) -> int:
     cls = posenc.resolve(args.name)
     check_show_size(cls, a, b, args)
     torch.manual_seed(0)
-    enc = posenc.build(
-        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=max(b, 1),
-        train_len=max(b, 1),
-    ).eval()  # fmt: skip
+    enc = posenc.build(  # b >= 1: parse_span has checked 0 <= a < b
+        args.name, dim=args.dim, heads=args.heads, head_dim=args.dim, max_len=b, train_len=b
+    ).eval()
     if "embed" in enc.provides:
         check_show_size(cls, a, b, args, enc.embed_dim(args.dim))
     pos = torch.arange(a, b)
@@ -192,9 +185,6 @@ def check_show_size(cls, a: int, b: int, args, width: int | None = None) -> None
     """ValueError naming the flags unless what `posenc show` builds stays under SHOW_LIMIT
     numbers: before building, a learned table of b rows (the max_len it is built with) and a
     bias matrix H x T x T; once built (`width`), an absolute table T x embed_dim(D)."""
-    for name in ("dim", "heads"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     T, D, H = b - a, args.dim, args.heads
     size = max(b * D, T * (width or 0), H * T * T if "embed" not in cls.provides else 0)
     if size > SHOW_LIMIT:
@@ -222,18 +212,16 @@ def show_table(enc, pos, args):
     if "angles" in enc.provides:
         angles = enc.angles(pos)  # [T, R/2]
         return angles, "rotation angle (radians) of each rotary pair; rows: positions"
+    if (enc.family == "content" or enc.has_bias) and not 0 <= args.head < H:
+        raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
     if enc.family == "content":  # FoX's gates, DAPE's MLP, stick-breaking's stick: pictured
         # by their score with the content held fixed (a choice of picture: the family's)
         from posenc import analysis
 
-        if not 0 <= args.head < H:
-            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
         mats = analysis.scores(enc, pos, pos, dim=D, heads=H)
         what = f"head {args.head}: {analysis.score_label(enc)}, the content held fixed"
         return mats[min(args.head, mats.shape[0] - 1)], what + "; rows: query i, columns: key j"
     if enc.has_bias:
-        if not 0 <= args.head < H:
-            raise ValueError(f"--head must be in 0..{H - 1}, got {args.head}")
         q = torch.zeros(1, H, T, D)
         bias = enc.bias(q, q, pos, pos)
         if bias is None:

@@ -1,7 +1,6 @@
-"""The command line's shared pieces, torch-free so that `posenc ... --help` answers at once:
-the one-line-error parser and the checks that every output path can be written, made before a
-command writes anything.
-"""
+"""The command line's shared pieces, torch-free (`--help` answers at once): the one-line-error
+parser, the flags' value types, and the checks that every output can be written, made before a
+command writes anything."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ SQLITE = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database
 
 
 def check_writable(path, flag: str = "--out"):
-    """Check that the directory `path` could be created and written, creating nothing (the
-    command writes only after all its input is checked): ValueError naming the flag if it, or
-    the nearest part of it that exists, is a file or cannot be written."""
+    """The folder `path`, checked (creating nothing) that it can be created and written;
+    ValueError naming the flag where it, or its nearest existing part, is a file or read-only."""
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a file, not a directory")
@@ -48,10 +46,9 @@ OURS = {
 
 
 def check_out_file(path, flag: str, kind: str | None = None):
-    """ValueError naming the flag unless `path` can be written (a file in an existing,
-    writable directory), before any work; the file itself is not created here. With `kind`
-    (a key of OURS), an existing non-empty file is replaced only if it is of that kind (an
-    earlier output): never a SQLite database or any other file it would silently destroy."""
+    """ValueError naming the flag unless `path` can be written (not created here). With `kind`
+    (a key of OURS) an existing non-empty file is replaced only if of that kind: never a SQLite
+    database or any other file it would silently destroy."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -75,12 +72,8 @@ def check_out_file(path, flag: str, kind: str | None = None):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line on stderr and exit status 2 (no usage dump).
-
-    Every value given on the command line must say something: an empty one, or one of commas
-    and blanks only (`--tasks ''` from an empty shell variable), is refused here for every flag
-    of every command, instead of reading as "not given" and running the defaults.
-    """
+    """argparse whose usage errors are one line on stderr, exit 2. A value that is empty or
+    only commas and blanks (`--tasks ''` from an empty variable) is refused for every flag."""
 
     def _get_values(self, action, arg_strings):
         if action.option_strings and action.nargs != 0:
@@ -108,16 +101,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------------------------------ flag values
-# Every value flag of every command takes its type= from here (tests/test_cli.py checks that):
-# each checks type, range and meaning when the command line is parsed, before anything is
-# written, and names a few values it refuses (`.bad`, which the test feeds to every flag;
-# "AFILE" stands for a file of text that exists, where a folder, or an output of another kind,
-# is needed).
+# Every value flag takes its type= from here, checked as it is parsed, and names values it refuses
+# (`.bad`: tests/test_cli.py feeds them to every flag; "AFILE" stands for an existing text file).
 
 
 def _value(bad: tuple[str, ...], what: str):
-    """Decorator: fn(text) -> value, raising ValueError / TypeError for a bad one, becomes an
-    argparse type whose error argparse prints after the flag's name."""
+    """Decorator: fn(text) -> value (ValueError / TypeError for a bad one) as an argparse type."""
 
     def wrap(fn):
         def parse(text: str):
@@ -132,14 +121,16 @@ def _value(bad: tuple[str, ...], what: str):
     return wrap
 
 
-def integer(low: int | None = None, high: int | None = None):
-    """An int in low..high (either end open when None)."""
+def integer(low: int | None = None, high: int | None = None, even: bool = False):
+    """An int in low..high (either end open when None); only even ones where `even`."""
     rng = f">= {low}" if high is None else f"in {low}..{high}"
+    kind = "an even integer" if even else "an integer"
     bad = ("abc", "1.5", "true", "1e3")
     bad += (str(low - 1),) if low is not None else ()
     bad += (str(high + 1),) if high is not None else ()
+    bad += (str(low + 1),) if even else ()
 
-    @_value(bad, f"an integer {rng}")
+    @_value(bad, f"{kind} {rng}")
     def parse(text: str) -> int:
         try:
             value = int(text.strip())
@@ -147,22 +138,15 @@ def integer(low: int | None = None, high: int | None = None):
             raise ValueError(f"must be an integer {rng}, got {text!r}") from None
         if (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"must be an integer {rng}, got {value}")
+        if even and value % 2:
+            raise ValueError(f"must be {kind} {rng}, got {value}")
         return value
 
     return parse
 
 
 def even_integer(low: int):
-    parse_int = integer(low)
-
-    @_value((*parse_int.bad, str(low + 1)), f"an even integer >= {low}")
-    def parse(text: str) -> int:
-        value = parse_int(text)
-        if value % 2:
-            raise ValueError(f"must be an even integer >= {low}, got {value}")
-        return value
-
-    return parse
+    return integer(low, even=True)
 
 
 def number(low: float = 0.0):
@@ -198,8 +182,7 @@ def integers(low: int = 1):
 
 
 def names(allowed=None, check=None):
-    """Comma-separated names -> list (duplicates dropped): each from `allowed`, or passed to
-    check(list) (a registry's validation, raising ValueError)."""
+    """Comma-separated names -> list, duplicates dropped; each in `allowed`, or check(list)."""
 
     @_value(("nope_x1", "a,nope_x1"), "comma-separated names")
     def parse(text: str) -> list[str]:
@@ -273,8 +256,7 @@ ray_address = checked(_address, ("nohost", "h:abc", "h:0", "h:70000"), "auto or 
 
 
 def split_items(text: str, flag: str) -> list[str]:
-    """'a, b,,a' -> ['a', 'b']: a comma-separated flag's values, each once; ValueError naming
-    the flag when there is none."""
+    """'a, b,,a' -> ['a', 'b']; ValueError naming the flag when there is none."""
     out = [s.strip() for s in text.split(",") if s.strip()]
     if not out:
         raise ValueError(f"{flag}: give at least one value")
@@ -295,9 +277,8 @@ def parse_value(text: str):
 
 
 def split_call(label: str, where: str, example: str) -> tuple[str, dict]:
-    """'name(key=value,...)' -> ('name', {key: parse_value(value)}): the label grammar of
-    `posenc arena --encodings` and `posenc stretch --scalings`. ValueError starting with
-    `where` for a keyword that is not key=value or a key given twice."""
+    """'name(key=value,...)' -> ('name', {key: parse_value(value)}), the label grammar of arena
+    --encodings and stretch --scalings; ValueError starting with `where` for a bad keyword."""
     head, kwargs = label.strip(), {}
     if head.endswith(")") and "(" in head:
         head, _, inside = head[:-1].partition("(")
@@ -336,8 +317,7 @@ device = checked(lambda t: check_device(t, local=False, flag=""),
 
 
 def check_distinct(**paths) -> None:
-    """ValueError unless the output paths given ({flag: path or None}) are distinct files: a
-    --json equal to --db would overwrite the database."""
+    """ValueError unless the output paths ({flag: path or None}) are distinct files."""
     seen: dict[str, str] = {}
     for flag, path in paths.items():
         if path is None:
@@ -349,8 +329,8 @@ def check_distinct(**paths) -> None:
 
 
 def dispatch(prog: str, unit: str, run, report, argv: list[str] | None) -> int:
-    """`prog report ...` -> report(argv), else run(argv), each error as one line: bad input exit
-    2, failed `unit` 1 (the others are saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
+    """`prog report ...` -> report(argv), else run(argv); errors as one line: bad input 2, a
+    failed `unit` 1 (the others saved), interrupted 130. POSENC_DEBUG=1 re-raises."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return report(argv[1:]) if argv[:1] == ["report"] else run(argv)

@@ -1,9 +1,6 @@
-"""The KV cache of TransformerLM, and picking the next token when generating.
-
-The cache holds the UNencoded keys (after the projection, before any rotation) and the values;
-each step applies the encoding over all cached keys, so every encoding works and a dynamic RoPE
-scaling never rotates with a stale base.
-"""
+"""The KV cache of TransformerLM, and picking the next token when generating. The cache holds
+UNencoded keys: each step encodes all of them, so every encoding works (a dynamic RoPE scaling
+never rotates with a stale base)."""
 
 from __future__ import annotations
 
@@ -15,10 +12,8 @@ from posenc.checks import check_float, check_int
 
 
 class KVCache:
-    """Unencoded keys and values of every layer, preallocated for `max_tokens`.
-
-    k, v: [depth, B, Hkv, max_tokens, Dh]; positions: [B, max_tokens] (or [..., P]).
-    """
+    """Every layer's unencoded k, v [depth, B, Hkv, max_tokens, Dh], positions [B, max_tokens]
+    (+ [..., P]), preallocated."""
 
     def __init__(
         self,
@@ -63,11 +58,9 @@ class KVCache:
         return self.positions[:, :stop]
 
     def sampled(self, sample, positions: torch.Tensor) -> torch.Tensor:
-        """Randomized positions (Ruoss et al.) for a cached model: `sample` (the encoding's
-        sample_positions) is drawn ONCE, over arange(max_tokens), on the first call, and
-        positions [T] / [B, T] index that draw. So decode steps continue the prompt's sample
-        in order (never resampled, never backwards), and the finished sequence has exactly the
-        positions a full forward of its length draws from the same random state."""
+        """Randomized positions with a cache: `sample` (sample_positions) drawn ONCE over
+        arange(max_tokens), indexed by positions [T] / [B, T]: decode steps continue the prompt's
+        draw in order, and the finished sequence gets a full forward's draw of the same state."""
         if self.drawn is None:
             self.drawn = sample(torch.arange(self.max_tokens, device=positions.device))
         if positions.numel() and int(positions.max()) >= self.max_tokens:
@@ -107,12 +100,9 @@ def generate(
     top_k: int | None = None,
     return_logits: bool = False,
 ):
-    """Continue tokens [B, T] by max_new_tokens -> [B, T + max_new_tokens] (KV cache).
-
-    temperature 0 is greedy; otherwise sample from softmax(logits / temperature), limited
-    to the top_k tokens if given. With return_logits, also the logits [B, new, V] each
-    token was chosen from. Runs in eval mode (restores the mode after).
-    """
+    """tokens [B, T] -> [B, T + max_new_tokens] with a KV cache, in eval mode: greedy at
+    temperature 0, else sampled from softmax(logits / temperature) over the top_k; with
+    return_logits also the logits [B, new, V] each token was chosen from."""
     if not model.causal:
         raise ValueError("generate needs a causal model (causal=True); this is an encoder")
     check_int("max_new_tokens", max_new_tokens, low=0)

@@ -1,8 +1,5 @@
-"""The layers of posenc.TransformerLM, read top to bottom: Context, Attention, MLP, Block.
-
-Each layer's attention gets its encoding (or None: absolute encodings act at the input) and
-the Context shared by all layers.
-"""
+"""The layers of posenc.TransformerLM: Context, Attention, MLP, Block. Each attention gets its
+encoding (None: absolute encodings act at the input) and the Context all layers share."""
 
 from __future__ import annotations
 
@@ -19,11 +16,8 @@ from posenc.kv_cache import KVCache
 
 @dataclass
 class Context:
-    """What every layer's attention needs besides x and its encoding: one object passed down.
-
-    q_pos, k_pos: [T] / [B, T] (+ [..., P]) or None for attention's defaults; mask: boolean
-    [B or 1, 1, Tq, Tk] (True = may attend) or None.
-    """
+    """What every layer's attention needs besides x and its encoding: q_pos, k_pos [T] / [B, T]
+    (+ [..., P]) or None (attention's defaults); mask bool [B or 1, 1, Tq, Tk] or None."""
 
     q_pos: torch.Tensor | None
     k_pos: torch.Tensor | None

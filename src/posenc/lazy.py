@@ -1,7 +1,5 @@
-"""Lazy exports (PEP 562): a package whose public names live in its submodules imports each
-one on first use, so that importing the package, and a command's --help, imports no torch.
-Torch-free, stdlib only: posenc/__init__ and the subpackages' call it at import.
-"""
+"""Lazy exports (PEP 562): a package's public names import their submodule on first use, so
+importing the package, and a command's --help, imports no torch. Stdlib only."""
 
 from __future__ import annotations
 
@@ -11,11 +9,9 @@ import types
 
 
 def lazy_exports(package: str, public: dict[str, str], *, over_submodules=()) -> list[str]:
-    """Make the package named `package` resolve each name of `public` (name -> the module that
-    defines it) on first use, then keep it, and list the names in dir(). A name in
-    `over_submodules` stays the function even once its namesake submodule is imported (the
-    import system binds a submodule to its parent's attribute: ignored for these). Returns the
-    sorted names: the package's __all__."""
+    """Make `package` import each name of `public` (name -> its module) on first use and list
+    them in dir(); a name in `over_submodules` stays the function once its namesake submodule is
+    imported. Returns the sorted names (its __all__)."""
     module = sys.modules[package]
 
     def __getattr__(name: str):

@@ -1,8 +1,6 @@
-"""A worker process's tie to the run that started it: it ends when the run ends, however the
-run ends (SIGKILL included). Torch-free, and a spawned worker's pool initializer (`start`):
-the worker ties itself to the run before anything heavy is unpickled or imported, so a run
-killed while its workers start (a torch import takes seconds) leaves none behind.
-"""
+"""A worker process's tie to the run that started it: it ends when the run ends, however (SIGKILL
+too). Torch-free: `start`, a spawned pool's initializer, ties the worker before anything heavy
+is unpickled or imported, so a run killed while its workers start leaves none behind."""
 
 from __future__ import annotations
 
@@ -17,10 +15,8 @@ import time
 
 
 def die_with(parent: int) -> None:
-    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux), and a thread
-    that checks every second that the parent is still ours (every platform). A parent gone
-    before the signal was armed is seen at once. On Linux the worker is named posenc-worker
-    (ps, top, /proc/PID/comm)."""
+    """End this process when process `parent` ends: PR_SET_PDEATHSIG (Linux; named posenc-worker),
+    and a thread checking every second that the parent is still ours (one gone first: at once)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
@@ -38,8 +34,8 @@ def die_with(parent: int) -> None:
 
 
 def start(parent: int, init: bytes) -> None:
-    """A worker pool's initializer: die_with(parent), then init = pickle of (fn, args), run
-    as fn(*args). Unpickled only once armed: it imports torch and what fn needs."""
+    """A pool initializer: die_with(parent), then run init = pickle of (fn, args) as fn(*args)
+    (unpickled only once armed: it imports torch)."""
     die_with(parent)
     fn, args = pickle.loads(init)
     fn(*args)

@@ -1,32 +1,22 @@
-"""A small pre-norm Transformer language model that takes any positional encoding.
-
-The layers (Context, Attention, MLP, Block) are in posenc.layers; this module is the model.
+"""A small pre-norm Transformer language model that takes any positional encoding (its layers,
+Context, Attention, MLP, Block, are in posenc.layers).
 
 Where the encoding acts:
-- absolute encodings (those that provide `embed`: posenc.base.CAPABILITIES) embed the token
-  embeddings once, at the input; if `embed_dim(D) != D` (onehot, index, phase concatenate
-  features) a Linear projects back to D.
-- rotary / bias / relative encodings act inside attention. By default ONE encoding module is
-  shared by all layers (as T5 and ALiBi do); `share_encoding=False` gives each layer its own.
-- a per-layer schedule: `encoding` a list of `depth` names or (name, kwargs) pairs, each
-  layer its own module (Gemma 3: five local RoPE layers, base 1e4, to one global, base 1e6
-  and linear x8; Llama 4's iRoPE: every fourth layer "nope_temperature"). `encoding_kwargs`
-  are defaults under each pair's kwargs. Absolute encodings act once, at the input: not here.
-- `window`: sliding-window attention (posenc.attention.window), one int for every layer or a
-  per-layer list (None = global): RNoPE-SWA / Command A is rope with a window in three layers
-  of four and nope, global, in the fourth.
-- `sample_positions(positions)` (the `randomized` wrapper) is called once per training forward
-  (and in eval where `sample_at_eval`), before the first layer: every layer sees the same. In
-  a per-layer schedule every layer or none must be `randomized` (with one sample_len). With a
-  KV cache it is drawn once over the cache's max_tokens and every step indexes that draw, so
-  cached decoding equals the full forward of the finished sequence under the same draw.
-
-Positions are explicit: the default is arange(T) (continuing after the cache when decoding).
-Packed sequences and left padding: pass `doc_ids` [B, T] (contiguous documents, the pads one
-of them); positions restart per document and a mask keeps attention inside each document.
-
-KV cache (posenc.kv_cache): unencoded keys, so every encoding works with it; a decode step
-costs O(T). `cache_exact = False` encodings (`phase`) give only approximate logits with it.
+- absolute encodings (`embed`) once, at the input; a Linear projects back to D where
+  embed_dim(D) != D (onehot, index, phase concatenate).
+- the others inside attention: ONE module shared by all layers (as T5, ALiBi) unless
+  `share_encoding=False`; or a per-layer schedule, `encoding` a list of `depth` names or
+  (name, kwargs) pairs over `encoding_kwargs` (Gemma 3: five local RoPE layers to one global;
+  Llama 4's iRoPE: every fourth "nope_temperature").
+- `window`: sliding-window attention, one int or a per-layer list (None = global; RNoPE-SWA).
+- `sample_positions` (`randomized`) once per training forward (eval too where
+  `sample_at_eval`), before the first layer: every layer sees the same (a schedule has it in
+  every layer or none). With a KV cache it is drawn once over max_tokens and each step indexes
+  that draw, so decoding equals the full forward under the same draw.
+Positions default to arange(T) (after the cache when decoding). Packed sequences / left padding:
+`doc_ids` [B, T]; positions restart per document and a mask keeps attention inside each.
+The KV cache holds unencoded keys, so every encoding works with it (`cache_exact = False`,
+`phase`: approximate).
 """
 
 from __future__ import annotations
@@ -53,13 +43,9 @@ from posenc.layers import Block, Context
 
 
 class TransformerLM(nn.Module):
-    """Decoder (causal=True) or encoder (causal=False) with any registered encoding.
-
-    forward(tokens [B, T], positions=None, doc_ids=None) -> logits [B, T, vocab_size].
-    The encoding is built by name with dim, heads, head_dim, max_len and `encoding_kwargs`;
-    a list of names / (name, kwargs) pairs is a per-layer schedule (see the module docstring).
-    `attn_backend` (an attribute, default "auto") is the posenc.attention backend.
-    """
+    """Decoder (causal=True) or encoder with any registered encoding, built by name with the
+    model's shape and `encoding_kwargs` (a list: a per-layer schedule). forward(tokens [B, T],
+    positions, doc_ids) -> logits [B, T, V]; `attn_backend` (default "auto") the backend."""
 
     def __init__(
         self,
@@ -122,9 +108,8 @@ class TransformerLM(nn.Module):
 
     def build_encoding(self, name: str, kwargs: dict | None = None) -> PositionalEncoding:
         c = self.config
-        std = dict(dim=c["dim"], heads=c["heads"], kv_heads=c["kv_heads"])
-        std.update(head_dim=c["dim"] // c["heads"])  # build() passes each what it takes
-        std.update(max_len=c["max_len"], train_len=c["train_len"])
+        std = {k: c[k] for k in ("dim", "heads", "kv_heads", "max_len", "train_len")}
+        std["head_dim"] = c["dim"] // c["heads"]  # build() passes each what it takes
         kwargs = {**std, **c["encoding_kwargs"], **(kwargs or {})}
         return build_for(name, causal=c["causal"], **kwargs)
 
@@ -148,8 +133,7 @@ class TransformerLM(nn.Module):
 
     @property
     def encoding(self) -> PositionalEncoding:
-        """The encoding (the one all layers share, or layer 0's: its positions hooks
-        (position_dims, sample_positions) serve every layer)."""
+        """Layer 0's encoding (shared, or the first): its position hooks serve every layer."""
         return self.encodings[0]
 
     def num_params(self) -> int:
@@ -183,9 +167,8 @@ class TransformerLM(nn.Module):
         return self.lm_head(self.norm(x))
 
     def positions_of(self, tokens, positions, doc_ids, cache):
-        """-> (positions [T] / [B, T] (+ [..., P]), whether they are the default arange, the
-        document mask [B, 1, T, T] or None). Training positions pass through the encoding's
-        sample_positions hook here, once for every layer."""
+        """-> (positions [T] / [B, T] (+ [..., P]), whether the default arange, the document mask
+        [B, 1, T, T] or None); training positions pass sample_positions here, once for all."""
         B, T = tokens.shape
         P = self.encoding.position_dims
         mask = None
@@ -241,17 +224,14 @@ class TransformerLM(nn.Module):
         return KVCache(*shape, position_dims=P, device=w.device, dtype=w.dtype)
 
     def generate(self, tokens: torch.Tensor, max_new_tokens: int, **kwargs):
-        """Continue tokens [B, T] by max_new_tokens with a KV cache (posenc.kv_cache.generate:
-        temperature, top_k, return_logits)."""
+        """posenc.kv_cache.generate (temperature, top_k, return_logits)."""
         return generate(self, tokens, max_new_tokens, **kwargs)
 
     # ------------------------------------------------------------------------------ checkpoints
 
     def save(self, path) -> None:
-        """torch.save({"config": constructor kwargs, "model": state_dict}, path). The config
-        must be plain data (names, numbers, lists, dicts) that from_checkpoint can read back:
-        an encoding instance inside it (encoding_kwargs={"encoding": RoPE(...)}) is refused
-        here, naming the key, instead of writing a checkpoint that cannot be loaded."""
+        """torch.save({"config", "model": state_dict}, path); a config that is not plain data
+        (an encoding instance) is refused, naming the key, instead of an unloadable checkpoint."""
         plain_config(self.config)
         torch.save({"config": dict(self.config), "model": self.state_dict()}, path)
 
@@ -268,22 +248,19 @@ class TransformerLM(nn.Module):
 
 
 def plain_config(value, where: str = "config") -> None:
-    """ValueError naming the key unless `value` is plain data (what torch.load's
-    weights_only reads back): None, bool, int, float, str, and lists / tuples / dicts of it."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return
+    """ValueError naming the key unless `value` is plain data (None, bool, int, float, str, and
+    lists / tuples / dicts of it: what weights_only loads)."""
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
             plain_config(item, f"{where}[{i}]")
-        return
-    if isinstance(value, dict):
+    elif isinstance(value, dict):
         for key, item in value.items():
             plain_config(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(
-        f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
-        "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
-    )
+    elif value is not None and not isinstance(value, bool | int | float | str):
+        raise ValueError(
+            f"save: {where} is a {type(value).__name__}, which a checkpoint cannot rebuild; give "
+            "encodings by registry name and keywords (encoding_kwargs={'encoding': 'rope', ...})"
+        )
 
 
 def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
@@ -310,8 +287,7 @@ def layer_specs(encoding, depth: int) -> list[tuple[str, dict]] | None:
 
 
 def check_schedule(encodings) -> None:
-    """A per-layer schedule: no absolute encoding (those act once, at the input), one kind
-    of positions (position_dims) for every layer, and randomized positions in all or none."""
+    """A per-layer schedule: no absolute encoding, one position_dims, randomized in all or none."""
     for i, enc in enumerate(encodings):
         if "embed" in enc.provides:
             raise ValueError(

@@ -1,50 +1,32 @@
 """attention(q, k, v, encoding): one attention function for every positional encoding.
 
-Backends (all return the same numbers up to float tolerance; `eager` is the reference):
-    eager    logits in float32, the full [B, H, Tq, Tk] score matrix.
-    sdpa     F.scaled_dot_product_attention; a bias is passed as a float attn_mask (materialized).
-    flex     FlexAttention with encoding.score_mod and a block mask, compiled once (cached).
-             Position-only biases (no values hook). On CPU this torch runs it only forward:
-             with gradients required it raises NotImplementedError (use `chunked`).
-    chunked  query blocks of `block_size` (default: 16..256, as many as keep a block's
-             [B, H, block, Tk] at 2**23 elements); the bias is built per block, so peak memory
-             is O(B·H·block_size·Tk). Each block is checkpointed when gradients are needed, so the
-             backward pass is memory-bounded too. Exact (no online-softmax approximation: each
-             block sees every key).
-    distance a bias of the distance alone (an encoding that declares `distance`, whose
-             distance_bias it reads: alibi, t5, kerple, sandwich, fire below its threshold)
-             on CPU, consecutive integer positions, no mask: the bias is a strided view of
-             an O(Tq + Tk) vector read by torch's CPU flash kernel, at about the speed of
-             attention without a bias, O(T) extra memory, with gradients
-             (posenc.attention.fast_bias). FIRE also past its threshold, at any integer
-             positions, with a mask: its bias per block of rows, O(H·rows·Tk) extra memory.
-             Refuses (ValueError) any other call, and any
-             encoding that does not declare `distance` (rope, nope, dape, stickbreaking, ...).
+Backends (the same numbers up to float tolerance; `eager` is the reference):
+    eager     float32 logits, the full [B, H, Tq, Tk] score matrix.
+    sdpa      F.scaled_dot_product_attention; a bias as a materialized float attn_mask.
+    flex      FlexAttention with encoding.score_mod and a block mask, compiled once: biases of
+              positions alone. On CPU forward only (with gradients NotImplementedError).
+    chunked   query blocks of `block_size` (default 16..256: a block's [B, H, block, Tk] at
+              2**23 elements), the bias built per block, each block checkpointed under grad:
+              O(B·H·block·Tk) memory forward and backward, exact (every block sees every key).
+    distance  a bias of the distance alone (an encoding declaring `distance`) on CPU, at
+              consecutive integer positions, no mask: a strided view of an O(Tq + Tk) vector
+              read by torch's CPU flash kernel (posenc.attention.fast_bias); FIRE also past
+              its threshold, any integer positions, a mask. Refuses anything else.
 
-Each backend is an entry of REGISTRY (name -> can_run(call) -> None | reason, picks(call),
-run(call)) over one validated Call (posenc.attention.call; positions of any integer dtype as
-int64). An explicit backend that cannot run a call raises BackendRefused, a ValueError with
-its reason. `auto` runs the first of AUTO_ORDER (distance, sdpa, flex, chunked) that picks
-the call and can run it, which gives:
-    0. `distance` wherever it runs (fast_bias.plan says why not; POSENC_DISTANCE_BIAS=0 turns
-       it off), else `choose_backend`:
-    1. no bias and no values hook (absolute, rotary, none)  -> sdpa (flash kernels, is_causal).
-    2. a hook of base.SCORE_HOOKS: values (Shaw), transform_logits (DAPE), normalize
-       (stick-breaking)                                      -> chunked (needs the logits /
-       probabilities in hand; sdpa and flex refuse these with a ValueError).
-    3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22, a 16 MiB float32 bias) -> sdpa with
-       the materialized bias.
-    4. a position-only bias on CUDA                          -> flex.
-    5. otherwise                                             -> chunked. On CPU flex is never
-       picked: it has no backward there and compiles anew (~20 s) for every new shape.
+Each backend is an entry of REGISTRY (can_run(call) -> None | reason, picks(call), run(call))
+over one validated Call (posenc.attention.call). An explicit backend that cannot run a call
+raises BackendRefused (a ValueError with its reason). `auto` runs the first of AUTO_ORDER
+that picks the call and can run it:
+    0. distance wherever it runs (fast_bias.plan; POSENC_DISTANCE_BIAS=0 turns it off), else
+    1. no bias, no values hook (absolute, rotary, none)        -> sdpa (flash, is_causal)
+    2. a base.SCORE_HOOKS hook (Shaw, DAPE, stick-breaking)     -> chunked (sdpa, flex refuse)
+    3. a bias with B·H·Tq·Tk <= AUTO_MATERIALIZE (2**22)       -> sdpa, the bias materialized
+    4. a position-only bias on CUDA                             -> flex
+    5. otherwise -> chunked (on CPU flex has no backward and recompiles per shape, ~20 s).
 
-Causal means key position <= query position, by position VALUES (so decoding with Tq < Tk and
-packed sequences whose positions restart work); for 2-D / 3-D positions it is by index, the
-queries being the last Tq of the Tk keys. A row with no key to attend returns zeros.
-
-Modules: call (the Call and the Backend protocol), inputs (validation and default positions),
-eager (the reference math: masks and one block of queries), backends (eager, sdpa, chunked,
-flex), fast_bias (distance).
+Causal: key position <= query position, by VALUE (decoding with Tq < Tk, packed sequences
+whose positions restart); for 2-D / 3-D positions by index, the queries the last Tq of the Tk
+keys. A row with no key to attend returns zeros.
 """
 
 from __future__ import annotations
@@ -101,16 +83,9 @@ def attention(
     mask: torch.Tensor | None = None,
     block_size: int | None = None,
 ) -> torch.Tensor:
-    """Scaled dot-product attention with a positional encoding applied.
-
-    q [B, H, Tq, Dh], k / v [B, Hkv, Tk, Dh] (H % Hkv == 0) -> [B, H, Tq, Dh] in q's dtype.
-    Positions: [T] or [B, T] (with a trailing [..., P] axis for 2-D / 3-D encodings); the
-    default is arange(Tk) for keys and its last Tq for queries. `mask` is boolean
-    (True = may attend), broadcastable to [B, H, Tq, Tk]. The encoding's hooks run in order:
-    rotate(q, k), logits = q·k·softmax_scale(Dh) + bias(q, k), transform_logits, mask,
-    softmax (or normalize), @ v, + values. An explicit backend that cannot run the call
-    raises a ValueError (BackendRefused) saying why.
-    """
+    """q [B, H, Tq, Dh], k / v [B, Hkv, Tk, Dh] -> [B, H, Tq, Dh] in q's dtype, the encoding's
+    hooks in base.py's order. Positions [T] or [B, T] (+ [..., P]), default arange(Tk), the
+    last Tq for queries; mask bool (True = may attend) broadcastable to [B, H, Tq, Tk]."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     with positions_given():  # prepare validates them once; the hooks take them as given

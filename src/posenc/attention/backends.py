@@ -1,7 +1,6 @@
-"""The backends of posenc.attention but distance (posenc.attention.fast_bias): eager, sdpa,
-chunked and flex. Each runs one validated Call (posenc.attention.call: q / k rotated, k / v
-[B, Hkv, Tk, Dh]) and returns [B, H, Tq, Dh] in q's dtype; each class says whether it can run
-a call (`can_run`: None or the reason) and whether `auto` would pick it (`picks`)."""
+"""posenc.attention's backends but distance (fast_bias): eager, sdpa, chunked, flex. Each runs
+one validated Call and returns [B, H, Tq, Dh] in q's dtype; its class says whether it can run a
+call (`can_run`: None or why not) and whether `auto` picks it (`picks`)."""
 
 from __future__ import annotations
 
@@ -64,11 +63,8 @@ def eager_backend(call: Call) -> torch.Tensor:
 
 
 def chunked_backend(call: Call) -> torch.Tensor:
-    """Query blocks; the bias and mask are built per block: memory O(B·H·block_size·Tk).
-
-    With causal attention and default positions a block reads only the keys up to its last
-    query (half the work of a full pass); otherwise every block reads every key.
-    """
+    """Query blocks, bias and mask per block: O(B·H·block_size·Tk) memory; causal with default
+    positions, a block reads only the keys up to its last query."""
     enc, q_pos, k_pos, mask, causal = call.encoding, call.q_pos, call.k_pos, call.mask, call.causal
     B, H, Tq, _ = call.q.shape
     q, k, v = call.q, repeat_kv(call.k, H), repeat_kv(call.v, H)
@@ -191,8 +187,7 @@ class Flex:
     can_run = staticmethod(flex_refusal)
 
     def picks(self, call: Call) -> bool:
-        """A position-only bias on CUDA: on CPU it has no backward and compiles anew for
-        every shape."""
+        """A position-only bias on CUDA (on CPU no backward, a compile per shape)."""
         if call.score_hooks or (call.has_bias and "score_mod" not in call.provides):
             return False
         return call.q.device.type == "cuda"
@@ -200,11 +195,8 @@ class Flex:
     run = staticmethod(flex_backend)
 
 
-class Chunked:
-    def can_run(self, call: Call) -> str | None:
-        return None
-
+class Chunked(Eager):
     def picks(self, call: Call) -> bool:
-        return True
+        return True  # wherever the others do not: auto's last resort
 
     run = staticmethod(chunked_backend)

@@ -13,10 +13,8 @@ from posenc.base import PositionalEncoding
 
 @dataclass
 class Call:
-    """What every backend reads. q [B, H, Tq, Dh'] and k [B, Hkv, Tk, Dh'] already rotated
-    (Dh' = Dh, or 2 Dh for PoPE), v [B, Hkv, Tk, Dh]; positions validated, integers as int64,
-    [T] or [B, T] (+ [..., P]); mask a 4-D bool view broadcastable to [B, H, Tq, Tk] or None;
-    `default_pos`: the positions are attention's default arange (causal by index)."""
+    """What every backend reads: q, k rotated (last dim Dh, or 2 Dh for PoPE), v [B, Hkv, Tk, Dh];
+    positions validated, integers int64; mask 4-D bool or None; default_pos: attention's arange."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -58,8 +56,7 @@ class Call:
 
 
 class Backend(Protocol):
-    """A backend of posenc.attention. `auto` runs the first of AUTO_ORDER that `picks` the
-    call (its cost rule: posenc.attention's doc) and can run it."""
+    """A backend of posenc.attention; `auto` runs the first of AUTO_ORDER that picks and can run."""
 
     def can_run(self, call: Call) -> str | None:
         """None where run(call) works, else why not (the ValueError an explicit choice gets)."""
@@ -72,5 +69,4 @@ class Backend(Protocol):
 
 
 class BackendRefused(ValueError, NotImplementedError):
-    """An explicit backend that cannot run the call (a ValueError; flex's missing CPU
-    backward was a NotImplementedError before, so it is one too)."""
+    """An explicit backend that cannot run the call (ValueError; NotImplementedError for flex)."""

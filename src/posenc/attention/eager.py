@@ -1,6 +1,5 @@
-"""The reference math of posenc.attention: grouped-query kv repeat, the allowed mask (causal by
-position values, and the user's mask) and one block of queries attended in float32. The eager
-backend is attend_block over every query at once; chunked runs it per query block."""
+"""The reference math of posenc.attention: the kv repeat, the allowed mask (causal by position
+value, and the user's) and a block of queries in float32 (eager: all at once; chunked: blocks)."""
 
 from __future__ import annotations
 
@@ -13,11 +12,8 @@ def repeat_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1, offset=0):
-    """Bool [B or 1, H or 1, stop - start, Tk] (True = may attend) for query rows start:stop.
-
-    Causal compares position values; for 2-D / 3-D positions it compares indices, query row r
-    being key `offset + r` (offset = Tk - Tq: the queries are the last Tq keys).
-    """
+    """Bool [B or 1, H or 1, stop - start, Tk] (True = may attend) for query rows start:stop;
+    causal by value, by index for 2-D / 3-D positions (row r is key offset + r)."""
     allowed = None
     if causal:
         if P == 1:  # [Tq] or [B, Tq] against [Tk] or [B, Tk]
@@ -35,12 +31,8 @@ def allowed_mask(q_pos, k_pos, causal, mask, start, stop, P=1, offset=0):
 
 
 def attend_block(q, k, v, enc, q_pos, k_pos, allowed, scale):
-    """The reference math for a block of queries: q [B, H, tq, Dh], k / v [B, H, Tk, Dh].
-
-    Logits, softmax (or the encoding's normalize) and the weighted sum in float32; returns
-    [B, H, tq, Dh] in q's dtype. The hooks run in base.py's order.
-    In-place where autograd allows, so a block holds about two [B, H, tq, Tk] tensors.
-    """
+    """q [B, H, tq, Dh], k / v [B, H, Tk, Dh] -> [B, H, tq, Dh] in q's dtype: the hooks in
+    base.py's order, float32, in place where autograd allows (about two [B, H, tq, Tk])."""
     logits = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # [B, H, tq, Tk]
     bias = enc.bias(q, k, q_pos, k_pos) if enc is not None else None
     if bias is not None:

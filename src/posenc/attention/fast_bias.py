@@ -1,33 +1,23 @@
 """The `distance` backend of posenc.attention: a bias of the distance alone at the speed of
 plain flash attention, on CPU, in O(Tq + Tk) extra memory.
 
-A bias that depends on (head, q_pos - k_pos) only (an encoding that declares `distance`:
-encoding.distance_bias of ALiBi, T5, KERPLE, Sandwich, FIRE below its threshold) takes
-Tq + Tk - 1 distinct values per head: vec [H, L]. With consecutive integer positions
-(q_pos = a + i, k_pos = b + j) and the keys in reverse order (j' = Tk - 1 - j) the distance is
-i + j' + const, so the [H, Tq, Tk] bias is a strided VIEW of vec (strides L, 1, 1: a Hankel
-matrix), never materialized. The causal mask is folded into vec (finfo.min at negative
-distances, as eager masks). torch's CPU flash kernel reads the view as its float attn_mask, one
-call per query block of QUERY_BLOCK rows over the keys up to the block's last query, and
-returns the output and its logsumexp.
+A bias of (head, q_pos - k_pos) alone (encoding.distance_bias: ALiBi, T5, KERPLE, Sandwich,
+FIRE below its threshold) takes Tq + Tk - 1 values per head, vec [H, L]. With consecutive
+integer positions and the keys reversed (j' = Tk - 1 - j) the distance is i + j' + const, so
+the [H, Tq, Tk] bias is a strided view of vec (strides L, 1, 1: a Hankel matrix), the causal
+mask folded in (finfo.min at negative distances). torch's CPU flash kernel reads it as its
+attn_mask, one call per block of QUERY_BLOCK rows over the keys up to the block's last query.
 
-Backward (_DistanceBias, _tiled_backward): per tile, five matmuls as flash's backward and one
-pass of the C kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O))
-and, for a learned bias, dvec[h, m] = sum over i + j' = m of dS[b, h, i, j']. Its P and dS
-have no subnormal: torch's CPU flash backward, given a bias that spans more than ~87 nats
-(ALiBi's steep heads at long T), computes with subnormal probabilities (fwd+bwd 4.2-4.3x SDPA
-without a bias at T = 2048 and 8192 on x86 without flush-to-zero; this pass 1.22-1.37x:
-docs/bench/bias-score.txt, bias-41.txt).
+Backward (_tiled_backward): per tile the matmuls of flash's backward and one pass of the C
+kernel posenc.kernels.cpu_bias, which makes P and dS = P * (dP - rowsum(dO * O)) without
+subnormals and sums dvec along anti-diagonals. torch's own CPU flash backward, given a bias
+spanning more than ~87 nats (ALiBi's steep heads at long T), computes with subnormal
+probabilities (fwd+bwd 4.2-4.3x SDPA without a bias at T = 2048 and 8192 on x86 without
+flush-to-zero; this pass 1.22-1.37x: docs/bench/bias-score.txt, bias-41.txt).
 
-FIRE (an encoding with `mlp_form`) where plan() refuses it (past its threshold, positions with
-gaps or restarts, a mask): fire_plan / _FireBias below, its MLP evaluated per block of rows
-by a C kernel and read by the same flash kernel as a dense [H, rows, keys] attn_mask.
-
-`plan()` says why a call cannot take this path (then `auto` falls back to sdpa / chunked):
-an encoding that does not declare `distance` (rope, nope, dape, stickbreaking, the relative
-ones), no distance form for these positions, a mask, positions that are not consecutive
-integers, not on CPU, under torch.compile, POSENC_DISTANCE_BIAS=0, or gradients and no C
-compiler.
+FIRE (`mlp_form`) where plan() refuses it: fire_plan / _FireBias, its MLP evaluated per block
+of rows by a C kernel, read by the same flash kernel as a dense [H, rows, keys] attn_mask.
+plan() and fire_plan() say why a call cannot take this path (then `auto` falls back).
 """
 
 from __future__ import annotations
@@ -58,6 +48,15 @@ def _arange_start(pos: torch.Tensor) -> torch.Tensor | None:
     return pos[..., 0] if bool((pos - pos[..., :1] == step).all()) else None
 
 
+def _refused(q) -> str:
+    """Why neither fast path runs here (either backend's), or ""."""
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return f"{ENV_VAR}=0"
+    if q.device.type != "cpu":
+        return "it runs on CPU only (torch's CPU flash kernel)"
+    return "not under torch.compile" if torch.compiler.is_compiling() else ""
+
+
 def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     """([(batch rows or None: all, delta, vec [H, L])], "") when this call can take the
     distance backend, else (None, why). delta = q_pos[0] - k_pos[0]; vec[:, m] is the bias at
@@ -72,14 +71,10 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
         return None, f"{name}'s {enc.score_hooks[0]}() hook needs the logits in hand"
     if enc.position_dims != 1:
         return None, f"{name} takes {enc.position_dims}-D positions"
-    if os.environ.get(ENV_VAR, "1") == "0":
-        return None, f"{ENV_VAR}=0"
+    if why := _refused(q):
+        return None, why
     if mask is not None:
         return None, "a mask is given"
-    if q.device.type != "cpu":
-        return None, "it runs on CPU only (torch's CPU flash kernel)"
-    if torch.compiler.is_compiling():
-        return None, "not under torch.compile"
     Tq, Tk = q.shape[2], k.shape[2]
     if default_pos:
         deltas = [Tk - Tq]
@@ -118,11 +113,9 @@ class Distance:
         if groups is None and hasattr(call.encoding, "mlp_form"):  # FIRE: its MLP per block
             groups, why = fire_plan(call.encoding, *args[:-1])
             call.memo["fire"] = groups
-        return (
-            None
-            if groups is not None
-            else f"backend='distance' cannot run this call: {why}; use 'auto'"
-        )
+        if groups is None:
+            return f"backend='distance' cannot run this call: {why}; use 'auto'"
+        return None
 
     def picks(self, call) -> bool:
         return True  # wherever it runs
@@ -143,14 +136,16 @@ def distance_backend(q, k, v, groups, causal: bool, scale: float) -> torch.Tenso
     qf = q.float()
     kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
     vr = repeat_kv(v, H).float().flip(2)
-    if len(groups) == 1:
-        ((_, delta, vec),) = groups
-        return _DistanceBias.apply(qf, kr, vr, vec, delta, causal, scale).to(q.dtype)
     outs = [
-        _DistanceBias.apply(qf[rows], kr[rows], vr[rows], vec, delta, causal, scale)
+        _DistanceBias.apply(*_rows(rows, qf, kr, vr), vec, delta, causal, scale)
         for rows, delta, vec in groups
     ]
-    return torch.cat(outs).to(q.dtype)
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
+
+
+def _rows(rows: slice | None, *tensors) -> tuple:
+    """The batch rows `rows` of each tensor (None: all of them)."""
+    return tensors if rows is None else tuple(t[rows] for t in tensors)
 
 
 def _blocks(Tq: int, Tk: int, delta: int, causal: bool) -> list[tuple[int, int, int]]:
@@ -204,44 +199,51 @@ class _DistanceBias(torch.autograd.Function):
 
 
 def _tiled_backward(q, kr, vr, vec, out, lse, dout, ctx):
-    """dq, dk, dv and dvec [H, L] (dS summed along the anti-diagonals i + j' = m), tile by tile:
-    S = q·kᵀ and dP = dO·vᵀ by matmul, then the C kernel turns them into P and dS in place
-    and adds dS into dvec, then dv += Pᵀ·dO, dq += scale·dS·k, dk += scale·dSᵀ·q."""
-    B, H, Tq, Dh = q.shape
-    Tk, delta, scale = kr.shape[2], ctx.delta, ctx.scale
-    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
+    """dq, dk, dv and dvec [H, L]: the C kernel adds dS along the anti-diagonals i + j' = m."""
+    Tk = kr.shape[2]
     acc = torch.zeros(vec.shape, dtype=torch.float64) if ctx.needs_input_grad[3] else None
-    dq, dk, dv = (torch.zeros(t.shape) for t in (q, kr, vr))  # contiguous
-    q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
-    k3, v3 = kr.reshape(B * H, Tk, Dh), vr.reshape(B * H, Tk, Dh)
-    grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
-    scaled = q3 * scale, k3 * scale
-    rows, keys = GRAD_TILE
-    for i0, i1, s in ctx.blocks:
-        for r0 in range(i0, i1, rows):
-            r1 = min(r0 + rows, i1)
-            start = max(s, Tk - delta - r1) if ctx.causal else s  # the tile's first key
-            qt, dot = q3[:, r0:r1], do3[:, r0:r1]
-            for t0 in range(start, Tk, keys):
-                t1 = min(t0 + keys, Tk)
-                kt, vt = k3[:, t0:t1], v3[:, t0:t1]
-                P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
-                dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
-                cpu_bias.bias_grad(
-                    P.view(B, H, r1 - r0, t1 - t0), dS.view(B, H, r1 - r0, t1 - t0), vec,
-                    lse[:, :, r0:r1], D[:, :, r0:r1], acc, r0 + t0, scale, write=True,
-                )  # fmt: skip
-                _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
-    return dq, dk, dv, None if acc is None else acc.to(vec.dtype)
+
+    def keys(block, r1):  # causal: from the first key at or before the tile's last query
+        return (max(block[2], Tk - ctx.delta - r1) if ctx.causal else block[2]), Tk
+
+    def bias_grad(P, dS, lse_t, D_t, r0, r1, t0, t1):
+        cpu_bias.bias_grad(P, dS, vec, lse_t, D_t, acc, r0 + t0, ctx.scale, write=True)
+
+    grads = _tiled_grads(q, kr, vr, out, lse, dout, ctx.scale, _tiles(ctx.blocks, keys), bias_grad)
+    return *grads, None if acc is None else acc.to(vec.dtype)
 
 
-def _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1) -> None:
-    """dv += Pᵀ·dO, dq += dS·(scale k), dk += dSᵀ·(scale q) for one tile [B*H, r, t]: bmm then
-    add (an in-place baddbmm_ into a slice runs one small matmul per batch row)."""
-    (dq3, dk3, dv3), (qs3, ks3) = grads3, scaled
-    dv3[:, t0:t1] += torch.bmm(P.transpose(1, 2), dot)
-    dq3[:, r0:r1] += torch.bmm(dS, ks3[:, t0:t1])
-    dk3[:, t0:t1] += torch.bmm(dS.transpose(1, 2), qs3[:, r0:r1])
+def _tiles(blocks, keys):
+    """(r0, r1, t0, t1): GRAD_TILE tiles of each block's rows (i0, i1, ...) over the keys
+    keys(block, r1) = (first, end)."""
+    rows, width = GRAD_TILE
+    for block in blocks:
+        for r0 in range(block[0], block[1], rows):
+            r1 = min(r0 + rows, block[1])
+            first, end = keys(block, r1)
+            for t0 in range(first, end, width):
+                yield r0, r1, t0, min(t0 + width, end)
+
+
+def _tiled_grads(q, k, v, out, lse, dout, scale: float, tiles, bias_grad) -> tuple:
+    """dq, dk, dv of flash attention's backward, tile by tile: S = q·kᵀ and dP = dO·vᵀ by
+    matmul; bias_grad(P, dS [B, H, r, t], lse, D, r0, r1, t0, t1) turns them into P and dS in
+    place (the C kernel, and the bias's gradient); then dv += Pᵀ·dO, dq += dS·(scale k),
+    dk += dSᵀ·(scale q) (bmm then add: baddbmm_ into a slice runs a matmul per batch row)."""
+    B, H, Tq, Dh = q.shape
+    D = (dout * out).sum(-1)  # [B, H, Tq]: rowsum(dO * O)
+    grads = tuple(torch.zeros(t.shape) for t in (q, k, v))  # contiguous
+    q3, do3, k3, v3, dq3, dk3, dv3 = (t.reshape(B * H, -1, Dh) for t in (q, dout, k, v, *grads))
+    qs3, ks3 = q3 * scale, k3 * scale
+    for r0, r1, t0, t1 in tiles:
+        P = torch.bmm(q3[:, r0:r1], k3[:, t0:t1].transpose(1, 2))  # [B*H, r, t]: S, then P
+        dS = torch.bmm(do3[:, r0:r1], v3[:, t0:t1].transpose(1, 2))  # dP, then dS
+        tile = (B, H, r1 - r0, t1 - t0)
+        bias_grad(P.view(tile), dS.view(tile), lse[:, :, r0:r1], D[:, :, r0:r1], r0, r1, t0, t1)
+        dv3[:, t0:t1] += torch.bmm(P.transpose(1, 2), do3[:, r0:r1])
+        dq3[:, r0:r1] += torch.bmm(dS, ks3[:, t0:t1])
+        dk3[:, t0:t1] += torch.bmm(dS.transpose(1, 2), qs3[:, r0:r1])
+    return grads
 
 
 # ---------------------------------------------------------------------------- FIRE
@@ -262,12 +264,8 @@ def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
     FIRE's fast path runs this call, else (None, why)."""
     if not hasattr(enc, "mlp_form") or enc.score_hooks or enc.position_dims != 1:
         return None, f"{type(enc).__name__} has no MLP form"
-    if os.environ.get(ENV_VAR, "1") == "0":
-        return None, f"{ENV_VAR}=0"
-    if q.device.type != "cpu":
-        return None, "it runs on CPU only (torch's CPU flash kernel)"
-    if torch.compiler.is_compiling():
-        return None, "not under torch.compile"
+    if why := _refused(q):
+        return None, why
     if q_pos.is_floating_point() or k_pos.is_floating_point():
         return None, "positions are not integers"
     if cpu_bias.kernel() is None:
@@ -295,10 +293,9 @@ def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tens
     for rows, qp, kp, mask in groups:
         span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
         psi, den, (z, A, B) = enc.mlp_form(qp, span)
-        qkv = (qf, kf, vf) if rows is None else (qf[rows], kf[rows], vf[rows])
         outs.append(_FireBias.apply(
-            *qkv, psi.float(), den.float(), z, A, B, qp.contiguous(), kp.contiguous(), mask,
-            causal, scale, q.dtype,
+            *_rows(rows, qf, kf, vf), psi.float(), den.float(), z, A, B, qp.contiguous(),
+            kp.contiguous(), mask, causal, scale, q.dtype,
         ))  # fmt: skip
     return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
@@ -375,39 +372,21 @@ class _FireBias(torch.autograd.Function):
         q, k, v, out, lse, psi, den, *pieces = ctx.saved_tensors
         qp, kp, mask, causal, scale, dtype, blocks = ctx.rest
         tables = (psi, den, tuple(pieces))
-        B, H, Tq, Dh = q.shape
-        Tk = k.shape[2]
         learned = any(ctx.needs_input_grad[3:8])
-        D = (dout * out).sum(-1)  # [B, H, Tq]
         grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (psi, den, *pieces[1:])]
-        dq, dk, dv = (torch.zeros(t.shape) for t in (q, k, v))
-        q3, do3 = q.reshape(B * H, Tq, Dh), dout.reshape(B * H, Tq, Dh)
-        k3, v3 = k.reshape(B * H, Tk, Dh), v.reshape(B * H, Tk, Dh)
-        grads3 = dq.view(B * H, Tq, Dh), dk.view(B * H, Tk, Dh), dv.view(B * H, Tk, Dh)
-        scaled = q3 * scale, k3 * scale
-        rows, keys = GRAD_TILE
-        buf = q.new_empty(H * rows * keys)
-        for i0, i1, n in blocks:
-            for r0 in range(i0, i1, rows):
-                r1 = min(r0 + rows, i1)
-                qt, dot = q3[:, r0:r1], do3[:, r0:r1]
-                for t0 in range(0, n, keys):
-                    t1 = min(t0 + keys, n)
-                    kt, vt = k3[:, t0:t1], v3[:, t0:t1]
-                    bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
-                    P = torch.bmm(qt, kt.transpose(1, 2))  # [B*H, r, t]: S, then P
-                    dS = torch.bmm(dot, vt.transpose(1, 2))  # dP, then dS
-                    tile = (B, H, r1 - r0, t1 - t0)
-                    cpu_bias.bias_grad(
-                        P.view(tile), dS.view(tile), bias, lse[:, :, r0:r1], D[:, :, r0:r1],
-                        None, 0, scale, write=True,
-                    )  # fmt: skip
-                    if learned:  # the bias's gradient, dS summed over the batch
-                        g = dS.view(tile)[0] if B == 1 else dS.view(tile).sum(0)
-                        cpu_bias.fire_grad(
-                            g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal,
-                            (grads[0], grads[1][r0:r1], *grads[2:]),
-                        )  # fmt: skip
-                    _add_tile(grads3, P, dS, dot, scaled, r0, r1, t0, t1)
+        buf = q.new_empty(q.shape[1] * GRAD_TILE[0] * GRAD_TILE[1])
+
+        def bias_grad(P, dS, lse_t, D_t, r0, r1, t0, t1):
+            bias = _fire_tile(tables, qp, kp, mask, causal, dtype, r0, r1, t0, t1, buf)
+            cpu_bias.bias_grad(P, dS, bias, lse_t, D_t, None, 0, scale, write=True)
+            if learned:  # the bias's gradient, dS summed over the batch
+                g = dS[0] if dS.shape[0] == 1 else dS.sum(0)
+                mine = (grads[0], grads[1][r0:r1], *grads[2:])
+                cpu_bias.fire_grad(
+                    g, psi, den[r0:r1], qp[r0:r1], kp[t0:t1], tables[2], causal, mine
+                )
+
+        tiles = _tiles(blocks, lambda block, r1: (0, block[2]))
+        dq, dk, dv = _tiled_grads(q, k, v, out, lse, dout, scale, tiles, bias_grad)
         dpsi, dden, dA, dB = (g.float() for g in grads)
         return dq, dk, dv, dpsi, dden, None, dA, dB, None, None, None, None, None, None

@@ -51,10 +51,8 @@ def prepare_positions(
     device: torch.device,
     encoding: PositionalEncoding | None,
 ) -> torch.Tensor:
-    """Positions validated once for the whole call, by the encoding's rules (its position_dims,
-    integer_positions and hard limit max_len; >= 0), or the default arange(offset, offset + T)
-    ([T] or [T, P]), checked against max_len without reading a value. The hooks attention
-    calls take them as given (PositionalEncoding.check_positions)."""
+    """Positions validated once per call by the encoding's rules (position_dims, integer, max_len,
+    >= 0), or the default arange(offset, offset + T) checked against max_len without a read."""
     P = encoding.position_dims if encoding is not None else 1
     max_len = encoding.max_len if encoding is not None else None
     if positions is None:
@@ -82,18 +80,13 @@ def prepare_mask(mask: torch.Tensor | None, B: int, H: int, Tq: int, Tk: int):
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         what = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
+    want = (B, H, Tq, Tk)
     try:
-        ok = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, (B, H, Tq, Tk)) == (
-            B,
-            H,
-            Tq,
-            Tk,
-        )
+        ok = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, want) == want
     except RuntimeError:
         ok = False
     if not ok:
         raise ValueError(
-            f"mask must be broadcastable to [B, H, Tq, Tk] = {[B, H, Tq, Tk]}, "
-            f"got {tuple(mask.shape)}"
+            f"mask must be broadcastable to [B, H, Tq, Tk] = {list(want)}, got {tuple(mask.shape)}"
         )
     return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))

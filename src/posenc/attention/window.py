@@ -1,13 +1,8 @@
-"""Sliding-window attention as a boolean mask: each query sees only the keys of its last
-`window` positions (Longformer, Mistral; the local layers of Gemma 2/3 and Command A).
-
-    window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk]  (True = may attend)
-    layer_windows(window, depth) -> [window or None] * depth               (TransformerLM's)
-
-Causal: a key is allowed when 0 <= q_pos - k_pos < window; bidirectional: |q_pos - k_pos| <
-window. By position VALUES, as causal is in posenc.attention (so the KV cache, whose queries are
-the last positions, gives the full forward's mask); by index for 2-D / 3-D positions, the
-queries being the last Tq of the Tk keys. The mask is ANDed with causal and any other mask.
+"""Sliding-window attention as a boolean mask (Longformer, Mistral; the local layers of Gemma 2/3
+and Command A): window_mask(q_pos, k_pos, window, Tq, Tk) -> bool [B or 1, 1, Tq, Tk] allows
+0 <= q_pos - k_pos < window (causal) or |q_pos - k_pos| < window, by position VALUES as causal is
+(a KV cache gives the full forward's mask), by index for 2-D / 3-D positions; ANDed with causal
+and any other mask. layer_windows(window, depth): TransformerLM's per-layer windows.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ from posenc.checks import check_int
 
 def window_mask(q_pos, k_pos, window: int, Tq: int, Tk: int, *, causal: bool = True,
                 position_dims: int = 1, device=None) -> torch.Tensor:  # fmt: skip
-    """Bool [B or 1, 1, Tq, Tk]; positions [T] / [B, T] or None (the default: queries the last
-    Tq of arange(Tk))."""
+    """Bool [B or 1, 1, Tq, Tk]; positions [T] / [B, T] or None (the default arange)."""
     check_int("window", window, low=1)
     by_index = position_dims > 1
     qp = torch.arange(Tk - Tq, Tk, device=device) if q_pos is None or by_index else q_pos
@@ -32,8 +26,7 @@ def window_mask(q_pos, k_pos, window: int, Tq: int, Tk: int, *, causal: bool = T
 
 
 def layer_windows(window, depth: int) -> list[int | None]:
-    """None (full attention everywhere), one int for every layer, or a list of `depth`
-    entries, each an int >= 1 (that layer's window) or None (that layer attends globally)."""
+    """None (global), one int for every layer, or `depth` entries of int >= 1 or None."""
     if window is None or isinstance(window, int) and not isinstance(window, bool):
         entries = [window] * depth
     elif isinstance(window, list | tuple):

@@ -1,11 +1,6 @@
-"""`posenc golden` and `posenc conform`: the float64 reference of a transformers config's RoPE
-written to a file, and an engine's dump judged against it by position band (posenc.hf.golden).
-
-    posenc golden CONFIG --positions 0:131072 [--out golden.npz] [--q-k SEED|FILE]
-    posenc conform CONFIG DUMP [--golden FILE] [--dtype D] [--bands 0,2048,...]
-
-conform exits 0 when every band is within budget, 1 when one is over, 2 for bad input.
-"""
+"""`posenc golden CONFIG --positions 0:131072` and `posenc conform CONFIG DUMP`: the float64
+reference of a config's RoPE written to a file, and an engine's dump judged against it by
+position band (posenc.hf.golden); conform exits 0 within budget, 1 over it, 2 for bad input."""
 
 from __future__ import annotations
 
@@ -62,9 +57,14 @@ HELP = {
 }
 
 
-def golden_parser() -> OneLineParser:
-    parser = OneLineParser(prog="posenc golden", description=HELP["golden"])
+def _parser(command: str) -> OneLineParser:
+    parser = OneLineParser(prog=f"posenc {command}", description=HELP[command])
     parser.add_argument("config", help="a transformers config.json, or a model folder with one")
+    return parser
+
+
+def golden_parser() -> OneLineParser:
+    parser = _parser("golden")
     parser.add_argument(
         "--positions",
         required=True,
@@ -95,8 +95,7 @@ def golden_parser() -> OneLineParser:
 
 
 def conform_parser() -> OneLineParser:
-    parser = OneLineParser(prog="posenc conform", description=HELP["conform"])
-    parser.add_argument("config", help="a transformers config.json, or a model folder with one")
+    parser = _parser("conform")
     parser.add_argument(
         "dump",
         help="the engine's cos/sin cache or q_rot/k_rot: .npz, "
@@ -108,9 +107,7 @@ def conform_parser() -> OneLineParser:
         help="read the golden values from this posenc golden file (default: computed on the fly)",
     )
     parser.add_argument(
-        "--dtype",
-        choices=DTYPES,
-        help="the dtype the dump was stored in (default: its tensors')",
+        "--dtype", choices=DTYPES, help="the dtype the dump was stored in (default: its tensors')"
     )
     parser.add_argument(
         "--compute-dtype",

@@ -5,37 +5,18 @@
     to_config(encoding) -> dict              rope_parameters plus the recorded extra keys
     with_scaling(cfg, scaling, types) -> dict the config dict with a scaling's rope_parameters
 
-`config` is a transformers PretrainedConfig (read through its to_dict(): no transformers import
-here) or the plain dict of a config.json; a multimodal config without rope keys is read through
-its `text_config`. What is read, as transformers reads it:
-    rope_parameters (v5: rope_theta inside; flat, or nested per layer type), else the legacy
-        rope_scaling (`type` for `rope_type`) + top-level rope_theta (GPT-NeoX: rotary_emb_base;
-        Gemma 3: rope_local_base_freq for its sliding layers). A missing rope_theta is 10000.
-    partial_rotary_factor (in rope_parameters, else top level; GPT-NeoX: rotary_pct; GPT-J,
-        CodeGen: rotary_dim / head dim) -> R
-    head_dim (DeepSeek's MLA: qk_rope_head_dim), else hidden_size // num_attention_heads -> Dh
-    max_position_embeddings / original_max_position_embeddings: into the scaling dict where
-        transformers reads them (dynamic's original length; yarn's and longrope's factor
-        fallback; yarn / llama3 / longrope's original length, Phi-3's top-level one winning)
-    layout: "interleaved" for Llama 4 and DeepSeek-V3 (`rope_interleave`), else "half"
-    mrope_section / mrope_interleaved (Qwen2-VL, Qwen3-VL): posenc's "mrope" encoding, if
-        registered (else ValueError "mrope not available")
-
-Layers: a config with rope_parameters per layer type (Gemma 3: sliding_attention /
-full_attention) needs `layer_type=` (or `layer=`). A config with no-rope layers (Llama 4,
-SmolLM3: `no_rope_layers`, 1 = RoPE, 0 = NoPE, else one NoPE layer every
-`no_rope_layer_interval`) gives its RoPE by default, posenc's NoPE ("nope") for
-`layer_type="nope"`, and the encoding of layer i for `layer=i`.
-
-Llama 4's attention temperature (attn_temperature_tuning, floor_scale, attn_scale) makes its
-NoPE layers posenc's "nope_temperature" (queries times 1 + attn_scale * log(1 + floor((p + 1) /
-floor_scale))); the keys are kept in `hf_extras` for to_config. DeepSeek-V3's softmax scale
-times mscale^2 is its attention's, not the encoding's (its inv_freq and attention factor match).
-
-Every encoding built here carries `hf_rope_parameters` (the selected rope_parameters dict, as
-the config gives it in v5, standardized from the legacy keys otherwise; None for NoPE) and
-`hf_extras`; to_rope_parameters returns the former, so
-`to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]` (flat: `c["rope_parameters"]`).
+`config`: a PretrainedConfig (its to_dict(); no transformers import) or a config.json dict (a
+multimodal one without rope keys: its text_config). Read as transformers reads it:
+rope_parameters (flat or per layer type), else legacy rope_scaling + rope_theta (GPT-NeoX
+rotary_emb_base, Gemma 3 rope_local_base_freq; default 10000); partial_rotary_factor (GPT-NeoX
+rotary_pct, GPT-J rotary_dim / Dh) -> R; head_dim (MLA: qk_rope_head_dim), else hidden_size //
+num_attention_heads; (original_)max_position_embeddings where the scaling reads them; layout
+"interleaved" for Llama 4, DeepSeek-V3 (rope_interleave), GPT-J, CodeGen; mrope keys -> "mrope".
+Per-layer-type configs (Gemma 3) need `layer_type=` or `layer=`; no-rope layers (Llama 4,
+SmolLM3: no_rope_layers / no_rope_layer_interval) give NoPE for "nope" or such a `layer=`, and
+"nope_temperature" with Llama 4's attn_temperature_tuning (recorded in `hf_extras`).
+Every encoding built here carries `hf_rope_parameters` (the selected dict, v5 form; None for
+NoPE), so `to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]`.
 """
 
 from __future__ import annotations
@@ -54,13 +35,8 @@ DEFAULT_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_thet
 RENAMED_TYPES = {"su": "longrope", "mrope": "default"}  # legacy rope_type names
 MODEL_RENAMED_TYPES = {"phi3": {"yarn": "longrope"}}  # as Phi3Config converts them on load
 AS_GIVEN = "posenc_rope_type_as_given"  # a config dict key: a scaling patch() was asked for
-INTERLEAVED_MODELS = (
-    "llama4",
-    "llama4_text",
-    "deepseek_v3",
-    "gptj",
-    "codegen",
-)  # `rope_interleave` overrides
+# models whose rotary pairs are interleaved (a config's `rope_interleave` overrides)
+INTERLEAVED_MODELS = ("llama4", "llama4_text", "deepseek_v3", "gptj", "codegen")
 ORIGINAL_LEN_TYPES = ("llama3", "yarn", "longrope")  # read original_max_position_embeddings
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 EXTRA_KEYS = ("attn_temperature_tuning", "floor_scale", "attn_scale")  # Llama 4, recorded only
@@ -120,6 +96,11 @@ def rope_parameters_of(cfg: dict) -> dict:
         )
     params = copy.deepcopy(cfg.get("rope_scaling") or {})
     params.setdefault("rope_type", params.pop("type", "default"))
+    return _defaults(params, cfg)
+
+
+def _defaults(params: dict, cfg: dict) -> dict:
+    """params with the config's rope_theta and partial rotary factor where they name none."""
     params.setdefault("rope_theta", _theta(cfg))
     prf = _partial(cfg)
     if prf is not None:
@@ -128,8 +109,7 @@ def rope_parameters_of(cfg: dict) -> dict:
 
 
 def _partial(cfg: dict) -> float | None:
-    """partial_rotary_factor, else GPT-NeoX's rotary_pct, else GPT-J's rotary_dim / head dim
-    (read where the config has no other rope key, as GPT-J's and CodeGen's)."""
+    """partial_rotary_factor, else rotary_pct, else (no other rope key: GPT-J) rotary_dim / Dh."""
     prf = cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
     legacy = not any(cfg.get(k) for k in ("rope_parameters", "rope_theta", "rotary_emb_base"))
     if prf is None and legacy and cfg.get("rotary_dim"):
@@ -219,10 +199,7 @@ def _scaling(params: dict, cfg: dict) -> tuple[dict, dict]:
     if rope_type == "dynamic" and params.get("alpha"):  # Hunyuan: NTK with a fixed alpha
         scaling.update(rope_type="ntk", factor=params["alpha"])
         return scaling, {k: params[k] for k in MROPE_KEYS if k in params}
-    scaling.setdefault("rope_theta", _theta(cfg))
-    prf = _partial(cfg)
-    if prf is not None:
-        scaling.setdefault("partial_rotary_factor", prf)
+    _defaults(scaling, cfg)
     max_len = cfg.get("max_position_embeddings")
     if rope_type != "default" and max_len is not None:
         scaling["max_position_embeddings"] = max_len
@@ -265,15 +242,9 @@ def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> Positional
 
 
 def from_config(config, layer_type: str | None = None, *, layer: int | None = None):
-    """The positional encoding a transformers config describes (see the module docstring).
-
-    config: a PretrainedConfig or a config.json dict. layer_type: a key of rope_parameters nested
-    per layer type (Gemma 3), or "nope" for a config with no-rope layers (Llama 4). layer: a
-    layer index instead (its layer type; NoPE on a no-rope layer). Returns posenc's RoPE
-    (layout, head_dim, scaling as in the config), mrope, NoPE or nope_temperature. ValueError
-    names the key for an
-    unknown rope_type, a key posenc cannot represent, or a missing / wrong layer_type.
-    """
+    """posenc's RoPE, mrope, NoPE or nope_temperature that a transformers config describes
+    (module docstring). layer_type: a key of per-layer-type rope_parameters, or "nope" (no-rope
+    layers); layer: a layer index instead. ValueError names the key posenc cannot read."""
     cfg = config_dict(config)
     params = rope_parameters_of(cfg)
     selected = _select(cfg, params, layer_type, layer)
@@ -300,14 +271,9 @@ def from_config(config, layer_type: str | None = None, *, layer: int | None = No
 
 
 def to_rope_parameters(encoding: PositionalEncoding) -> dict:
-    """The transformers v5 rope_parameters dict of a rotary encoding.
-
-    Built by from_config: the dict it was built from. Built by hand (posenc "rope"): rope_type,
-    rope_theta, its scaling keys and partial_rotary_factor = R / Dh (also 1.0: a model's
-    default may be another). The layout is not part of
-    rope_parameters (a model's code fixes it). ValueError for NoPE and non-rotary encodings, and
-    for rope_type "ntk" (static NTK has no transformers rope_type).
-    """
+    """The transformers v5 rope_parameters of a rotary encoding: from_config's, as read; else
+    rope_type, rope_theta, the scaling keys and partial_rotary_factor = R / Dh (1.0 too: a
+    model's default may differ). ValueError for NoPE, non-rotary and static "ntk"."""
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a posenc encoding, got {type(encoding).__name__}")
     if getattr(encoding, "hf_rope_parameters", None) is not None:
@@ -335,16 +301,14 @@ def to_rope_parameters(encoding: PositionalEncoding) -> dict:
 
 
 def is_nope(encoding: PositionalEncoding) -> bool:
-    """A NoPE layer as transformers writes it (no rope_parameters), read from what the
-    encoding declares (posenc.base.CAPABILITIES): no rotation angles, no bias, no embedding;
-    at most a query scale (nope_temperature's rotate)."""
+    """A NoPE layer as transformers writes it: no angles, bias or embedding declared (at most
+    a query scale: nope_temperature)."""
     return encoding.provides <= {"rotate", "sample_positions"}
 
 
 def to_config(encoding: PositionalEncoding) -> dict:
-    """The config keys of an encoding: {"rope_parameters": ...} (rotary ones) plus the extra keys
-    from_config recorded but posenc does not apply (Llama 4's attention temperature). Dynamic
-    NTK: also max_position_embeddings, the original length transformers' dynamic reads."""
+    """The config keys of an encoding: rope_parameters plus the recorded extras (Llama 4's
+    temperature); dynamic NTK: also max_position_embeddings, its original length."""
     extras = copy.deepcopy(getattr(encoding, "hf_extras", {}))
     if is_nope(encoding):
         return extras
@@ -362,8 +326,7 @@ def to_config(encoding: PositionalEncoding) -> dict:
 
 
 def _merged(old: dict, new: dict) -> dict:
-    """A scaling dict over a layer's own rope_parameters: rope_theta, partial_rotary_factor and
-    the mrope keys not given in it are the model's."""
+    """`new` over a layer's rope_parameters, keeping its rope_theta, partial and mrope keys."""
     if not isinstance(new, dict):
         raise TypeError(f"scaling must be a dict (rope_parameters), got {type(new).__name__}")
     if "rope_type" not in new and "type" not in new:
@@ -374,8 +337,8 @@ def _merged(old: dict, new: dict) -> dict:
 
 
 def with_scaling(cfg: dict, scaling: dict, types: list[str] | None) -> dict:
-    """The config dict with `scaling` for rope_parameters (per layer type: {type: dict}),
-    taken as given (not renamed as a model's config class renames what it loads)."""
+    """The config dict with `scaling` as rope_parameters (per layer type: {type: dict}), taken
+    as given (not renamed as a config class renames what it loads)."""
     params, cfg = cfg["rope_parameters"], {**cfg, AS_GIVEN: True}
     if types is None:
         return {**cfg, "rope_parameters": _merged(params, scaling)}

@@ -2,18 +2,14 @@
 
     python -m posenc.hf.coverage [--write docs/hf/coverage.md] [--sizes other] [TYPE ...]
 
-Each model type of transformers' causal-LM auto mapping whose modeling code has a rotary
-embedding is built as a tiny random model from its config class (2 layers, hidden 64, 4 heads,
-head dim 16; MoE and MLA sizes shrunk; the first of a few size variants that builds), then
-    parity   patch(model) keeps the logits (<= TOL) at positions 0..7 and across the original
-             context length, and patch(model, scaling=YARN / DYNAMIC) gives the logits of the
-             model transformers builds with that scaling (same weights)
-    refused  patch raised its one-line ValueError (the reason is recorded)
-    wrong    patch returned but the logits differ (must never happen)
-    failed   anything else (an exception from patch or the comparison)
-    n/a      the type does not build tiny here, or its model has no rotary module
-A scaling that transformers itself refuses for the type is recorded as "-" and not counted.
-Needs transformers (a test extra); nothing here downloads anything.
+Each causal-LM type whose modeling code has a rotary embedding is built tiny and random from its
+config class (2 layers, hidden 64, 4 heads, head dim 16, MoE / MLA shrunk; the first size
+variant that builds), then: parity (patch(model) keeps the logits to TOL at positions 0..7 and
+across the original context, and patch(model, scaling=YARN / DYNAMIC) gives the logits of the
+model transformers builds with that scaling, same weights), refused (patch's one-line
+ValueError), wrong (patched, logits differ: must never happen), failed (anything else), n/a
+(does not build tiny, or no rotary module). A scaling transformers refuses for the type is "-".
+Needs transformers; downloads nothing.
 """
 
 from __future__ import annotations
@@ -77,8 +73,7 @@ def _quiet():
 
 
 def model_types() -> dict[str, str]:
-    """{model_type: CausalLM class name} of the causal-LM types whose modeling code has a
-    rotary embedding (a class named *RotaryEmbedding or a freqs_cis)."""
+    """{model_type: CausalLM class} of the causal-LM types whose modeling code has RoPE."""
     transformers = _quiet()
     from transformers.models.auto.configuration_auto import model_type_to_module_name
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -98,8 +93,7 @@ def model_types() -> dict[str, str]:
 
 
 def _config(model_type: str, kwargs: dict, rope: dict | None = None):
-    """The tiny config of `model_type` (sub-configs with a hidden size shrunk alike), with
-    `rope` over every layer type's rope_parameters when given."""
+    """The tiny config of `model_type` (sub-configs shrunk alike), `rope` over rope_parameters."""
     transformers = _quiet()
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
     for name in getattr(config, "sub_configs", None) or {}:

@@ -9,35 +9,16 @@ value against the error budget of its dtype (conform).
     read_dump(path) -> {name: tensor}                  .npz, .safetensors or .pt / .pth / .bin
     conform(config, dump, ...) -> Conformance          .lines(): one line per position band
 
-The golden values (formula 1). The encoding is posenc.hf.from_config's; its inverse frequencies
-w [R/2] are posenc.functional.rope_inv_freq's for the rotary dim R (float32, as transformers and
-vLLM compute them: they define the model a checkpoint was trained with), taken exactly into
-float64; from there all is float64: angles p * w, cos / sin times the attention factor (yarn's
-temperature, longrope's scale), the rotation (a, b) -> (a cos - b sin, b cos + a sin) of q / k.
-cos / sin are stored per rotary pair, [T, R/2]; a cache in the half layout (transformers) is
-cat(c, c) [T, R], in the interleaved one (Meta, GPT-J) c.repeat_interleave(2, -1). dynamic,
-dynamic_yarn and longrope compute w for a sequence length: `seq_len`, default max position + 1
-(the length of the call that reaches the last position, as transformers' forward takes it).
-
-The budget (formula 1), per value at position p of rotary pair i, for a dump stored in a dtype
-of machine epsilon eps_s (2^-23 float32, 2^-10 float16, 2^-7 bfloat16) and computed in one of
-eps_c (float32 for 16-bit dumps unless told otherwise), with u = eps / 2 the unit roundoff:
+Golden values (formula 1): posenc.hf.from_config's RoPE, its inverse frequencies w [R/2] from
+posenc.functional.rope_inv_freq in float32 (the model's, as transformers computes them) taken
+exactly into float64; angles p * w, cos / sin times the attention factor and the rotation of
+q / k all in float64. cos / sin are stored per rotary pair [T, R/2]. The per-value error
+budget, derived term by term in docs/hf/golden.md ("The budget"):
 
     budget(p, i) = af * r * (eps_s + 2 eps_c + p * w_i * (eps_f * (3 + |ln w_i|) + 2 eps_c) / 2)
 
-    - w_i computed in the compute dtype: the exponent 2i/R rounded (u relative) moves
-      base^(2i/R) by |ln w_i| u relative; pow, within 1 ulp, 2u; the reciprocal u: (3 + |ln w_i|) u
-      with eps_f = max(eps_c, 2^-23): the golden w_i are float32's (the model's), so an engine
-      that computes them finer (float64: exact) is as far from them as float32's rounding
-    - the angle p * w: its product rounds (u), p itself past 2^(mantissa + 1) (u):
-      |angle error| <= p w_i ((3 + |ln w_i|) u_f + 2 u_c), and |cos(a + d) - cos(a)| <= |d|
-    - cos / sin within 1 ulp and the attention factor's product: <= 2 eps_c at magnitude 1
-    - the cast to the stored dtype, half an ulp at magnitude 1: <= eps_s
-    af is the attention factor (1 where the dump leaves it out); r = 1 for a cache. For rotated
-    q / k the budget is doubled and r is the norm of the input pair (a, b): an error d in cos
-    and in sin moves a cos - b sin by <= sqrt(2) r d, and the input and output casts and the
-    products add a few roundings of r; a channel past R (partial rotary) has w = 0, af = 1,
-    r = |x|. (w = 0 pairs of p-RoPE: no angle term.)
+eps_s / eps_c the stored / compute dtype's epsilon, eps_f = max(eps_c, 2^-23), af the attention
+factor, r = 1 for a cache; rotated q / k: doubled, r = |(a, b)|, channels past R w = 0, af = 1.
 """
 
 from __future__ import annotations
@@ -242,11 +223,9 @@ def golden(
     inv_freq, meta = rope_reference(config, positions, seq_len=seq_len, layer_type=layer_type)
     cos, sin = cos_sin(positions, inv_freq, meta["attention_factor"])
     out = Golden(positions, inv_freq, cos, sin, meta)
-    for name in ("q", "k"):
-        if qk and name in qk:
-            x = _check_qk(name, qk[name], len(positions), meta["head_dim"])
-            out.qk[name] = x
-            out.qk[f"{name}_rot"] = rotate(x, cos, sin, meta["layout"])
+    for name in [n for n in ("q", "k") if n in (qk or {})]:
+        out.qk[name] = x = _check_qk(name, qk[name], len(positions), meta["head_dim"])
+        out.qk[f"{name}_rot"] = rotate(x, cos, sin, meta["layout"])
     return out
 
 
@@ -362,16 +341,14 @@ def _read_tensors(path, what: str) -> tuple[dict[str, torch.Tensor], dict | None
                 meta = (f.metadata() or {}).get("posenc")
             meta = json.loads(meta) if meta else None
         else:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-            if isinstance(loaded, list | tuple) and len(loaded) == 2:
-                loaded = {"cos": loaded[0], "sin": loaded[1]}  # a rotary module's (cos, sin)
-            if not isinstance(loaded, dict):
+            tensors = torch.load(path, map_location="cpu", weights_only=True)
+            if isinstance(tensors, list | tuple) and len(tensors) == 2:
+                tensors = {"cos": tensors[0], "sin": tensors[1]}  # a rotary module's (cos, sin)
+            if not isinstance(tensors, dict):
                 raise ValueError(
-                    f"{what} {path} holds a {type(loaded).__name__}; save a dict "
-                    "{'cos': ..., 'sin': ...} (or q_rot / k_rot) or a (cos, sin) "
-                    "pair"
+                    f"{what} {path} holds a {type(tensors).__name__}; save a dict "
+                    "{'cos': ..., 'sin': ...} (or q_rot / k_rot) or a (cos, sin) pair"
                 )
-            tensors = loaded
     except ValueError as err:
         if str(err).startswith(what):
             raise
@@ -529,16 +506,10 @@ def conform(
     seq_len: int | None = None,
     layer_type: str | None = None,
 ) -> Conformance:
-    """Judge an engine's dump (read_dump) against the golden values of `config`, computed on
-    the fly or read from golden_file, value by value against the budget (module docstring).
-
-    The dump: cos and sin [T, R/2] (per pair) or [T, R] (half or interleaved: `layout`, else
-    the one that fits better, said in the header) with leading size-1 axes allowed; or q_rot /
-    k_rot [T, H, Dh] ([T, H * Dh], [1, H, T, Dh] too) with inputs q / k in the dump or the
-    golden file. Positions: the dump's `positions`, else `positions`, else the golden file's,
-    else 0..T-1. dtype: the dump's storage dtype (default its tensors'); compute_dtype: float32
-    for 16-bit storage, else the storage dtype. attention_factor: "included" (transformers,
-    vLLM) or "excluded" (an engine that applies it elsewhere).
+    """Judge an engine's dump (read_dump) against the golden values of `config` (computed, or
+    golden_file's), band by band, each value against its budget. The dump: cos / sin [T, R/2]
+    or [T, R] (half / interleaved: `layout`, else detected), or q_rot / k_rot [T, H, Dh] with
+    inputs q / k in the dump or golden_file (docs/hf/golden.md says every form and default).
     """
     if attention_factor not in ("included", "excluded"):
         raise ValueError(f"attention_factor must be included or excluded, got {attention_factor!r}")
@@ -654,14 +625,6 @@ def _dump_positions(dump, positions, golden_file, t: int, path) -> torch.Tensor:
     return pos
 
 
-def _reference(sl: slice, pos, freq, af: float, golden_file) -> tuple:
-    """cos, sin [c, R/2] of the positions pos[sl] times af: the golden file's, else computed."""
-    if golden_file is None:
-        return cos_sin(pos[sl], freq, af)
-    scale = af / golden_file.attention_factor  # stored with the attention factor
-    return golden_file.cos[sl] * scale, golden_file.sin[sl] * scale
-
-
 def _inputs(dump, golden_file, path) -> dict[str, torch.Tensor]:
     for source in (dump, golden_file.qk if golden_file is not None else {}):
         if "q" in source or "k" in source:
@@ -694,7 +657,11 @@ def _judge(got, inputs, pos, freq, af, layout, r, store, compute, golden_file) -
     rows, idx = _Rows(len(pos)), _pair_index(layout, r)  # idx [R]: the pair of each channel
     for lo in range(0, len(pos), ROWS):
         sl = slice(lo, lo + ROWS)
-        ref = dict(zip(("cos", "sin"), _reference(sl, pos, freq, af, golden_file)))
+        if golden_file is None:
+            ref = dict(zip(("cos", "sin"), cos_sin(pos[sl], freq, af)))
+        else:  # stored with the attention factor
+            scale = af / golden_file.attention_factor
+            ref = {"cos": golden_file.cos[sl] * scale, "sin": golden_file.sin[sl] * scale}
         cache = budget(pos[sl], freq[idx], store, compute) * af if "cos" in got else None
         for name, out in got.items():
             if name in ref:

@@ -1,31 +1,18 @@
 """patch(model): a loaded transformers model takes its rotary positions from posenc, in place.
 
-transformers (v5) decoders compute their rotary tables once per forward in a module, usually
-`rotary_emb` on the base model: forward(x [B, T, D], position_ids [B, T] (mrope: [3, B, T])
-[, layer_type]) -> what the attention layers apply. patch swaps every such module (class name
-ending in "RotaryEmbedding", outside vision / audio towers) for a PosencRotaryEmbedding that
-returns the same thing computed by posenc; attention, masks, KV cache, generate(), model.config
-and the weights are kept (a saved and reloaded model is the unpatched one).
-
-What the module returns is read from the module, not from a list of model types: its output
-FORM is one of
+Every text rotary module (class name ending in "RotaryEmbedding", outside vision / audio
+towers: forward(x [B, T, D], position_ids [B, T] (mrope [3, B, T]) [, layer_type])) is swapped
+for a PosencRotaryEmbedding returning the same output computed by posenc; attention, masks, KV
+cache, generate(), config and weights are kept. The output FORM is read from the module:
     "half"         cos, sin [B, T, R] = cat(c, c)            (Llama and most)
     "interleaved"  cos, sin [B, T, R] = repeat_interleave(c)  (Cohere, GLM-4.5 ...)
     "pairs"        cos, sin [B, T, R/2]                        (GPT-OSS, Nemotron ...)
     "pairs_sc"     sin, cos [B, T, R/2]                        (GPT-J, CodeGen)
     "complex"      polar(a, angle) [B, T, R/2] complex         (Llama 4, DeepSeek-V2)
-with the attention factor folded in. The encoding is posenc.hf.from_config of the module's
-config (per layer type where forward takes one; mrope sections on [3, B, T] positions), and
-patch CONFIRMS it: the module's own output and posenc's must agree at short positions, across
-the original context length and at a long position (PROBES), to the float32 rounding bound of
-the angles (|da| <= 4 p w 2^-24 + 4e-6, times the attention factor). Where no form matches,
-ValueError says what differs, and the model is left as it was. Never patched silently wrong.
-
-posenc's angles are float64 products reduced to one turn (posenc.functional.position_angles),
-transformers' float32 products: they agree to ~1e-6 rad at short lengths; posenc stays accurate
-at long ones where transformers' drift (up to p * w * 2^-24 rad).
-
-transformers is optional: it is imported inside patch(); without it, ImportError with the hint.
+with the attention factor folded in, and CONFIRMED: the module's output and posenc's (from_config
+of its config) must agree at the PROBES (short, across the original context, long) to the
+float32 rounding bound of the angles (4 p w 2^-24 + 4e-6, times the attention factor); else
+ValueError saying what differs, the model left as it was. transformers is imported in patch().
 """
 
 from __future__ import annotations
@@ -54,21 +41,12 @@ from posenc.hf.config import (
 
 FORMS = ("half", "interleaved", "pairs", "pairs_sc", "complex")
 SKIP_PARTS = ("vision", "visual", "audio", "speech", "image", "vqmodel", "encoder.")
-INSTALL_HINT = "pip install posenc[hf]"
 KEPT_ATTRIBUTES = ("config", "layer_types", "mrope_section", "rope_type")  # read by some models
 
 
-def _transformers():
-    try:
-        import transformers
-    except ImportError as error:
-        raise ImportError(f"posenc.hf.patch needs transformers: {INSTALL_HINT}") from error
-    return transformers
-
-
 class Rope:
-    """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE)
-    encoding, and for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
+    """One layer type's rotary frequencies as patch applies them: a posenc rope (or NoPE), and
+    for mrope the axis (0 t, 1 h, 2 w) each pair follows."""
 
     def __init__(self, encoding, axes: list[int] | None = None, head_dim=None) -> None:
         self.encoding, self.axes = encoding, axes
@@ -81,9 +59,8 @@ class Rope:
         return self.encoding.frequencies(pos, self.head_dim)
 
     def cos_sin(self, position_ids: torch.Tensor, width: int):
-        """position_ids [B, T] (mrope: [3, B, T] or [B, T]) -> cos, sin [B, T, R/2] float32
-        with the attention factor, and the inverse frequencies [R/2]; NoPE: cos 1, sin 0 over
-        `width` pairs."""
+        """position_ids [B, T] (mrope [3, B, T] or [B, T]) -> cos, sin [B, T, R/2] float32 times
+        the attention factor, inv_freq [R/2]; NoPE: cos 1, sin 0 over `width` pairs."""
         pos = position_ids
         if self.axes is not None:
             pos = pos.expand(3, *pos.shape[-2:]) if pos.dim() == 2 else pos
@@ -104,8 +81,7 @@ class Rope:
 
 
 def spread(t: torch.Tensor, form: str) -> torch.Tensor:
-    """[.., R/2] per rotary pair -> [.., R] in `form`: half cat(t, t), interleaved t0 t0 t1 t1
-    ...; the pair forms as they are."""
+    """[.., R/2] per pair -> [.., R] in `form` (half: cat(t, t), interleaved: t0 t0 t1 t1 ...)."""
     if form == "half":
         return torch.cat((t, t), -1)
     return t.repeat_interleave(2, -1) if form == "interleaved" else t
@@ -124,21 +100,15 @@ def render(cos: torch.Tensor, sin: torch.Tensor, form: str, dtype: torch.dtype):
 def cos_sin(
     encoding: PositionalEncoding, position_ids: torch.Tensor, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """position_ids [B, T] -> cos, sin [B, T, R] float32 in transformers' half layout
-    (cat(c, c)), the attention factor folded in; NoPE: cos 1, sin 0 over all Dh channels."""
+    """position_ids [B, T] -> cos, sin [B, T, R] float32, cat(c, c) with the attention factor."""
     cos, sin, _ = Rope(encoding, head_dim=head_dim).cos_sin(position_ids, head_dim // 2)
     return render(cos, sin, "half", torch.float32)
 
 
 class PosencRotaryEmbedding(nn.Module):
-    """Stands in for a transformers model's rotary module, computing its output with posenc.
-
-    encodings: {layer_type: encoding (or Rope)} for a module with rope per layer type (Gemma 3),
-    else {None: encoding}. form: what the replaced module returned (FORMS). forward(x [B, T, D],
-    position_ids [B, T] (mrope [3, B, T]), layer_type=None) -> that output in x's dtype. The
-    encodings are kept in a plain dict, not as submodules, so that model.to(dtype) leaves their
-    float32 frequencies as they are.
-    """
+    """A transformers rotary module's stand-in: encodings {layer_type or None: encoding or
+    Rope}, form (FORMS): forward(x [B, T, D], position_ids [B, T] / [3, B, T], layer_type=None)
+    -> that form in x's dtype. A plain dict, not submodules: model.to(dtype) keeps float32."""
 
     def __init__(self, encodings: dict, head_dim: int, form: str = "half") -> None:
         super().__init__()
@@ -167,8 +137,7 @@ class PosencRotaryEmbedding(nn.Module):
 
 
 def rotary_modules(model) -> list[tuple[str, nn.Module]]:
-    """(qualified name, module) of every text rotary module of the model (class name ending in
-    "RotaryEmbedding", not inside a vision / audio tower, not already patched)."""
+    """(name, module) of every text rotary module (RotaryEmbedding, outside vision / audio)."""
     found = []
     for name, module in model.named_modules():
         cls = type(module).__name__
@@ -181,9 +150,8 @@ def rotary_modules(model) -> list[tuple[str, nn.Module]]:
 
 
 def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> Rope:
-    """The Rope of one layer type of a config dict (posenc.hf.from_config; mrope sections as
-    pair axes over a posenc rope that keeps the scaling and partial rotary); head_dim overrides
-    the config's (a layer type with its own head dim: Gemma 4's global layers)."""
+    """The Rope of one layer type of a config dict (mrope sections as pair axes over a posenc
+    rope); head_dim overrides the config's (Gemma 4's global layers)."""
     if head_dim is not None:
         cfg = {**cfg, "head_dim": head_dim, "qk_rope_head_dim": None}
     params = cfg.get("rope_parameters") or {}
@@ -210,8 +178,7 @@ def rope_of(cfg: dict, layer_type: str | None, head_dim: int | None = None) -> R
 
 
 def _probe_positions(cfg: dict) -> list[torch.Tensor]:
-    """Position rows [1, T] the module is compared at: short, across the original context length
-    L (dynamic, longrope switch there) and long (4L + ..., where float32 drift shows)."""
+    """Position rows [1, T] compared at: short, across the original length L, long (4L + ...)."""
     params = cfg.get("rope_parameters") or {}
     lengths = [cfg.get("max_position_embeddings")] + [
         p.get("original_max_position_embeddings") for p in [params, *params.values()]
@@ -240,8 +207,7 @@ def _fresh(module: nn.Module) -> nn.Module:
 
 
 def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
-    """The largest excess of |posenc - theirs| over the tolerance (<= 0: equal), or None when
-    the shapes of `form` do not match theirs."""
+    """The largest |posenc - theirs| beyond the tolerance (<= 0: equal); None: shapes differ."""
     cos, sin, inv_freq = rope.cos_sin(pos, width)
     factor = 1.0 if is_nope(rope.encoding) else rope.frequencies(pos)[1]
     ours = render(cos.double(), sin.double(), form, torch.float64)
@@ -261,9 +227,8 @@ def _compare(theirs, rope: Rope, pos, width: int, form: str) -> float | None:
 
 
 def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str, dict]:
-    """(the form of `module`'s output, {layer_type: head dim} where a layer type's output width
-    shows a head dim other than the config's), confirmed against `ropes` {layer_type: Rope} at
-    every probe; ValueError saying what does not match."""
+    """(the form of the module's output, {layer_type: head dim} where its width shows another
+    head dim), confirmed against `ropes` at every probe; else ValueError saying what differs."""
     hidden = cfg.get("hidden_size") or 8
     takes_type = "layer_type" in inspect.signature(module.forward).parameters
     form, where, head_dims = None, f"patch: {name} ({type(module).__name__})", {}
@@ -310,10 +275,8 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
 
 
 def _layouts(ropes: dict) -> list[dict]:
-    """{layer_type: Rope} with each other mrope pair-axes layout the config's section allows:
-    chunked or interleaved (modules that interleave whatever their config says: Cosmos3-Edge,
-    HY-V4-VL, Cohere Compass, Qwen4-Exp), and ERNIE-4.5-VL's hw_pairs (section (h, w, t), h and
-    w alternating, then t); [] where a rope is not mrope."""
+    """The other mrope pair-axes layouts the sections allow: chunked, interleaved (modules that
+    interleave whatever the config says) and ERNIE-4.5-VL's hw_pairs; [] for a plain rope."""
     out = []
     for kind in ("interleaved", "chunked", "hw_pairs"):
         alt = {}
@@ -334,9 +297,8 @@ def _layouts(ropes: dict) -> list[dict]:
 
 
 def _identified(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple:
-    """(ropes, form, head dims) of identify(); for mrope, where the config's pair axes do not
-    match the module, the other layouts its section allows (_layouts) are tried and the one
-    matching at every probe kept (the first error is raised where none does)."""
+    """(ropes, form, head dims) of identify(), trying the other mrope layouts (_layouts)
+    where the config's does not match; the first error where none does."""
     try:
         return ropes, *identify(module, name, cfg, ropes)
     except ValueError as error:
@@ -380,8 +342,8 @@ def _mismatch(where, layer_type, rope, theirs, scores, row) -> str:
 
 
 def _module_types(module: nn.Module, cfg: dict) -> list | None:
-    """The layer types a module's forward takes (its own `layer_types`, else rope_parameters
-    nested per layer type, else the config's layer_types), None for a module with one rope."""
+    """The layer types a module's forward takes (its own `layer_types`, else nested
+    rope_parameters', else the config's); None for a module with one rope."""
     if "layer_type" not in inspect.signature(module.forward).parameters:
         return None
     own, params = getattr(module, "layer_types", None), cfg.get("rope_parameters") or {}
@@ -412,10 +374,8 @@ def _config_of(module: nn.Module, model) -> dict:
 
 
 def _with_module_sections(cfg: dict, section) -> dict:
-    """The config dict with the module's own mrope_section (a list, or {layer_type: list})
-    where its rope_parameters name none: the section such a module applies by default
-    (Qwen4-Exp, Cohere Compass, GLM-Image), which the probes then confirm; `cfg` itself where
-    there is nothing to add."""
+    """The config dict with the module's default mrope_section (a list, or per layer type)
+    where rope_parameters name none (Qwen4-Exp, Cohere Compass, GLM-Image); else `cfg`."""
     params = cfg.get("rope_parameters")
     if section is None or not isinstance(params, dict):
         return cfg
@@ -488,21 +448,24 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
 
 
 def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
-    """transformers' own rotary module built with the new rope_parameters (None when
-    transformers cannot build it, e.g. posenc's static 'ntk')."""
+    """transformers' rotary module rebuilt with new rope_parameters; None where it cannot be."""
     try:
-        new_cfg = copy.deepcopy(cfg_obj)
-        new_cfg.rope_parameters = copy.deepcopy(new_params)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return type(module)(new_cfg)
+        return _rebuilt(type(module), cfg_obj, new_params)
     except Exception:
         return None
 
 
+def _rebuilt(cls, cfg_obj, new_params, *args):
+    """cls(a copy of cfg_obj with rope_parameters new_params, *args), its warnings silenced."""
+    new_cfg = copy.deepcopy(cfg_obj)
+    new_cfg.rope_parameters = copy.deepcopy(new_params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls(new_cfg, *args)
+
+
 def _refuse_attention_keys(where: str, params: dict) -> None:
-    """A new scaling cannot be patched in where the model's attention reads rope_parameters
-    itself at run time (config.ATTENTION_KEYS): it would keep the old values."""
+    """ValueError where the attention reads rope_parameters (ATTENTION_KEYS) at run time."""
     flat = [params] if not layer_types_of(params) else [p for p in params.values() if p]
     found = sorted({k for p in flat for k in p if k in ATTENTION_KEYS})
     if found:
@@ -514,9 +477,8 @@ def _refuse_attention_keys(where: str, params: dict) -> None:
 
 
 def _attention_rescale(model, old_cfg, new_params) -> dict:
-    """{module: {attribute: value}}: float attributes of modules other than the rotary ones
-    that transformers derives from rope_parameters (DeepSeek's softmax scale times mscale^2),
-    as the module class computes them with the new parameters."""
+    """{module: {attribute: value}}: the floats attention modules derive from rope_parameters
+    (DeepSeek's mscale), as their class computes them with the new ones."""
     changes = {}
     for module in model.modules():
         if getattr(module, "config", None) is not old_cfg or not hasattr(module, "layer_idx"):
@@ -529,12 +491,9 @@ def _attention_rescale(model, old_cfg, new_params) -> dict:
             continue
         if "rope_parameters" not in source and "rope_scaling" not in source:
             continue
-        new_cfg = copy.deepcopy(old_cfg)
-        new_cfg.rope_parameters = copy.deepcopy(new_params)
         try:
-            with torch.device("meta"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                twin = type(module)(new_cfg, module.layer_idx)
+            with torch.device("meta"):
+                twin = _rebuilt(type(module), old_cfg, new_params, module.layer_idx)
         except Exception as error:
             raise ValueError(
                 f"patch: scaling: {type(module).__name__} reads rope_parameters and cannot be "
@@ -549,25 +508,16 @@ def _attention_rescale(model, old_cfg, new_params) -> dict:
 
 def patch(model, encoding=None, *, scaling: dict | None = None):
     """Make a loaded transformers model take its rotary positions from posenc, in place; returns
-    it.
-
-    No arguments: the encoding its own config describes (posenc.hf.from_config): the same
-    logits. scaling: a rope_parameters dict (e.g. {"rope_type": "yarn", "factor": 4.0,
-    "original_max_position_embeddings": 2048}; rope_theta, partial_rotary_factor and mrope keys
-    default to the model's; for a model with rope per layer type, {layer_type: dict}): the
-    logits of the model rebuilt by transformers with that config. encoding: a posenc rope (any
-    rope_type, the model's layout and rotary dim) or nope encoding, or per layer type a dict
-    {layer_type: encoding}.
-
-    Every rotary module is confirmed first (see the module docstring): ValueError with one line
-    saying what does not match, the model untouched. With scaling=, the new rope must also equal
-    transformers' own rotary module rebuilt with it where transformers can build one, and the
-    float attributes attention layers derive from rope_parameters (DeepSeek's mscale) follow.
-    Positions are the ones the model is given; dynamic and longrope follow the largest position
-    of each call (transformers': the largest seen so far, the same in one generation from a
-    fresh model).
-    """
-    transformers = _transformers()
+    it, every rotary module confirmed first (module docstring). No arguments: its own config's
+    encoding (the same logits). scaling: rope_parameters ({layer_type: dict} per layer type;
+    rope_theta, partial and mrope keys default to the model's): the logits of the model
+    transformers rebuilds with it (DeepSeek's mscale follows). encoding: a posenc rope (the
+    model's layout and rotary dim) or nope, or {layer_type: encoding}. dynamic / longrope follow
+    each call's largest position (transformers': the largest seen, the same from a fresh model)."""
+    try:
+        import transformers
+    except ImportError as error:
+        raise ImportError("posenc.hf.patch needs transformers: pip install posenc[hf]") from error
     if not isinstance(model, transformers.PreTrainedModel):
         raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
     if encoding is not None and scaling is not None:

@@ -1,26 +1,19 @@
-"""Fast RoPE kernels and the one place that picks between them.
+"""Fast RoPE kernels and the one place that picks between them; each computes
+posenc.functional.apply_rope(..., engine="reference")'s rotation (the public entry point):
 
-Engines compute the same rotation as `posenc.functional.apply_rope(..., engine="reference")`
-(which the tests compare against); posenc.functional.apply_rope is the public entry point:
-
-    "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system C compiler.
-                float32 and bfloat16. The only engine that rotates in place in a single pass.
-    "compiled"  torch.compile of the same math (any float dtype; in place it takes 2 passes).
+    "cpp"       posenc.kernels.cpu_rope: a small C kernel built once with the system compiler,
+                float32 and bfloat16; the only engine rotating in place in a single pass.
+    "compiled"  torch.compile of the same math (any float dtype; in place in 2 passes).
     "eager"     plain PyTorch, the fallback.
-    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one kernel launch (_rotate_qk).
+    "triton"    on CUDA: posenc.kernels.triton_rope, q and k in one launch (_rotate_qk).
 
-"auto" takes "cpp" where it is available for the input, else "eager" ("compiled" only when
-asked for: it compiles for ~15 s per variant on first use); an engine that fails once (no compiler,
-torch.compile raising) is remembered as unavailable for the rest of the process and a warning
-says so. Force one with `engine=` or the env var POSENC_ROPE_ENGINE (auto|cpp|compiled|eager);
-POSENC_ROPE_ENGINE=eager turns every fast path off.
+"auto" takes "cpp" where it runs, else "eager" ("compiled" only when asked: ~15 s to compile
+per variant). An engine that fails once is unavailable for the rest of the process (a warning
+says so). Force one with `engine=` or POSENC_ROPE_ENGINE (auto|cpp|compiled|eager; eager
+turns every fast path off). Gradients: _RopeFn, whose backward is the same kernel with -sin.
 
-Gradients: `_RopeFn`, an autograd.Function whose backward is the inverse rotation (the same
-kernel with -sin), so forward and backward are each one read and one write of the tensors.
-
-Shapes: x [B, H, T, Dh] (or [B, T, H, Dh], any rank <= 4 with Dh last and stride 1);
-cos, sin float32, broadcastable to x[..., :R/2] (posenc.functional.rope_cos_sin + rope_align).
-Leaf modules: nothing here imports the rest of posenc.
+Shapes: x [B, H, T, Dh] (any rank <= 4, Dh last with stride 1); cos, sin float32,
+broadcastable to x[..., :R/2]. A leaf: nothing here imports the rest of posenc.
 """
 
 from __future__ import annotations
@@ -42,9 +35,7 @@ _BROKEN: dict[str, str] = {}
 
 
 def _eager_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
-    """The same math in plain PyTorch (float32 compute, one rounding to x's dtype).
-
-    copy_rest: copy the pass-through channels x[..., R:] to out (out is not x)."""
+    """The math in plain PyTorch (float32, one rounding); copy_rest: copy x[..., R:] to out."""
     r = 2 * cos.shape[-1]
     xr = x[..., :r].float()
     if interleaved:
@@ -63,9 +54,8 @@ _COMPILED: dict[tuple, object] = {}
 
 
 def _compiled_rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
-    """torch.compile of _eager_rotate, one compiled function per variant (dtype, layout,
-    direction, in place or not) so variants never evict each other; within a variant the first
-    shape is specialized and a second one recompiles with dynamic sizes once."""
+    """torch.compile of _eager_rotate, one compiled function per variant (never evicting
+    each other; a second shape recompiles dynamic once)."""
     key = (x.dtype, interleaved, sign, copy_rest, out is x)
     fn = _COMPILED.get(key)
     if fn is None:
@@ -199,8 +189,8 @@ def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
-    """Whether views a and b, within bytes [lo, hi), hold a common element: exact for strided
-    views that interleave (two halves of one buffer's time axis), by marking a's elements."""
+    """Whether views a and b hold a common element in bytes [lo, hi): exact for interleaved
+    strided views, by marking a's elements."""
     if a.is_contiguous() and b.is_contiguous() or a.element_size() != b.element_size():
         return True  # contiguous spans that meet do share elements
     size = a.element_size()
@@ -212,8 +202,7 @@ def _share_elements(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> bool:
 def refuse_overlap(
     out: torch.Tensor, out_name: str, x: torch.Tensor, x_name: str, allow_same: bool = True
 ) -> None:
-    """ValueError where `out` shares memory with `x` without being it (as torch's out= ops
-    refuse): a rotation written over its own input part-way reads rotated values."""
+    """ValueError where `out` overlaps `x` without being it (as torch's out= ops)."""
     if out.numel() == 0 or x.numel() == 0 or out.device != x.device:
         return
     (a0, a1), (b0, b1) = _span(out), _span(x)
@@ -233,37 +222,29 @@ def _rotate(
     out: torch.Tensor | None = None,
     engine: str | None = None,
 ) -> torch.Tensor:
-    """Rotate x [..., Dh] by cos, sin (broadcastable to x[..., :R/2], float32); R <= Dh.
-
-    inplace=True writes into x (not with autograd on x); out= writes into a preallocated tensor
-    of x's shape and dtype (no autograd); otherwise a new tensor, differentiable through x.
-    Values equal posenc.functional's reference to float rounding.
-    """
+    """Rotate x [..., Dh] by cos, sin (float32, broadcastable to x[..., :R/2]): in place, into
+    out= (neither with autograd on x), or a new tensor differentiable through x."""
     if layout not in ("half", "interleaved"):
         raise ValueError(f"layout must be 'half' or 'interleaved', got {layout!r}")
     interleaved = layout == "interleaved"
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     if cos.requires_grad or sin.requires_grad:
         raise ValueError("fast RoPE does not differentiate through cos/sin; use the reference")
-    if inplace or out is not None:
-        if needs_grad:
-            raise ValueError("inplace=True / out= do not support autograd on x; call without them")
-        target = x if inplace else out
-        if out is not None and not inplace:
-            if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-                raise ValueError(
-                    f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
-                    f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
-                )
-            if same_memory(out, x):
-                target = x  # out is x: in place
-            else:
-                refuse_overlap(out, "out", x, "x")
-        _run(x, cos, sin, target, interleaved, 1.0, engine)
-        return target
-    if needs_grad:
+    if needs_grad and not inplace and out is None:
         return _RopeFn.apply(x, cos, sin, interleaved, engine)
-    target = cpu_rope.fresh_output(x)
+    if needs_grad:
+        raise ValueError("inplace=True / out= do not support autograd on x; call without them")
+    target = x if inplace else cpu_rope.fresh_output(x) if out is None else out
+    if out is not None and not inplace:
+        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError(
+                f"out must have x's shape {tuple(x.shape)}, dtype {x.dtype} and device "
+                f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}"
+            )
+        if same_memory(out, x):
+            target = x  # out is x: in place
+        else:
+            refuse_overlap(out, "out", x, "x")
     _run(x, cos, sin, target, interleaved, 1.0, engine)
     return target
 
@@ -279,9 +260,8 @@ def _rotate_qk(
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
     engine: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q [B, H, Tq, Dh] and k [B, Hkv, Tk, Dh] by their (cos, sin), each broadcastable
-    to x[..., :R/2]; on CUDA with Triton, q and k in one kernel launch (triton_rope).
-    out=(q_out, k_out) writes into preallocated buffers."""
+    """Rotate q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh] by their (cos, sin); on CUDA with Triton in
+    one launch; out=(q_out, k_out)."""
     oq, ok = out if out is not None else (None, None)
     # out= as torch's ops check it: an out may be its own input (in place), never the other's
     pairs = ((oq, "out[0]", q, "q", True), (ok, "out[1]", k, "k", True),

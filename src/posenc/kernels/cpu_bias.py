@@ -1,15 +1,11 @@
-"""The C kernel of the distance-bias gradient: one pass over a tile of logits, summed along
-anti-diagonals.
+"""The C kernels of the distance-bias backward and of FIRE's bias, loaded with ctypes (built
+once by posenc.kernels.cpu_rope.build_library; float32 in, float64 accumulators; never
+-ffast-math, which would change the whole process's float state). A leaf module.
 
-posenc.attention's `distance` backend keeps a bias of the distance alone as a vector vec [H, L]
-and reads it, keys in reverse order, as the Hankel view bias[h, r, t] = vec[h, off + r + t]. Its
-gradient is dvec[h, m] = sum over r + t = m - off of dS[b, h, r, t], with
-dS = P * (dP - D), P = exp(S * scale + bias - lse): this kernel computes that sum for one tile
-from S = q·kᵀ and dP = dO·vᵀ (two matmuls done by torch), without writing P or dS.
-
-Built once with the system C compiler (posenc.kernels.cpu_rope.build_library), loaded with
-ctypes; float32 in, float64 accumulators; never -ffast-math (it would change the float state
-of the whole process). A leaf module: it knows tensors, not encodings.
+bias_grad: the distance backend reads vec [H, L] as the Hankel view bias[h, r, t] =
+vec[h, off + r + t] (keys reversed); from S = q·kᵀ and dP = dO·vᵀ of one tile it makes
+P = exp(S * scale + bias - lse) and dS = P * (dP - D) and adds dvec[h, m] = sum over
+r + t = m - off of dS[b, h, r, t].
 """
 
 from __future__ import annotations
@@ -243,11 +239,9 @@ def kernel() -> ctypes.CDLL | None:
         except (RuntimeError, OSError, subprocess.SubprocessError) as err:
             BROKEN = str(err) or type(err).__name__
             return None
-        fn = lib.bias_grad_f32
-        fn.restype = None
         i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [*[ptr] * 6, *[i64] * 11, ctypes.c_float, c_int, c_int]
-        lib.fire_bias_f32.restype = lib.fire_grad_f32.restype = None
+        lib.bias_grad_f32.restype = lib.fire_bias_f32.restype = lib.fire_grad_f32.restype = None
+        lib.bias_grad_f32.argtypes = [*[ptr] * 6, *[i64] * 11, ctypes.c_float, c_int, c_int]
         lib.fire_bias_f32.argtypes = [*[ptr] * 8, *[i64] * 4, c_int, ctypes.c_float, c_int]
         lib.fire_grad_f32.argtypes = [*[ptr] * 7, *[i64] * 5, c_int, *[ptr] * 4, c_int]
         LIB = lib
@@ -255,13 +249,9 @@ def kernel() -> ctypes.CDLL | None:
 
 
 def bias_grad(S, dP, vec, lse, D, acc, off: int, scale: float, write: bool = False) -> None:
-    """acc[h, off + r + t] += sum over b of dS, dS = P * (dP - D),
-    P = exp(S * scale + vec[h, off + r + t] - lse); with `write`, S <- P and dP <- dS.
-    A dense tile vec [H, R, N] (off = 0) reads and adds at [h, r, t] instead; acc None: no sums.
-
-    S, dP [B, H, R, N] float32 contiguous; vec [H, L] or [H, R, N] float32 contiguous; lse, D
-    [B, H, R] float32 with a unit stride along R; acc float64 contiguous, vec's shape;
-    0 <= off, off + R + N - 1 <= L."""
+    """acc[h, off + r + t] += sum over b of dS (module docstring); with `write`, S <- P, dP <-
+    dS. S, dP [B, H, R, N], vec [H, L] (or a dense tile [H, R, N], off 0), float32 contiguous;
+    lse, D [B, H, R], unit stride along R; acc float64 of vec's shape, or None: no sums."""
     B, H, R, N = S.shape
     assert S.is_contiguous() and dP.is_contiguous() and dP.shape == S.shape
     assert vec.is_contiguous() and (acc is None or acc.is_contiguous() and acc.shape == vec.shape)

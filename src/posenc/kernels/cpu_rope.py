@@ -1,9 +1,6 @@
-"""The C RoPE kernel: one pass over x, in place or into a preallocated output.
-
-A small C kernel (OpenMP over rows, auto-vectorized), float32 and bfloat16, built once with
-the system C compiler into `cache_dir()` and loaded with ctypes. A leaf module: it knows
-tensors, not encodings. posenc.kernels dispatches to it.
-"""
+"""The C RoPE kernel (OpenMP over rows, auto-vectorized, float32 and bfloat16): one pass over
+x, in place or into a preallocated output; built once into cache_dir(), loaded with ctypes.
+A leaf module: posenc.kernels dispatches to it."""
 
 from __future__ import annotations
 
@@ -24,11 +21,9 @@ _MADVISE = None  # libc.madvise, or False where unavailable
 
 
 def fresh_output(x: torch.Tensor) -> torch.Tensor:
-    """An empty contiguous tensor like x. A large CPU one is advised to use transparent huge
-    pages before its first write (as torch's THP_MEM_ALLOC_ENABLE does): the kernel then
-    faults 2 MiB pages in, not 4 KiB ones — writing fresh outputs is otherwise dominated by
-    page faults (~16k per 64 MiB). Only the 2 MiB-aligned interior is advised; a no-op where
-    madvise or THP is unavailable."""
+    """An empty contiguous tensor like x; a large CPU one advised to use transparent huge pages
+    (its 2 MiB-aligned interior, as THP_MEM_ALLOC_ENABLE does): writing fresh outputs is
+    otherwise dominated by 4 KiB page faults (~16k per 64 MiB)."""
     global _MADVISE
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     nbytes = out.numel() * out.element_size()
@@ -158,25 +153,16 @@ def build_library(source: str, stem: str, flags: tuple[str, ...] = ()) -> Path:
     return path
 
 
-def _build_kernel() -> ctypes.CDLL:
-    """Compile _C_SOURCE once per (source, CPU) into cache_dir() and load it."""
-    path = build_library(_C_SOURCE, "rope_kernel")
-    lib = ctypes.CDLL(str(path))
-    for name in C_DTYPES.values():
-        fn = getattr(lib, name)
-        fn.restype = None
-        fn.argtypes = (
-            [ctypes.c_void_p] * 4
-            + [ctypes.c_void_p] * 4
-            + [ctypes.c_int, ctypes.c_float, ctypes.c_int]
-        )
-    return lib
-
-
 def _kernel() -> ctypes.CDLL:
+    """The C kernel, built once per (source, CPU) into cache_dir() and loaded."""
     global LIB
     if LIB is None:
-        LIB = _build_kernel()
+        lib = ctypes.CDLL(str(build_library(_C_SOURCE, "rope_kernel")))
+        ptr, c_int = ctypes.c_void_p, ctypes.c_int
+        for name in C_DTYPES.values():
+            getattr(lib, name).restype = None
+            getattr(lib, name).argtypes = [*[ptr] * 8, c_int, ctypes.c_float, c_int]
+        LIB = lib
     return LIB
 
 
@@ -193,17 +179,8 @@ def _i64(values) -> ctypes.Array:
 def rotate(x, cos, sin, out, interleaved: bool, sign: float, copy_rest: bool) -> None:
     """out[..., :R] = rotate(x[..., :R]); out[..., R:] = x[..., R:] (out may be x)."""
     x4, o4, c4, s4 = views4d(x, cos, sin, out)
+    ptrs = [t.data_ptr() for t in (x4, o4, c4, s4)]
+    shape = _i64([*x4.shape[:3], cos.shape[-1], x4.shape[3]])  # {d0, d1, d2, R/2, Dh}
+    strides = [_i64(t.stride()[:3]) for t in (x4, o4, c4)]  # s4 shares c4's (both expanded)
     fn = getattr(_kernel(), C_DTYPES[x.dtype])
-    fn(
-        x4.data_ptr(),
-        o4.data_ptr(),
-        c4.data_ptr(),
-        s4.data_ptr(),
-        _i64([*x4.shape[:3], cos.shape[-1], x4.shape[3]]),
-        _i64(x4.stride()[:3]),
-        _i64(o4.stride()[:3]),
-        _i64(c4.stride()[:3]),
-        int(interleaved),
-        float(sign),
-        torch.get_num_threads(),
-    )
+    fn(*ptrs, shape, *strides, int(interleaved), float(sign), torch.get_num_threads())

@@ -1,14 +1,8 @@
-"""RoPE on CUDA as one Triton kernel that rotates q and k in a single launch.
-
-Imported lazily by posenc.kernels (its _rotate_qk), only when triton is installed and the
-tensors are on CUDA (or, in tests, under TRITON_INTERPRET=1 on CPU tensors). Supports both
-layouts ("half", "interleaved"), partial rotary (channels R..Dh pass through), `[B, T]`
-positions (cos/sin [B, 1, T, R/2], any broadcast view), strided inputs (e.g. [B, T, H, Dh]
-transposed views), in place and out= buffers, and autograd (backward = the inverse rotation,
-same kernel).
-
-cos, sin are float32 from posenc.functional.rope_cos_sin (small: [T, R/2] or [B, T, R/2], read
-from cache), so the numbers equal the reference's; the kernel streams q and k once.
+"""RoPE on CUDA as one Triton kernel that rotates q and k in a single launch (posenc.kernels'
+_rotate_qk imports it lazily; tests run it under TRITON_INTERPRET=1 on CPU). Both layouts,
+partial rotary, [B, T] positions (cos / sin any broadcast view of [B, 1, T, R/2]), strided
+inputs, in place and out=, autograd (backward: the inverse rotation, same kernel). cos / sin
+are float32 from posenc.functional.rope_cos_sin, so the numbers equal the reference's.
 """
 
 from __future__ import annotations
