@@ -1,10 +1,13 @@
 """The one interface every positional encoding implements, and the one shape legend.
 
 Shape legend (every docstring of posenc):
-    B batch; T sequence length, Tq queries, Tk keys (Tq <= Tk decoding with a cache); D model
-    width; H query heads, Hkv key/value heads (H % Hkv == 0, GQA); Dh head dim, R rotary dim
-    (R <= Dh, even); P position components: 1 sequences (the axis is dropped), 2 images (row,
-    col), 3 video (time, row, col).
+    B    batch size
+    T    sequence length; Tq queries, Tk keys (Tq <= Tk decoding with a cache)
+    D    model width
+    H    query heads; Hkv key/value heads (H % Hkv == 0, GQA)
+    Dh   head dim; R rotary dim (R <= Dh, even)
+    P    position components: 1 sequences (the axis is dropped), 2 images (row, col),
+         3 video (time, row, col)
 Positions are explicit tensors [T] (shared by the batch) or [B, T] (left padding, packing,
 decoding offsets), with a trailing [..., P] axis in 2-D / 3-D; default arange(T) (queries
 decoding: the last Tq of arange(Tk)).
