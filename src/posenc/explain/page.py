@@ -173,12 +173,9 @@ def claim_html(c: Claim, lang: str = "en") -> str:
 
 def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> str:
     counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
-    if lang == "en":
-        tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    else:
-        each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
-                if n]  # fmt: skip
-        tally = i18n.fmt(", ", lang).join(each)
+    each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
+            if n]  # fmt: skip
+    tally = i18n.fmt(", ", lang).join(each)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     if lang != "en" and claims:
         head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'

@@ -63,11 +63,6 @@ class DeBERTaRelativePositionBias(nn.Module):
         return bias
 """
 
-ORDER = (
-    "Without positional encoding attention cannot perceive order: shuffle the words and the "
-    "weighted sums stay the same."
-)
-
 
 @seed_claim("inv-002-08", id="claim-002-table", about=("sinusoidal",),
             rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),), otherwise=HOLDS)  # fmt: skip
