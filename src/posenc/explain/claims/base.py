@@ -75,10 +75,10 @@ def source(item_id: str) -> tuple[Source, str]:
     raise KeyError(f"no inventory item {item_id!r}")
 
 
-def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
+def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str = HOLDS):
     """Declare the check below as the claim of inventory item `item_id` (posenc.verdict.finding:
-    quote and wording from the inventory, the verdict from `rules`), appended to the
-    CHECKS list of the module that declares it."""
+    quote and wording from the inventory, the verdict from `rules`, `otherwise` where none
+    applies), appended to the CHECKS list of the module that declares it."""
     src, wording = source(item_id)
     mark = finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
 

@@ -171,7 +171,7 @@ def claim_001_long_range(ev: Evidence):
 @arena_claim("inv-001-13", id="claim-001-trainable-scale", about=("sinusoidal",),
              rules=(Rule("|s - 1|", "<", 0.05, FAILS),
                     Rule("accuracy lost against s = 1", ">", 0.05, CAVEAT)),
-             otherwise=HOLDS, method="arena, copy at L = 8: sinusoidal(learned_scale=true) (PE "
+             method="arena, copy at L = 8: sinusoidal(learned_scale=true) (PE "
              "times a learned scalar s, init 1) against the fixed sinusoid; training adjusts it if "
              "s moves 5% or more")  # fmt: skip
 def claim_001_trainable_scale(ev: Evidence):
@@ -185,7 +185,7 @@ def claim_001_trainable_scale(ev: Evidence):
 
 @arena_claim("inv-001-17", id="claim-001-window", about=("learned_window", "learned"),
              rules=(Rule("window - plain table, exact match at L", "<", -0.05, FAILS),),
-             otherwise=HOLDS, method="arena, copy at L = 8: the seed's formula implemented "
+             method="arena, copy at L = 8: the seed's formula implemented "
              "(learned_window: psi = f = one table, beta_j scalars, w_j vectors, J = 5) against "
              "the plain table of the same size; the formula works as an encoding if it trains "
              "within 0.05 of the table",
@@ -242,7 +242,7 @@ def claim_002_nope_drops(ev: Evidence):
 
 @arena_claim("inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
              rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
-             otherwise=HOLDS, method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi "
+             method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi "
              "and RoPE against the absolute sinusoid (the learned table has no rows "
              "there)")  # fmt: skip
 def claim_002_relative_long(ev: Evidence):
@@ -299,7 +299,7 @@ def claim_002_learned_distribution(ev: Evidence):
 @arena_claim("inv-002-36", id="claim-002-learned-random", about=("learned",),
              rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
                     Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
-             otherwise=HOLDS, method="arena, copy at L = 8: the trained table over the 18 "
+             method="arena, copy at L = 8: the trained table over the 18 "
              "positions training reached, |p_(t+1) - p_t| / |p_t| and the share of each column's "
              "power in its top frequency, against the sinusoid of the same size",
              note="Training moves the rows far from their random init (the drift above), yet "
@@ -320,7 +320,7 @@ def claim_002_learned_random(ev: Evidence):
 
 @arena_claim("inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
              rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),),
-             otherwise=HOLDS, method="arena, copy at L = 8: the sinusoid concatenated (width 2D, "
+             method="arena, copy at L = 8: the sinusoid concatenated (width 2D, "
              "projected back to D) against added; both are working fusions if each reaches 0.5 "
              "exact match")  # fmt: skip
 def claim_003_fusion(ev: Evidence):
