@@ -13,22 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from posenc.explain.claims import inventory
-from posenc.verdict import (
-    CAVEAT,
-    ERROR,
-    FAILS,
-    HOLDS,
-    UNMEASURED,
-    VERDICTS,
-    Absent,
-    Claim,
-    Measured,
-    Rule,
-    Source,
-    Table,
-    decide,
-    finding,
-)
+from posenc.verdict import HOLDS, Source, finding
 
 SEEDS_DIR = Path(__file__).resolve().parents[1] / "seeds"  # package data: the five tutorials
 
@@ -88,10 +73,3 @@ def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str = HOLDS):
         return check
 
     return wrap
-
-
-__all__ = [
-    "CAVEAT", "ERROR", "FAILS", "HOLDS", "SEEDS_DIR", "UNMEASURED", "VERDICTS", "Absent", "Claim",
-    "Measured", "Rule", "Source", "Table", "decide", "line_of", "seed_claim", "seed_sentence",
-    "seed_text", "source",
-]  # fmt: skip

@@ -9,8 +9,9 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
+from posenc.verdict import CAVEAT, FAILS, Measured, Rule, Table
 
 SEED = "000_e2b8049db0aa593d.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)

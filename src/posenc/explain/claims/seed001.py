@@ -9,9 +9,10 @@ import torch
 from posenc import analysis
 from posenc.base import PositionalEncoding
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, formula_error, sinusoid
 from posenc.model import TransformerLM
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule
 
 SEED = "001_bcee35876cb4abfa.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)

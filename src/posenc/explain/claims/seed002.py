@@ -11,8 +11,9 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, f4, run_seed, seed_error, sinusoid
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "002_194117be01fb43d6.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import (
     dot_residual,
     f4,
@@ -19,6 +19,7 @@ from posenc.explain.claims.tools import (
     sinusoid,
     written_formula,
 )
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "003_4f20139358f45fd7.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)

@@ -8,8 +8,9 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, formula_error, run_seed, sinusoid
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "004_04aee0f491a3b5de.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)

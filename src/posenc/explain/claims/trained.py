@@ -23,16 +23,8 @@ from posenc import functional as PF
 from posenc.analysis.measures import table_jump, table_periodicity
 from posenc.arena.tasks import build_task
 from posenc.explain.claims.arena import arena_results
-from posenc.explain.claims.base import (
-    CAVEAT,
-    FAILS,
-    HOLDS,
-    Absent,
-    Measured,
-    Rule,
-    Table,
-    seed_claim,
-)
+from posenc.explain.claims.base import seed_claim
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Absent, Measured, Rule, Table
 
 RUN = "docs/arena/claims/run.sh"
 ARENA = "docs/arena/arena.sqlite,docs/arena/passkey/arena.sqlite,docs/arena/claims/arena.sqlite"
