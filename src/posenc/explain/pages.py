@@ -1,10 +1,4 @@
-"""The pages of `posenc explain`: one encoding's, and every encoding's with an index.
-
-    explain(name, out)     out/index.html + PNG figures beside it, for one encoding
-    explain_all(out)       out/index.html, out/compare.html, out/<name>/index.html for each
-
-Pages open from disk with no network: inline CSS, figures as PNG files next to the page.
-"""
+"""The pages of `posenc explain` (see posenc.explain): one encoding's, and every encoding's."""
 
 from __future__ import annotations
 
