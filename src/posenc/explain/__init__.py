@@ -16,4 +16,4 @@ from posenc.lazy import lazy_exports
 __all__ = lazy_exports(__name__, dict.fromkeys(
     ["FAMILY_ORDER", "Page", "build", "check_sizes", "claims_mod", "compare_html",
      "encoding_html", "explain", "explain_all", "index_html", "load_trained", "registry_key",
-     "relevant", "render_encoding"], "posenc.explain.pages"))  # fmt: skip
+     "render_encoding"], "posenc.explain.pages"))  # fmt: skip

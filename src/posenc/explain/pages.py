@@ -111,11 +111,6 @@ def render_encoding(
     return pg
 
 
-def relevant(claims: list[Claim], name: str) -> tuple[list[Claim], list[Claim]]:
-    mine = [c for c in claims if name in c.about]
-    return mine, [c for c in claims if name not in c.about]
-
-
 def encoding_html(pg: Page, *, dim, heads, max_pos, standalone: bool,
                   lang: str = "en") -> str:  # fmt: skip
     """One encoding's page; every text in `lang` (the numbers are pg's, whatever the language)."""
@@ -140,7 +135,8 @@ def encoding_html(pg: Page, *, dim, heads, max_pos, standalone: bool,
     body.append(f'<h2 id="figures">{tr("Figures", lang)}</h2><div class="figs">')
     body += [page.figure_html(f, lang=lang) for f in pg.figs]
     body.append("</div>")
-    mine, others = relevant(pg.claims, pg.name)
+    mine = [c for c in pg.claims if pg.name in c.about]
+    others = [c for c in pg.claims if pg.name not in c.about]
     body.append(f'<h2 id="claims">{tr("Claims of the seeds", lang)}</h2>')
     if mine:
         intro = fmt("Claims about {name}:", lang, name=pg.name)
