@@ -18,11 +18,13 @@ SEED = "001_bcee35876cb4abfa.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
 
 
-def encoding_calls(dim: int, depth: int) -> int:
-    """How often the encoding's embed() runs in one forward of a `depth`-block TransformerLM."""
+@seed_claim("inv-001-04", id="claim-001-every-block", about=("sinusoidal", "learned"),
+            rules=(Rule("encodings per forward / blocks", "<", 1, FAILS),
+                   Rule("encodings per forward / blocks", ">", 1, FAILS)))  # fmt: skip
+def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
     torch.manual_seed(0)
     model = TransformerLM(vocab_size=16, dim=dim, depth=depth, heads=4, encoding="sinusoidal")
-    calls = []
+    calls = []  # one entry per embed() call
     for enc in [m for m in model.modules() if isinstance(m, PositionalEncoding)]:
 
         def counting(x, positions, _original=enc.embed):
@@ -32,19 +34,11 @@ def encoding_calls(dim: int, depth: int) -> int:
         enc.embed = counting
     with torch.no_grad():
         model(torch.zeros(1, 8, dtype=torch.long))
-    return len(calls)
-
-
-@seed_claim("inv-001-04", id="claim-001-every-block", about=("sinusoidal", "learned"),
-            rules=(Rule("encodings per forward / blocks", "<", 1, FAILS),
-                   Rule("encodings per forward / blocks", ">", 1, FAILS)))  # fmt: skip
-def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
-    calls = encoding_calls(dim, depth)
     return Measured(
         method="count how often the encoding is applied in one forward pass of a multi-block model",
         result=f"in posenc.TransformerLM with {depth} blocks the encoding's embed() runs "
-        f"{calls} time(s) per forward",
-        measured={"encodings per forward / blocks": calls / depth},
+        f"{len(calls)} time(s) per forward",
+        measured={"encodings per forward / blocks": len(calls) / depth},
         note="Vaswani et al. 2017 §3.5: positional encodings are added to the input embeddings "
         "at the bottoms of the encoder and decoder stacks (once); each block is attention + "
         "feed-forward.",
