@@ -1,10 +1,5 @@
-"""The seeds' claims on posenc.verdict, the engine shared with the arena's published findings.
-
-A seed's claim is data: the inventory item it settles (its verbatim quote, located by seed file
-and line, and its English wording: written once, in posenc.explain.claims.inventory), the
-encodings it concerns, and its rules. Its check function only measures (returns `Measured`);
-`seed_claim` declares it and the engine computes the verdict.
-"""
+"""`seed_claim` declares a check as a seed's claim on posenc.verdict (see
+posenc.explain.claims); the seed texts its quotes are located in."""
 
 from __future__ import annotations
 
