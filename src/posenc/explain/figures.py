@@ -67,12 +67,9 @@ def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
     """Angles of each sin/cos pair over positions, when the encoding has them."""
     if enc.position_dims != 1:
         return None
-    a = rotary_angles(enc, positions)
-    if a is not None:
-        return a
-    if "embed" in enc.provides and vectors is not None:
-        return analysis.pair_angles(vectors)
-    return None
+    if "angles" in enc.provides:
+        return enc.angles(positions).double()
+    return analysis.pair_angles(vectors) if "embed" in enc.provides else None
 
 
 def translate(fig, name: str, lang: str) -> None:

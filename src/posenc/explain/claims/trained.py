@@ -118,8 +118,8 @@ PASSKEY_LENS = (32, 64, 128, 256)
              rules=(Rule("sinusoidal - index, exact match at L", ">", 0.1, HOLDS),
                     Rule("sinusoidal - index, exact match at L", ">", 0.02, CAVEAT)),
              otherwise=FAILS, method="arena, copy trained at L = 8: the raw index (concatenated, "
-             "projected) against the sinusoid, exact match on held-out instances at L and at L + "
-             "1")  # fmt: skip
+             "projected) against the sinusoid, exact match on held-out instances at L and at "
+             "L + 1")  # fmt: skip
 def claim_000_index_generalizes(ev: Evidence):
     idx, sin = (ev.at_l(e, "copy") for e in ("index", "sinusoidal"))
     near = ev.get("index", "copy", "accuracy", 9), ev.get("sinusoidal", "copy", "accuracy", 9)
@@ -163,9 +163,9 @@ def claim_001_long_range(ev: Evidence):
 @arena_claim("inv-001-13", id="claim-001-trainable-scale", about=("sinusoidal",),
              rules=(Rule("|s - 1|", "<", 0.05, FAILS),
                     Rule("accuracy lost against s = 1", ">", 0.05, CAVEAT)),
-             method="arena, copy at L = 8: sinusoidal(learned_scale=true) (PE "
-             "times a learned scalar s, init 1) against the fixed sinusoid; training adjusts it if "
-             "s moves 5% or more")  # fmt: skip
+             method="arena, copy at L = 8: sinusoidal(learned_scale=true) (PE times a learned "
+             "scalar s, init 1) against the fixed sinusoid; training adjusts it if s moves 5% or "
+             "more")  # fmt: skip
 def claim_001_trainable_scale(ev: Evidence):
     s = ev.at_l(SCALED, "copy", "encoding_scale")
     acc, fixed = ev.at_l(SCALED, "copy"), ev.at_l("sinusoidal", "copy")
@@ -177,10 +177,10 @@ def claim_001_trainable_scale(ev: Evidence):
 
 @arena_claim("inv-001-17", id="claim-001-window", about=("learned_window", "learned"),
              rules=(Rule("window - plain table, exact match at L", "<", -0.05, FAILS),),
-             method="arena, copy at L = 8: the seed's formula implemented "
-             "(learned_window: psi = f = one table, beta_j scalars, w_j vectors, J = 5) against "
-             "the plain table of the same size; the formula works as an encoding if it trains "
-             "within 0.05 of the table",
+             method="arena, copy at L = 8: the seed's formula implemented (learned_window: "
+             "psi = f = one table, beta_j scalars, w_j vectors, J = 5) against the plain table of "
+             "the same size; the formula works as an encoding if it trains within 0.05 of the "
+             "table",
              note="The seed leaves psi, pos', f, beta and w undefined; no published encoding of "
              "this form is named. The window sum depends on t alone, so it is itself one learned "
              "table (claim-001-window-reason).")  # fmt: skip
@@ -234,9 +234,8 @@ def claim_002_nope_drops(ev: Evidence):
 
 @arena_claim("inv-002-21", id="claim-002-relative-long", about=(*RELATIVE, "sinusoidal"),
              rules=(Rule(SHARE, "<=", 0, FAILS), Rule(SHARE, "<", 1, CAVEAT)),
-             method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi "
-             "and RoPE against the absolute sinusoid (the learned table has no rows "
-             "there)")  # fmt: skip
+             method="arena, lm trained at 32 tokens, perplexity at 256: T5, ALiBi and RoPE "
+             "against the absolute sinusoid (the learned table has no rows there)")  # fmt: skip
 def claim_002_relative_long(ev: Evidence):
     sin = ev.get("sinusoidal", "lm", "ppl", 256)
     rel = {e: ev.get(e, "lm", "ppl", 256) for e in RELATIVE}
@@ -291,12 +290,12 @@ def claim_002_learned_distribution(ev: Evidence):
 @arena_claim("inv-002-36", id="claim-002-learned-random", about=("learned",),
              rules=(Rule("jump, trained / sinusoid", "<", 2, FAILS),
                     Rule("periodicity, trained / sinusoid", ">", 0.5, FAILS)),
-             method="arena, copy at L = 8: the trained table over the 18 "
-             "positions training reached, |p_(t+1) - p_t| / |p_t| and the share of each column's "
-             "power in its top frequency, against the sinusoid of the same size",
+             method="arena, copy at L = 8: the trained table over the 18 positions training "
+             "reached, |p_(t+1) - p_t| / |p_t| and the share of each column's power in its top "
+             "frequency, against the sinusoid of the same size",
              note="Training moves the rows far from their random init (the drift above), yet "
-             "neighbouring rows stay unrelated: nothing in training ties position t to t + "
-             "1.")  # fmt: skip
+             "neighbouring rows stay unrelated: nothing in training ties position t to "
+             "t + 1.")  # fmt: skip
 def claim_002_learned_random(ev: Evidence):
     rows, width = build_task("copy").tokens(8), 64  # the arena's copy model: D = 64
     ref = PF.sinusoidal_table(torch.arange(rows), width)
@@ -312,9 +311,9 @@ def claim_002_learned_random(ev: Evidence):
 
 @arena_claim("inv-003-01", id="claim-003-fusion", about=("sinusoidal",),
              rules=(Rule("the worse fusion, exact match at L", "<", 0.5, CAVEAT),),
-             method="arena, copy at L = 8: the sinusoid concatenated (width 2D, "
-             "projected back to D) against added; both are working fusions if each reaches 0.5 "
-             "exact match")  # fmt: skip
+             method="arena, copy at L = 8: the sinusoid concatenated (width 2D, projected back "
+             "to D) against added; both are working fusions if each reaches 0.5 exact "
+             "match")  # fmt: skip
 def claim_003_fusion(ev: Evidence):
     cat, add = ev.at_l(CONCAT, "copy"), ev.at_l("sinusoidal", "copy")
     return {"the worse fusion, exact match at L": min(cat, add)}, (
