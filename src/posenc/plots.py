@@ -60,7 +60,6 @@ def heatmap(
     xlabel: str = "dimension",
     ylabel: str = "position t",
     cbar: str = "value",
-    y0: int = 0,
 ) -> Figure:
     """table [T, F] -> positions down, features across, a diverging colour scale around 0."""
     a = _np(table)
@@ -75,7 +74,7 @@ def heatmap(
             vmin=lo,
             vmax=hi,
             interpolation="nearest",
-            extent=(-0.5, a.shape[1] - 0.5, y0 + a.shape[0] - 0.5, y0 - 0.5),
+            extent=(-0.5, a.shape[1] - 0.5, a.shape[0] - 0.5, -0.5),
         )
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -84,15 +83,12 @@ def heatmap(
     return fig
 
 
-def head_matrices(
-    mats, *, title: str, cbar: str = "added to the logit", max_heads: int = 8, causal: bool = True
-) -> Figure:
-    """mats [H, Tq, Tk] -> one panel per head (up to max_heads), each with its own colour scale
-    (slopes differ by orders of magnitude between heads). causal: blank out keys j > i."""
-    a = _np(mats)[:max_heads].copy()
+def head_matrices(mats, *, title: str, cbar: str = "added to the logit") -> Figure:
+    """mats [H, Tq, Tk] -> one panel per head (up to 8), each with its own colour scale (slopes
+    differ by orders of magnitude between heads); keys j > i blanked out (causal)."""
+    a = _np(mats)[:8].copy()
     H, Tq, Tk = a.shape
-    if causal:
-        a[:, np.triu(np.ones((Tq, Tk), bool), k=1 + Tk - Tq)] = np.nan
+    a[:, np.triu(np.ones((Tq, Tk), bool), k=1 + Tk - Tq)] = np.nan
     cols = min(H, 4)
     rows = math.ceil(H / cols)
     fig = figure((6.4, 0.9 + 2.0 * rows))
@@ -120,15 +116,13 @@ def head_matrices(
     return fig
 
 
-def waveforms(
-    table, dims, *, title: str, ylabel: str = "value", x0: int = 0, what: str = "dim"
-) -> Figure:
+def waveforms(table, dims, *, title: str, ylabel: str = "value", what: str = "dim") -> Figure:
     """table [T, F] -> one line per chosen column over positions."""
     a = _np(table)
     fig = figure()
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
-        t = np.arange(a.shape[0]) + x0
+        t = np.arange(a.shape[0])
         for c, d in enumerate(dims):
             ax.plot(t, a[:, d], color=COLORS[c % len(COLORS)], lw=1.4, label=f"{what} {d}")
         ax.set(title=title, xlabel="position t", ylabel=ylabel)
@@ -143,7 +137,6 @@ def curves(
     title: str,
     xlabel: str,
     ylabel: str,
-    logy: bool = False,
     note: str | None = None,
     overlay: bool = False,
 ) -> Figure:
@@ -162,8 +155,6 @@ def curves(
             if overlay:
                 style, lw = ["-", "--", ":", "-."][c % 4], max(4.0 - 1.2 * c, 1.2)
             ax.plot(xs, _np(y), style, color=COLORS[c % len(COLORS)], lw=lw, label=label)
-        if logy:
-            ax.set_yscale("log")
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         if len(lines) > 1:
             ax.legend(loc="best", ncols=2 if len(lines) > 4 else 1, framealpha=0.9)

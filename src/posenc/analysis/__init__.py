@@ -23,7 +23,6 @@ import torch
 
 from posenc.analysis.angles import decay, pair_angles, su_bound, wavelengths
 from posenc.analysis.measures import (
-    LINEAR_TOL,
     SHIFT_TOL,
     Measure,
     boundedness,
@@ -39,8 +38,6 @@ from posenc.analysis.probes import (
     attention_weights,
     beyond_length,
     describe_error,
-    lay_out,
-    one_layer_attention,
     permutation_change,
     permutation_test,
     position_vectors,
@@ -50,12 +47,11 @@ from posenc.analysis.probes import (
 )
 from posenc.base import PositionalEncoding
 
-__all__ = ["LINEAR_TOL", "SHIFT_TOL", "Measure", "beyond_length", "boundedness", "decay",
-           "describe_error", "lay_out", "linear_relation", "linear_residual", "measure",
-           "min_pairwise_distance", "na", "one_layer_attention", "pair_angles",
-           "permutation_change", "permutation_test", "position_vectors", "score_label",
-           "score_vs_distance", "attention_weights", "scores", "shift_invariance", "shift_residual",
-           "su_bound", "uniqueness", "wavelengths"]  # fmt: skip
+__all__ = ["SHIFT_TOL", "Measure", "attention_weights", "beyond_length", "boundedness", "decay",
+           "describe_error", "linear_relation", "linear_residual", "measure",
+           "min_pairwise_distance", "na", "pair_angles", "permutation_change", "permutation_test",
+           "position_vectors", "score_label", "score_vs_distance", "scores", "shift_invariance",
+           "shift_residual", "su_bound", "uniqueness", "wavelengths"]  # fmt: skip
 
 
 def measure(

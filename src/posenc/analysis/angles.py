@@ -25,12 +25,11 @@ def decay(curve: torch.Tensor) -> Measure:
     K = curve.shape[0]
     ratio = float(curve[3 * K // 4 :].abs().mean() / curve[0].abs().clamp_min(1e-300))
     ok = ratio < 0.5
-    verdict = "decays" if ok else "no long-term decay"
     detail = (
         f"Su et al.'s upper bound (1/(R/2))·Σ_j |Σ_(i<j) e^(i k θ_i)|: mean over distances "
         f"{3 * K // 4}..{K - 1} divided by its value at distance 0"
     )
-    return Measure("long-term decay", ratio, verdict, ok, detail)
+    return Measure("long-term decay", ratio, "decays" if ok else "no long-term decay", ok, detail)
 
 
 def pair_angles(vectors: torch.Tensor, rtol: float = 1e-3) -> torch.Tensor | None:

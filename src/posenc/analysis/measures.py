@@ -51,12 +51,11 @@ def uniqueness(vectors: torch.Tensor, *, what: str = "positions") -> Measure:
     dist, i, j = min_pairwise_distance(vectors)
     scale = max(float(vectors.double().norm(dim=-1).median()), 1e-12)
     unique = dist > 1e-6 * max(scale, 1.0)
-    verdict = "unique" if unique else "not unique"
     detail = (
         f"smallest L2 distance between the vectors of two {what} 0..{vectors.shape[0] - 1}: "
         f"{dist:.4g} (between {i} and {j}; median norm {scale:.3g})"
     )
-    return Measure("uniqueness", dist, verdict, unique, detail)
+    return Measure("uniqueness", dist, "unique" if unique else "not unique", unique, detail)
 
 
 def boundedness(near: torch.Tensor, far: list[torch.Tensor] | None, far_label: str) -> Measure:
@@ -133,11 +132,10 @@ def linear_relation(vectors: torch.Tensor, offsets=(1, 8)) -> Measure:
         )
     worst = max(res)
     ok = worst < LINEAR_TOL
-    verdict = "exact" if ok else "no exact map"
     detail = (
         f"least-squares M_k for k in {list(offsets)}; residual |PE[t+k] - PE[t] M_k| / |PE[t+k]|"
     )
-    return Measure("linear relation", worst, verdict, ok, detail)
+    return Measure("linear relation", worst, "exact" if ok else "no exact map", ok, detail)
 
 
 def table_jump(table: torch.Tensor) -> float:

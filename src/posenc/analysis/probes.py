@@ -38,12 +38,6 @@ def position_vectors(enc: PositionalEncoding, positions: torch.Tensor, *, dim: i
     return None
 
 
-def _fixed_qk(dim: int, heads: int, tq: int, tk: int):
-    g = torch.Generator().manual_seed(0)
-    q0, k0 = torch.randn(2, dim, generator=g)
-    return q0.expand(1, heads, tq, dim), k0.expand(1, heads, tk, dim)
-
-
 @torch.no_grad()
 def scores(
     enc: PositionalEncoding, q_pos: torch.Tensor, k_pos: torch.Tensor, *, dim: int, heads: int
@@ -66,7 +60,8 @@ def scores(
         return (vq @ vk.T)[None]
     hooks = enc.score_hooks
     if enc.has_bias or "transform_logits" in hooks or "normalize" in hooks:
-        q, k = _fixed_qk(dim, heads, len(q_pos), len(k_pos))
+        q0, k0 = torch.randn(2, dim, generator=torch.Generator().manual_seed(0))
+        q, k = q0.expand(1, heads, len(q_pos), dim), k0.expand(1, heads, len(k_pos), dim)
         qp, kp = lay_out(enc, q_pos), lay_out(enc, k_pos)
         s = enc.bias(q, k, qp, kp) if enc.has_bias else None
         if s is None:

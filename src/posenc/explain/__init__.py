@@ -14,6 +14,5 @@ names below are posenc.explain.pages', imported on first use (PEP 562), so that
 from posenc.lazy import lazy_exports
 
 __all__ = lazy_exports(__name__, dict.fromkeys(
-    ["FAMILY_ORDER", "Page", "build", "check_sizes", "claims_mod", "compare_html",
-     "encoding_html", "explain", "explain_all", "index_html", "load_trained", "registry_key",
-     "relevant", "render_encoding"], "posenc.explain.pages"))  # fmt: skip
+    ["Page", "build", "check_sizes", "claims_mod", "explain", "explain_all", "load_trained",
+     "registry_key"], "posenc.explain.pages"))  # fmt: skip

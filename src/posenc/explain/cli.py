@@ -131,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     from posenc import explain as ex  # heavy imports (matplotlib) only when it runs
 
     start = time.perf_counter()
-    ex.check_sizes(args.dim, args.heads, args.max_pos)
     if args.arena is not None:  # before anything runs or is written
         ex.claims_mod.check_databases(args.arena)
     if args.claims:

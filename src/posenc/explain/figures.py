@@ -67,17 +67,9 @@ def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
     """Angles of each sin/cos pair over positions, when the encoding has them."""
     if enc.position_dims != 1:
         return None
-    a = rotary_angles(enc, positions)
-    if a is not None:
-        return a
-    if "embed" in enc.provides and vectors is not None:
-        return analysis.pair_angles(vectors)
-    return None
-
-
-def positional_part(vectors: torch.Tensor, dim: int) -> torch.Tensor:
-    """Concatenating encodings: keep only the columns they append after x's D zeros."""
-    return vectors[:, dim:] if vectors.shape[1] > dim else vectors
+    if "angles" in enc.provides:
+        return enc.angles(positions).double()
+    return analysis.pair_angles(vectors) if "embed" in enc.provides else None
 
 
 def translate(fig, name: str, lang: str) -> None:
@@ -126,10 +118,13 @@ def draw(
     pos = torch.arange(max_pos)
     vectors = analysis.position_vectors(enc, pos, dim=dim)
     angles = encoding_angles(enc, vectors, pos)
+    T = min(max_pos, 64)
+    part = None  # what an absolute encoding adds, or (concatenating) the columns it appends
+    if "embed" in enc.provides:
+        part = vectors[:, dim:] if vectors.shape[1] > dim else vectors
 
     # heatmap ---------------------------------------------------------------------------
-    if "embed" in enc.provides:
-        part = positional_part(vectors, dim)
+    if part is not None:
         put(
             "heatmap",
             plots.heatmap(
@@ -161,8 +156,7 @@ def draw(
             "A fixed query (all ones) rotated to each position.",
         )
     else:  # in attention (bias, relative, content) or nothing at all
-        n = min(max_pos, 64)
-        p = torch.arange(n)
+        p = torch.arange(T)
         mats = analysis.scores(enc, p, p, dim=dim, heads=heads)
         what = {"bias": "bias", "relative": "position part of the score",
                 "none": "score from positions (none)"}  # fmt: skip
@@ -187,11 +181,9 @@ def draw(
 
     # waveforms -------------------------------------------------------------------------
     if state == "initial":
-        if "embed" in enc.provides:
-            part = positional_part(vectors, dim)
+        if part is not None:
             interleaved = angles is not None and analysis.pair_angles(part[:, :2]) is not None
             dims = pick_dims(part.shape[1], step=2 if interleaved else 1)
-            T = min(max_pos, 64)
             put(
                 "waveforms",
                 plots.waveforms(part[:T], dims, title=f"{name}: chosen dims over positions"),
@@ -200,7 +192,6 @@ def draw(
             )
         elif angles is not None:
             dims = pick_dims(angles.shape[1])
-            T = min(max_pos, 64)
             put(
                 "waveforms",
                 plots.waveforms(
@@ -286,8 +277,8 @@ def draw(
             "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
             "they tell the position like a clock tells the time.",
         )
-        if "embed" in enc.provides:
-            table = positional_part(vectors, dim)[:16, : min(8, vectors.shape[1])]
+        if part is not None:
+            table = part[:16, : min(8, vectors.shape[1])]
         else:
             table = torch.stack([torch.sin(angles[:16]), torch.cos(angles[:16])], -1).flatten(1)
             table = table[:, :8]

@@ -158,11 +158,9 @@ def claim_html(c: Claim, lang: str = "en") -> str:
         said = i18n.fmt("{rule} ({numbers})", lang, rule=rule, numbers=shown or numbers(c))
         note = f"<dt>{tr('rule', lang)}</dt><dd>{escape(said)}</dd>" + note
     said = c.claim if lang == "en" or not c.seed else seed_sentence(c.seed, c.quote)
-    where = (f"seed {escape(c.seed)}" + (f", line {c.line}" if c.line else "") if lang == "en"
-             else escape(i18n.where_text(c.seed, c.line, lang)))  # fmt: skip
     return (
         f'<div class="claim v-{cls}" id="{escape(c.id)}">'
-        f'<div class="seed">{where}</div>'
+        f'<div class="seed">{escape(i18n.where_text(c.seed, c.line, lang))}</div>'
         f"<blockquote{'' if lang == 'en' else ' class=src'}>“{escape(said)}”</blockquote>"
         f"<dl><dt>{tr('verdict', lang)}</dt><dd>{badge(tr(c.verdict, lang), cls)}</dd>"
         f"<dt>{tr('measured', lang)}</dt><dd>{escape(tr(c.method, lang))}</dd>"
@@ -173,12 +171,9 @@ def claim_html(c: Claim, lang: str = "en") -> str:
 
 def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> str:
     counts = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, CAVEAT, FAILS, ERROR)}
-    if lang == "en":
-        tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    else:
-        each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
-                if n]  # fmt: skip
-        tally = i18n.fmt(", ", lang).join(each)
+    each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
+            if n]  # fmt: skip
+    tally = i18n.fmt(", ", lang).join(each)
     head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
     if lang != "en" and claims:
         head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'

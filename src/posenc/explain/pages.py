@@ -1,14 +1,7 @@
-"""The pages of `posenc explain`: one encoding's, and every encoding's with an index.
-
-    explain(name, out)     out/index.html + PNG figures beside it, for one encoding
-    explain_all(out)       out/index.html, out/compare.html, out/<name>/index.html for each
-
-Pages open from disk with no network: inline CSS, figures as PNG files next to the page.
-"""
+"""The pages of `posenc explain` (see posenc.explain): one encoding's, and every encoding's."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -34,7 +27,6 @@ class Page:
     figs: list[Fig]
     trained_measures: list[Measure] = field(default_factory=list)
     checkpoint: str | None = None
-    seconds: float = 0.0
     claims: list[Claim] = field(default_factory=list)  # all the seeds' claims, as checked
 
 
@@ -86,22 +78,22 @@ def load_trained(path: str | Path, name: str, max_pos: int):
 def render_encoding(
     name: str,
     out: Path,
+    claims: list[Claim],
     *,
-    dim: int = 64,
-    heads: int = 4,
-    max_pos: int = 128,
+    dim: int,
+    heads: int,
+    max_pos: int,
+    standalone: bool,
     checkpoint: str | Path | None = None,
     lang: str = "en",
 ) -> Page:
-    """Measure and draw one encoding into `out` (figures only; the HTML comes after)."""
-    start = time.perf_counter()
-    name = registry_key(name)
+    """Measure and draw one encoding into `out`, then write its out/index.html."""
     enc = build(name, dim=dim, heads=heads, max_pos=max_pos)
     trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
     out.mkdir(parents=True, exist_ok=True)  # input checked: now write
     measures = analysis.measure(enc, name, dim=dim, heads=heads, max_pos=max_pos)
     figs = figures.draw(enc, name, out, dim=dim, heads=heads, max_pos=max_pos, lang=lang)
-    pg = Page(name, type(enc), measures, figs)
+    pg = Page(name, type(enc), measures, figs, claims=claims)
     if trained is not None:
         tenc, tdim, theads, tlen = trained
         n = min(tlen, 2048)
@@ -112,16 +104,14 @@ def render_encoding(
             tenc, name, out, dim=tdim, heads=theads, max_pos=n, state="trained", lang=lang
         )
         pg.checkpoint = str(checkpoint)
-    pg.seconds = time.perf_counter() - start
+    html = encoding_html(
+        pg, dim=dim, heads=heads, max_pos=max_pos, standalone=standalone, lang=lang
+    )
+    (out / "index.html").write_text(html, encoding="utf-8")
     return pg
 
 
-def relevant(claims: list[Claim], name: str) -> tuple[list[Claim], list[Claim]]:
-    mine = [c for c in claims if name in c.about]
-    return mine, [c for c in claims if name not in c.about]
-
-
-def encoding_html(pg: Page, claims: list[Claim], *, dim, heads, max_pos, standalone: bool,
+def encoding_html(pg: Page, *, dim, heads, max_pos, standalone: bool,
                   lang: str = "en") -> str:  # fmt: skip
     """One encoding's page; every text in `lang` (the numbers are pg's, whatever the language)."""
     cls = pg.cls
@@ -145,7 +135,8 @@ def encoding_html(pg: Page, claims: list[Claim], *, dim, heads, max_pos, standal
     body.append(f'<h2 id="figures">{tr("Figures", lang)}</h2><div class="figs">')
     body += [page.figure_html(f, lang=lang) for f in pg.figs]
     body.append("</div>")
-    mine, others = relevant(claims, pg.name)
+    mine = [c for c in pg.claims if pg.name in c.about]
+    others = [c for c in pg.claims if pg.name not in c.about]
     body.append(f'<h2 id="claims">{tr("Claims of the seeds", lang)}</h2>')
     if mine:
         intro = fmt("Claims about {name}:", lang, name=pg.name)
@@ -194,17 +185,11 @@ def explain(
     name = registry_key(name)
     if checkpoint is not None:
         load_trained(checkpoint, name, max_pos)
-    out = Path(out)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
-    pg = render_encoding(
-        name, out, dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint, lang=lang
+    sizes = dict(dim=dim, heads=heads, max_pos=max_pos)
+    return render_encoding(
+        name, Path(out), claims, **sizes, standalone=True, checkpoint=checkpoint, lang=lang
     )
-    html = encoding_html(
-        pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=True, lang=lang
-    )
-    (out / "index.html").write_text(html, encoding="utf-8")
-    pg.claims = claims
-    return pg
 
 
 def explain_all(
@@ -224,17 +209,13 @@ def explain_all(
     out = Path(out)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)  # checks --arena first
     out.mkdir(parents=True, exist_ok=True)
+    sizes = dict(dim=dim, heads=heads, max_pos=max_pos)
     names = sorted(
         posenc.ENCODINGS, key=lambda n: (FAMILY_ORDER.get(posenc.ENCODINGS[n].family, 9), n)
     )
     pages = []
     for name in progress(names) if progress else names:
-        pg = render_encoding(name, out / name, dim=dim, heads=heads, max_pos=max_pos, lang=lang)
-        html = encoding_html(
-            pg, claims, dim=dim, heads=heads, max_pos=max_pos, standalone=False, lang=lang
-        )
-        (out / name / "index.html").write_text(html, encoding="utf-8")
-        pg.claims = claims
+        pg = render_encoding(name, out / name, claims, **sizes, standalone=False, lang=lang)
         pages.append(pg)
     (out / "index.html").write_text(index_html(pages, claims, dim, heads, max_pos, lang), "utf-8")
     (out / "compare.html").write_text(compare_html(pages, dim, heads, max_pos, lang), "utf-8")
@@ -244,19 +225,25 @@ def explain_all(
 FAMILY_ORDER = {"absolute": 0, "rotary": 1, "bias": 2, "relative": 3, "none": 4}
 
 
+def grid(pages: list[Page], cell, lang: str, *, family: bool = False) -> str:
+    """A table of the encodings (rows) by measured property (columns), cell(m) in each."""
+    cols = ["encoding", *(["family"] if family else [])]
+    cols += [m.name for m in pages[0].measures] if pages else []
+    head = "".join(f"<th>{escape(tr(c, lang))}</th>" for c in cols)
+    rows = "".join(
+        f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
+        + (f"<td>{escape(tr(pg.cls.family, lang))}</td>" if family else "")
+        + "".join(cell(m) for m in pg.measures)
+        + "</tr>"
+        for pg in pages
+    )
+    return f'<table class="grid"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
 def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos, lang="en") -> str:
-    props = [m.name for m in pages[0].measures] if pages else []
-    head = "".join(f"<th>{escape(tr(p, lang))}</th>" for p in props)
-    rows = []
-    for pg in pages:
-        cells = "".join(
-            f'<td title="{escape(tr(m.detail, lang))}">{page.measure_badge(m, lang=lang)}</td>'
-            for m in pg.measures
-        )
-        rows.append(
-            f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
-            f"<td>{escape(tr(pg.cls.family, lang))}</td>{cells}</tr>"
-        )
+    def cell(m: Measure) -> str:
+        return f'<td title="{escape(tr(m.detail, lang))}">{page.measure_badge(m, lang=lang)}</td>'
+
     meta = fmt(
         "dim {dim}, heads {heads}, positions 0..{last}. Each encoding has a page of figures and "
         'measurements; <a href="compare.html">the comparison page</a> puts each kind of figure '
@@ -266,10 +253,8 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos, lang
     body = (
         f'<p class="meta">{meta}</p>'
         f'<h2 id="encodings">{tr("Encodings", lang)}</h2>'
-        f'<table class="grid"><thead><tr><th>{tr("encoding", lang)}</th>'
-        f"<th>{tr('family', lang)}</th>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-        f'<h2 id="claims">{tr("Claims of the seeds", lang)}</h2>'
+        + grid(pages, cell, lang, family=True)
+        + f'<h2 id="claims">{tr("Claims of the seeds", lang)}</h2>'
         + page.claims_section(claims, intro, lang)
         + f'<h2 id="inventory">{tr("Every claim of the seeds", lang)}</h2>'
         + page.inventory_section(inventory.ALL, claims, lang)
@@ -284,18 +269,10 @@ def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos, lang
 
 
 def compare_html(pages: list[Page], dim, heads, max_pos, lang: str = "en") -> str:
-    props = [m.name for m in pages[0].measures] if pages else []
-    head = "".join(f"<th>{escape(tr(p, lang))}</th>" for p in props)
-    rows = "".join(
-        f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
-        + "".join(
-            f'<td class="num" title="{escape(tr(m.verdict, lang))}">'
-            f"{page.measure_badge(m, '–' if m.value is None else f'{m.value:.3g}')}</td>"
-            for m in pg.measures
-        )
-        + "</tr>"
-        for pg in pages
-    )
+    def cell(m: Measure) -> str:
+        badge = page.measure_badge(m, "–" if m.value is None else f"{m.value:.3g}")
+        return f'<td class="num" title="{escape(tr(m.verdict, lang))}">{badge}</td>'
+
     legend = tr(
         "Green: the property holds; red: it does not; grey: not applicable. Hover a number for "
         "its verdict; each encoding's page says how it was measured.",
@@ -304,8 +281,7 @@ def compare_html(pages: list[Page], dim, heads, max_pos, lang: str = "en") -> st
     body = [
         f'<h2 id="properties">{tr("Measured properties", lang)}</h2>',
         f'<p class="meta">{escape(legend) if lang != "en" else legend}</p>',
-        f'<table class="grid"><thead><tr><th>{tr("encoding", lang)}</th>{head}</tr></thead>'
-        f"<tbody>{rows}</tbody></table>",
+        grid(pages, cell, lang),
     ]
     for kind, title in KINDS.items():
         figs = [(pg, f) for pg in pages for f in pg.figs if f.kind == kind]

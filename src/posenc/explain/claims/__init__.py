@@ -6,7 +6,7 @@ verbatim quote and its line, the English wording), the measurement (a check func
 named numbers) and the rules that turn the numbers into its verdict, computed by the engine and
 shown beside them. Numbers and code the seeds print are quoted as data.
 
-    base        seed_claim (declares a check), the seed texts; re-exports posenc.verdict
+    base        seed_claim (declares a check), the seed texts
     seed000..4  one module per seed: its quoted text and code, a function per claim, CHECKS
     inventory   every checkable claim of the seeds, as data: the check that settles it, how it
                 would be measured, or why it cannot be
@@ -23,7 +23,9 @@ from posenc import verdict
 from posenc.arena.store import Store
 from posenc.explain.claims import seed000, seed001, seed002, seed003, seed004, trained
 from posenc.explain.claims.arena import arena_results, databases, extrapolates
-from posenc.explain.claims.base import (
+from posenc.explain.claims.base import seed_sentence
+from posenc.explain.i18n import numbers, tr
+from posenc.verdict import (
     CAVEAT,
     ERROR,
     FAILS,
@@ -34,9 +36,7 @@ from posenc.explain.claims.base import (
     Rule,
     Table,
     decide,
-    seed_sentence,
 )
-from posenc.explain.i18n import numbers, tr
 
 SEEDS = (seed000, seed001, seed002, seed003, seed004, trained)
 CHECKS = [check for seed in SEEDS for check in seed.CHECKS]  # each (dim, n) -> Claim

@@ -15,13 +15,8 @@ LEARNED_AT_L = 0.5  # an accuracy below this at L means the task was not learned
 
 def databases(arena) -> list[Path]:
     """`--arena`: one path, a comma-separated list, or a list of paths."""
-    items = (
-        arena.split(",")
-        if isinstance(arena, str)
-        else [arena]
-        if isinstance(arena, Path)
-        else arena
-    )
+    items = arena.split(",") if isinstance(arena, str) else arena
+    items = [items] if isinstance(items, Path) else items
     return [Path(str(a).strip()) for a in items if str(a).strip()]
 
 

@@ -1,10 +1,5 @@
-"""The seeds' claims on posenc.verdict, the engine shared with the arena's published findings.
-
-A seed's claim is data: the inventory item it settles (its verbatim quote, located by seed file
-and line, and its English wording: written once, in posenc.explain.claims.inventory), the
-encodings it concerns, and its rules. Its check function only measures (returns `Measured`);
-`seed_claim` declares it and the engine computes the verdict.
-"""
+"""`seed_claim` declares a check as a seed's claim on posenc.verdict (see
+posenc.explain.claims); the seed texts its quotes are located in."""
 
 from __future__ import annotations
 
@@ -13,22 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from posenc.explain.claims import inventory
-from posenc.verdict import (
-    CAVEAT,
-    ERROR,
-    FAILS,
-    HOLDS,
-    UNMEASURED,
-    VERDICTS,
-    Absent,
-    Claim,
-    Measured,
-    Rule,
-    Source,
-    Table,
-    decide,
-    finding,
-)
+from posenc.verdict import HOLDS, Source, finding
 
 SEEDS_DIR = Path(__file__).resolve().parents[1] / "seeds"  # package data: the five tutorials
 
@@ -75,10 +55,10 @@ def source(item_id: str) -> tuple[Source, str]:
     raise KeyError(f"no inventory item {item_id!r}")
 
 
-def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
+def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str = HOLDS):
     """Declare the check below as the claim of inventory item `item_id` (posenc.verdict.finding:
-    quote and wording from the inventory, the verdict from `rules`), appended to the
-    CHECKS list of the module that declares it."""
+    quote and wording from the inventory, the verdict from `rules`, `otherwise` where none
+    applies), appended to the CHECKS list of the module that declares it."""
     src, wording = source(item_id)
     mark = finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
 
@@ -88,10 +68,3 @@ def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str):
         return check
 
     return wrap
-
-
-__all__ = [
-    "CAVEAT", "ERROR", "FAILS", "HOLDS", "SEEDS_DIR", "UNMEASURED", "VERDICTS", "Absent", "Claim",
-    "Measured", "Rule", "Source", "Table", "decide", "line_of", "seed_claim", "seed_sentence",
-    "seed_text", "source",
-]  # fmt: skip

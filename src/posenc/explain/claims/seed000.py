@@ -9,8 +9,9 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, run_seed, sinusoid
+from posenc.verdict import CAVEAT, FAILS, Measured, Rule, Table
 
 SEED = "000_e2b8049db0aa593d.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
@@ -35,7 +36,7 @@ class PositionalEncoding(nn.Module):
 
 
 @seed_claim("inv-000-07", id="claim-000-unique", about=("sinusoidal",),
-            rules=(Rule("min_distance / norm", "<=", 1e-6, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("min_distance / norm", "<=", 1e-6, FAILS),))  # fmt: skip
 def claim_000_unique(dim: int, n: int) -> Measured:
     far = 4096
     pe = sinusoid(torch.arange(far), dim)
@@ -50,7 +51,7 @@ def claim_000_unique(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-000-08", id="claim-000-consistent", about=("sinusoidal",),
-            rules=(Rule("spread", ">=", analysis.SHIFT_TOL, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("spread", ">=", analysis.SHIFT_TOL, FAILS),))  # fmt: skip
 def claim_000_consistent(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(n), dim)
     r_dot = dot_residual(pe)
@@ -67,7 +68,7 @@ def claim_000_consistent(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-000-09", id="claim-000-any-length", about=("sinusoidal",),
             rules=(Rule("non-finite", ">", 0, FAILS),
-                   Rule("float32 error", ">", 1e-3, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("float32 error", ">", 1e-3, CAVEAT)))  # fmt: skip
 def claim_000_any_length(dim: int, n: int) -> Measured:
     t = torch.arange(10**6, 10**6 + 64)
     div_term = torch.exp(torch.arange(0, dim, 2).float() * (-math.log(10000.0) / dim))
@@ -95,8 +96,7 @@ def claim_000_any_length(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-000-12", id="claim-000-wavelengths", about=("sinusoidal", "rope"),
-            rules=(Rule("longest short of 10000·2π by", ">", 0.01, CAVEAT),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("longest short of 10000·2π by", ">", 0.01, CAVEAT),))  # fmt: skip
 def claim_000_wavelengths(dim: int, n: int) -> Measured:
     rows = []
     worst = 0.0
@@ -142,7 +142,7 @@ def claim_000_code(dim: int, n: int, *, code: str = CODE) -> Measured:
 
 @seed_claim("inv-000-01", id="claim-000-rnn-order", about=("nope",),
             rules=(Rule("GRU change", "<", 1e-3, FAILS),
-                   Rule("attention change", ">", 1e-5, FAILS)), otherwise=HOLDS)  # fmt: skip
+                   Rule("attention change", ">", 1e-5, FAILS)))  # fmt: skip
 def claim_000_rnn_order(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1, 16, dim, generator=g)
@@ -164,7 +164,7 @@ def claim_000_rnn_order(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-000-04", id="claim-000-phase-gap", about=("phase",),
-            rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),))  # fmt: skip
 def claim_000_phase_gap(dim: int, n: int) -> Measured:
     gaps = {T: 1 / (T - 1) for T in (5, 50)}  # posenc's phase encoding: t / (T - 1)
     enc = build("phase")
@@ -180,7 +180,7 @@ def claim_000_phase_gap(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-000-05", id="claim-000-index-unbounded", about=("index",),
-            rules=(Rule("growth 64 -> 4096", "<", 2, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("growth 64 -> 4096", "<", 2, FAILS),))  # fmt: skip
 def claim_000_index_unbounded(dim: int, n: int) -> Measured:
     enc = build("index")
     top = {T: float(enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].max())
@@ -198,7 +198,7 @@ def claim_000_index_unbounded(dim: int, n: int) -> Measured:
 @seed_claim("inv-000-14", id="claim-000-binary", about=("sinusoidal",),
             rules=(Rule("bit 3 flip period", "<", 8, FAILS),
                    Rule("bit 3 flip period", ">", 8, FAILS),
-                   Rule("pair ratio / 2", "<", 0.95, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("pair ratio / 2", "<", 0.95, CAVEAT)))  # fmt: skip
 def claim_000_binary(dim: int, n: int) -> Measured:
     bits = (torch.arange(64)[:, None] >> torch.arange(4)) & 1  # [64, 4], bit 0 = the lowest
     at = torch.nonzero(bits[1:] != bits[:-1])  # (number - 1, bit) of every flip

@@ -9,19 +9,22 @@ import torch
 from posenc import analysis
 from posenc.base import PositionalEncoding
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, formula_error, sinusoid
 from posenc.model import TransformerLM
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule
 
 SEED = "001_bcee35876cb4abfa.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
 
 
-def encoding_calls(dim: int, depth: int) -> int:
-    """How often the encoding's embed() runs in one forward of a `depth`-block TransformerLM."""
+@seed_claim("inv-001-04", id="claim-001-every-block", about=("sinusoidal", "learned"),
+            rules=(Rule("encodings per forward / blocks", "<", 1, FAILS),
+                   Rule("encodings per forward / blocks", ">", 1, FAILS)))  # fmt: skip
+def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
     torch.manual_seed(0)
     model = TransformerLM(vocab_size=16, dim=dim, depth=depth, heads=4, encoding="sinusoidal")
-    calls = []
+    calls = []  # one entry per embed() call
     for enc in [m for m in model.modules() if isinstance(m, PositionalEncoding)]:
 
         def counting(x, positions, _original=enc.embed):
@@ -31,20 +34,11 @@ def encoding_calls(dim: int, depth: int) -> int:
         enc.embed = counting
     with torch.no_grad():
         model(torch.zeros(1, 8, dtype=torch.long))
-    return len(calls)
-
-
-@seed_claim("inv-001-04", id="claim-001-every-block", about=("sinusoidal", "learned"),
-            rules=(Rule("encodings per forward / blocks", "<", 1, FAILS),
-                   Rule("encodings per forward / blocks", ">", 1, FAILS)),
-            otherwise=HOLDS)  # fmt: skip
-def claim_001_every_block(dim: int, n: int, *, depth: int = 3) -> Measured:
-    calls = encoding_calls(dim, depth)
     return Measured(
         method="count how often the encoding is applied in one forward pass of a multi-block model",
         result=f"in posenc.TransformerLM with {depth} blocks the encoding's embed() runs "
-        f"{calls} time(s) per forward",
-        measured={"encodings per forward / blocks": calls / depth},
+        f"{len(calls)} time(s) per forward",
+        measured={"encodings per forward / blocks": len(calls) / depth},
         note="Vaswani et al. 2017 §3.5: positional encodings are added to the input embeddings "
         "at the bottoms of the encoder and decoder stacks (once); each block is attention + "
         "feed-forward.",
@@ -103,7 +97,6 @@ def claim_001_noise(dim: int, n: int) -> Measured:
     rules=(  # the real reason: var(q.k) = d_k, which sqrt(d_k) undoes
         Rule("var(q.k) / d_k at 256", ">", 0.8, FAILS),
     ),
-    otherwise=HOLDS,
 )
 def claim_001_sqrt_dk(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
@@ -129,7 +122,7 @@ def claim_001_sqrt_dk(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-001-05", id="claim-001-layernorm", about=("sinusoidal", "learned"),
             rules=(Rule("LayerNorms per block", ">", 1, FAILS),
-                   Rule("LayerNorms per block", "<", 1, FAILS)), otherwise=HOLDS)  # fmt: skip
+                   Rule("LayerNorms per block", "<", 1, FAILS)))  # fmt: skip
 def claim_001_layernorm(dim: int, n: int) -> Measured:
     layer = torch.nn.TransformerEncoderLayer(dim, 4, batch_first=True)
     norms = sum(isinstance(m, torch.nn.LayerNorm) for m in layer.modules())
@@ -145,7 +138,7 @@ def claim_001_layernorm(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-001-09", id="claim-001-attention-formula", about=("nope",),
-            rules=(Rule("max |difference|", ">", 1e-12, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |difference|", ">", 1e-12, FAILS),))  # fmt: skip
 def claim_001_attention_formula(dim: int, n: int) -> Measured:
     g = torch.Generator().manual_seed(0)
     q, k, v = torch.randn(3, 2, 4, 16, dim // 4, generator=g, dtype=torch.float64)
@@ -180,7 +173,7 @@ def claim_001_source_target(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-001-15", id="claim-001-matrix-as-written", about=("sinusoidal",),
-            rules=(Rule("max |difference|", ">", 1e-6, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |difference|", ">", 1e-6, FAILS),))  # fmt: skip
 def claim_001_matrix_as_written(dim: int, n: int) -> Measured:
     d, L = 8, 6
     p = torch.arange(L, dtype=torch.float64)[:, None]  # row r holds position r
@@ -199,8 +192,7 @@ def claim_001_matrix_as_written(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-001-16", id="claim-001-learned-init", about=("learned",),
-            rules=(Rule("std of the initial table", ">", 0.0, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("std of the initial table", ">", 0.0, FAILS),))  # fmt: skip
 def claim_001_learned_init(dim: int, n: int) -> Measured:
     tables = []
     for seed in (0, 1):
@@ -220,7 +212,7 @@ def claim_001_learned_init(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-001-12", id="claim-001-formula", about=("sinusoidal",),
-            rules=(Rule("max |difference|", ">", 1e-9, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |difference|", ">", 1e-9, FAILS),))  # fmt: skip
 def claim_001_formula(dim: int, n: int) -> Measured:
     err = formula_error(torch.arange(n), dim)
     return Measured(
@@ -231,8 +223,7 @@ def claim_001_formula(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-001-19", id="claim-001-window-reason", about=("learned_window", "learned"),
-            rules=(Rule("influence of the tokens", "<", 1e-6, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("influence of the tokens", "<", 1e-6, FAILS),))  # fmt: skip
 def claim_001_window_reason(dim: int, n: int) -> Measured:
     torch.manual_seed(0)
     enc = build("learned_window", dim=dim, max_len=n, window=5)

@@ -11,8 +11,9 @@ import torch
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, f4, run_seed, seed_error, sinusoid
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "002_194117be01fb43d6.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
@@ -63,14 +64,9 @@ class DeBERTaRelativePositionBias(nn.Module):
         return bias
 """
 
-ORDER = (
-    "Without positional encoding attention cannot perceive order: shuffle the words and the "
-    "weighted sums stay the same."
-)
-
 
 @seed_claim("inv-002-08", id="claim-002-table", about=("sinusoidal",),
-            rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |seed - computed|", ">", 5e-4, FAILS),))  # fmt: skip
 def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Measured:
     seed = torch.tensor([r[1:] for r in table], dtype=torch.float64)
     ours = sinusoid(torch.arange(3), 4)
@@ -98,7 +94,7 @@ def claim_002_table(dim: int, n: int, *, table: list[list[float]] = TABLE) -> Me
 
 @seed_claim("inv-002-03", id="claim-002-order", about=("nope", "sinusoidal"),
             rules=(Rule("change, no mask", ">=", 1e-5, FAILS),
-                   Rule("change, causal mask", ">", 1e-3, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("change, causal mask", ">", 1e-3, CAVEAT)))  # fmt: skip
 def claim_002_order(dim: int, n: int) -> Measured:
     bi = analysis.permutation_change("nope", dim=dim, heads=4, causal=False)
     causal = analysis.permutation_change("nope", dim=dim, heads=4, causal=True)
@@ -117,8 +113,7 @@ def claim_002_order(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-002-09", id="claim-002-frequency-order", about=("sinusoidal",),
-            rules=(Rule("pairs faster than the previous", "<", 1, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("pairs faster than the previous", "<", 1, FAILS),))  # fmt: skip
 def claim_002_frequency_order(dim: int, n: int) -> Measured:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     omega = 2 * math.pi / wl
@@ -171,7 +166,6 @@ def claim_002_transformer_xl(dim: int, n: int, *, code: str = TXL) -> Measured:
         Rule("shift residual", ">=", analysis.SHIFT_TOL, FAILS),
         Rule("snippets failing past max_len", ">", 0, CAVEAT),
     ),
-    otherwise=HOLDS,
 )
 def claim_002_t5_deberta(dim: int, n: int, *, t5: str = T5, deberta: str = DEBERTA) -> Measured:
     L = 512
@@ -232,7 +226,7 @@ def steps(pe: torch.Tensor) -> torch.Tensor:
 @seed_claim("inv-002-01", id="claim-002-rnn-vanishing", about=("nope",),
             rules=(Rule("|W^100|", ">=", 1e-2, FAILS),
                    Rule("|dh_100/dh_0|", ">=", 1e-2, FAILS),
-                   Rule("|W^100|, small entries", ">", 1, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("|W^100|, small entries", ">", 1, CAVEAT)))  # fmt: skip
 def claim_002_rnn_vanishing(dim: int, n: int) -> Measured:
     H, g, f64 = 64, torch.Generator().manual_seed(0), torch.float64  # H hidden units
     w = torch.randn(H, H, generator=g, dtype=f64)
@@ -264,7 +258,7 @@ def claim_002_rnn_vanishing(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-002-11", id="claim-002-periodic-new", about=("sinusoidal",),
             rules=(Rule(Q_SEEN, ">", 2, FAILS),
-                   Rule(Q_SEEN, ">", 1, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule(Q_SEEN, ">", 1, CAVEAT)))  # fmt: skip
 def claim_002_periodic_new(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(4096), dim)
     near = torch.cdist(pe[512:], pe[:512]).min(dim=1).values / float(steps(pe[:2]))
@@ -285,8 +279,7 @@ def claim_002_periodic_new(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-002-12", id="claim-002-later-faster", about=("sinusoidal",),
-            rules=(Rule("late step / early step", "<", 1 + 1e-6, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("late step / early step", "<", 1 + 1e-6, FAILS),))  # fmt: skip
 def claim_002_later_faster(dim: int, n: int) -> Measured:
     s = steps(sinusoid(torch.arange(4096), dim))
     ratio, spread = float(s[3584:].mean() / s[:512].mean()), float((s.max() - s.min()) / s.mean())
@@ -302,8 +295,7 @@ def claim_002_later_faster(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-002-14", id="claim-002-no-jump", about=("sinusoidal",),
-            rules=(Rule("largest relative step deviation", ">", 1e-6, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("largest relative step deviation", ">", 1e-6, FAILS),))  # fmt: skip
 def claim_002_no_jump(dim: int, n: int) -> Measured:
     s = steps(sinusoid(torch.arange(601), dim))
     dev = float((s - s[0]).abs().max() / s[0])
@@ -320,8 +312,7 @@ def claim_002_no_jump(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-002-16", id="claim-002-add-same-size", about=("sinusoidal",),
             rules=(Rule(Q_SUMS, "<", 1e-6, FAILS),
-                   Rule("position read-out errors", ">", 0.01, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("position read-out errors", ">", 0.01, CAVEAT)))  # fmt: skip
 def claim_002_add_same_size(dim: int, n: int) -> Measured:
     V, T, g, rows = 32, 64, torch.Generator().manual_seed(0), []
     for d in sorted({32, 128, 512, dim}):
@@ -348,7 +339,7 @@ def claim_002_add_same_size(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-002-17", id="claim-002-input-line", about=("sinusoidal",),
             rules=(Rule("difference, sentence", "<", 1e-6, FAILS),
-                   Rule("difference, table", "<", 1e-6, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("difference, table", "<", 1e-6, CAVEAT)))  # fmt: skip
 def claim_002_input_line(dim: int, n: int, *, code: str = INPUT) -> Measured:
     table = torch.randn(4096, dim, generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([[11, 503, 2047], [2047, 503, 11]])  # 我 爱 编程 / 编程 爱 我
@@ -397,7 +388,7 @@ RELATIVE = ("t5", "alibi", "rope", "transformer_xl", "deberta", "shaw")
 
 @seed_claim("inv-002-18", id="claim-002-relative-map", about=("sinusoidal",),
             rules=(Rule("rotation error", ">", 1e-6, FAILS),
-                   Rule("least-squares residual", ">", 1e-6, FAILS)), otherwise=HOLDS)  # fmt: skip
+                   Rule("least-squares residual", ">", 1e-6, FAILS)))  # fmt: skip
 def claim_002_relative_map(dim: int, n: int) -> Measured:
     pe, rot, fit = sinusoid(torch.arange(max(256, 2 * dim)), dim), 0.0, 0.0
     w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
@@ -459,8 +450,7 @@ def claim_002_absolute_relative(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-002-22", id="claim-002-relative-distance", about=RELATIVE,
-            rules=(Rule("largest shift residual", ">=", analysis.SHIFT_TOL, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("largest shift residual", ">=", analysis.SHIFT_TOL, FAILS),))  # fmt: skip
 def claim_002_relative_distance(dim: int, n: int) -> Measured:
     pos, res = torch.arange(64), {}
     for name in RELATIVE:
@@ -480,7 +470,7 @@ def claim_002_relative_distance(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-002-26", id="claim-002-printed-shapes", about=("transformer_xl", "t5", "deberta"),
-            rules=(Rule("printed lines that differ", ">", 0, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("printed lines that differ", ">", 0, FAILS),))  # fmt: skip
 def claim_002_printed_shapes(dim: int, n: int, *, runs=RUNS) -> Measured:
     rows = []
     for cls, driver, shown in runs:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from posenc import analysis
 from posenc import functional as PF
 from posenc.encodings import build
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import (
     dot_residual,
     f4,
@@ -19,6 +19,7 @@ from posenc.explain.claims.tools import (
     sinusoid,
     written_formula,
 )
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "003_4f20139358f45fd7.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
@@ -33,8 +34,7 @@ EXAMPLE = [  # p_1..p_5 as printed, d = 4
 
 
 @seed_claim("inv-003-17", id="claim-003-worked-example", about=("sinusoidal",),
-            rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max error against the correct values", ">", 5e-4, FAILS),))  # fmt: skip
 def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = EXAMPLE) -> Measured:
     seed = torch.tensor(example, dtype=torch.float64)
     t = torch.arange(1, 6, dtype=torch.float64)
@@ -81,7 +81,7 @@ def claim_003_worked_example(dim: int, n: int, *, example: list[list[float]] = E
 
 
 @seed_claim("inv-003-12", id="claim-003-bounded", about=("sinusoidal",),
-            rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |value|", ">", 1 + 1e-12, FAILS),))  # fmt: skip
 def claim_003_bounded(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(4096), dim)
     top = float(pe.abs().max())
@@ -94,8 +94,7 @@ def claim_003_bounded(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-003-11", id="claim-003-near-similar", about=("sinusoidal",),
-            rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("steps where the distance shrinks", ">", 0, CAVEAT),))  # fmt: skip
 def claim_003_near_similar(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(2 * n), dim)
     d = torch.stack([(pe[k:] - pe[: 2 * n - k]).norm(dim=-1).mean() for k in range(n)])
@@ -118,8 +117,7 @@ Q_ONEHOT = "one-hot floats per position / sinusoid's, T = 65536"
 
 @seed_claim("inv-003-03", id="claim-003-pos-size", about=("sinusoidal", "onehot", "index"),
             rules=(Rule("fusions that run with d_pos != d_x", "<", 1, FAILS),
-                   Rule("fusions that run with d_pos != d_x", "<", 2, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("fusions that run with d_pos != d_x", "<", 2, CAVEAT)))  # fmt: skip
 def claim_003_pos_size(dim: int, n: int) -> Measured:
     x, p = torch.zeros(8, dim), PF.sinusoidal_table(torch.arange(8), dim // 2)  # d_pos = d_x / 2
     added, joined = seed_error(lambda: x + p), seed_error(lambda: torch.cat([x, p], -1))
@@ -137,8 +135,7 @@ def claim_003_pos_size(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-003-04", id="claim-003-onehot-cost", about=("onehot", "sinusoidal", "learned"),
             rules=(Rule(Q_ONEHOT, "<=", 1, FAILS),
-                   Rule("max |onehot(t) W - W[t]|", "<", 1e-6, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("max |onehot(t) W - W[t]|", "<", 1e-6, CAVEAT)))  # fmt: skip
 def claim_003_onehot_cost(dim: int, n: int) -> Measured:
     rows, width = [], 0
     for T in (512, 4096, 65536):
@@ -166,8 +163,7 @@ def claim_003_onehot_cost(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-003-05", id="claim-003-index-relative", about=("index", "alibi"),
             rules=(Rule("shift residual of t s", "<", analysis.SHIFT_TOL, FAILS),
-                   Rule("shift residual of s - t", "<", analysis.SHIFT_TOL, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("shift residual of s - t", "<", analysis.SHIFT_TOL, CAVEAT)))  # fmt: skip
 def claim_003_index_relative(dim: int, n: int) -> Measured:
     pos, T = torch.arange(64), 64
     t = pos.double()
@@ -194,8 +190,7 @@ def claim_003_index_relative(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-003-08", id="claim-003-formula", about=("sinusoidal",),
             rules=(Rule("max |difference|", ">", 1e-6, FAILS),
-                   Rule("elements undefined at odd d_pos", ">", 0, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("elements undefined at odd d_pos", ">", 0, CAVEAT)))  # fmt: skip
 def claim_003_formula(dim: int, n: int) -> Measured:
     t = torch.arange(1, n + 1)
     err = formula_error(t, dim)
@@ -240,7 +235,7 @@ def claim_003_small_periodic(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-003-14", id="claim-003-cheap", about=("sinusoidal", "learned"),
             rules=(Rule("build / one D x D projection", ">", 12, FAILS),
-                   Rule("build / lookup", ">", 1000, FAILS)), otherwise=HOLDS)  # fmt: skip
+                   Rule("build / lookup", ">", 1000, FAILS)))  # fmt: skip
 def claim_003_cheap(dim: int, n: int) -> Measured:
     T, D = 4096, 512
     pos, table, x, w = torch.arange(T), torch.randn(T, D), torch.randn(T, D), torch.randn(D, D)
@@ -269,7 +264,7 @@ def claim_003_cheap(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-003-18", id="claim-003-example-distances", about=("sinusoidal",),
             rules=(Rule("closest two vectors", "<", 5e-4, FAILS),
-                   Rule("distance inversions", ">", 0, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("distance inversions", ">", 0, CAVEAT)))  # fmt: skip
 def claim_003_example_distances(dim: int, n: int, *, example=EXAMPLE) -> Measured:
     def inversions(p: torch.Tensor) -> int:  # j nearer than k in position but farther in space
         d, idx = torch.cdist(p, p), range(len(p))

@@ -8,8 +8,9 @@ import torch
 
 from posenc import analysis
 from posenc import functional as PF
-from posenc.explain.claims.base import CAVEAT, FAILS, HOLDS, Measured, Rule, Table, seed_claim
+from posenc.explain.claims.base import seed_claim
 from posenc.explain.claims.tools import dot_residual, formula_error, run_seed, sinusoid
+from posenc.verdict import CAVEAT, FAILS, HOLDS, Measured, Rule, Table
 
 SEED = "004_04aee0f491a3b5de.txt"
 CHECKS: list = []  # its checks in page order (seed_claim appends each)
@@ -51,8 +52,7 @@ def fixed_stages(code: str) -> list[tuple[str, str]]:
 
 
 @seed_claim("inv-004-14", id="claim-004-code", about=("sinusoidal",),
-            rules=(Rule("error as written (inf: does not run)", ">=", 1e-5, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("error as written (inf: does not run)", ">=", 1e-5, FAILS),))  # fmt: skip
 def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Measured:
     seq_len, d_model = 16, 8
     ref = sinusoid(torch.arange(seq_len), d_model)
@@ -94,8 +94,7 @@ def claim_004_code(dim: int, n: int, *, code: str = CODE) -> Measured:
 
 @seed_claim("inv-004-07", id="claim-004-relative-dot", about=("sinusoidal", "rope"),
             rules=(Rule("residual alone", ">=", analysis.SHIFT_TOL, FAILS),
-                   Rule("residual through W_q, W_k", ">", analysis.SHIFT_TOL, CAVEAT)),
-            otherwise=HOLDS)  # fmt: skip
+                   Rule("residual through W_q, W_k", ">", analysis.SHIFT_TOL, CAVEAT)))  # fmt: skip
 def claim_004_relative_dot(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(n), dim)
     alone = dot_residual(pe)
@@ -135,8 +134,7 @@ def claim_004_frequency_range(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-04", id="claim-004-clock", about=("sinusoidal", "rope"),
-            rules=(Rule("pairs no slower than the previous", ">", 0, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("pairs no slower than the previous", ">", 0, FAILS),))  # fmt: skip
 def claim_004_clock(dim: int, n: int) -> Measured:
     wl = analysis.wavelengths(analysis.pair_angles(sinusoid(torch.arange(64), dim)))
     speed = 2 * math.pi / wl
@@ -155,7 +153,6 @@ def claim_004_clock(dim: int, n: int) -> Measured:
     id="claim-004-linear-fall",
     about=("sinusoidal", "rope"),
     rules=(Rule("largest / smallest fall", ">", 1.01, FAILS),),  # linear: equal falls
-    otherwise=HOLDS,
 )
 def claim_004_linear_fall(dim: int, n: int) -> Measured:
     w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)  # ω_i, i = 0..d/2-1
@@ -194,7 +191,7 @@ def claim_004_pairing(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-13", id="claim-004-comment", about=("sinusoidal",),
-            rules=(Rule("max |left - right|", ">", 1e-9, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |left - right|", ">", 1e-9, FAILS),))  # fmt: skip
 def claim_004_comment(dim: int, n: int) -> Measured:
     d = 8
     i = torch.arange(d // 2, dtype=torch.float64)
@@ -214,7 +211,7 @@ def claim_004_comment(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-02", id="claim-004-formula", about=("sinusoidal",),
-            rules=(Rule("max |difference|", ">", 1e-9, FAILS),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max |difference|", ">", 1e-9, FAILS),))  # fmt: skip
 def claim_004_formula(dim: int, n: int) -> Measured:
     err = formula_error(torch.arange(n), dim)
     return Measured(
@@ -226,8 +223,7 @@ def claim_004_formula(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-01", id="claim-004-rope-reuses", about=("rope", "sinusoidal"),
-            rules=(Rule("max relative difference", ">", 1e-6, FAILS),),
-            otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("max relative difference", ">", 1e-6, FAILS),))  # fmt: skip
 def claim_004_rope_reuses(dim: int, n: int) -> Measured:
     rope = PF.rope_inv_freq(dim)[0].double()  # float32 frequencies, as transformers keeps them
     sin = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
@@ -242,7 +238,7 @@ def claim_004_rope_reuses(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-03", id="claim-004-complex-direction", about=("sinusoidal", "rope"),
-            rules=(Rule("turn per position (rad)", "<", 0, CAVEAT),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("turn per position (rad)", "<", 0, CAVEAT),))  # fmt: skip
 def claim_004_complex_direction(dim: int, n: int) -> Measured:
     pe = sinusoid(torch.arange(2), dim)
     z = torch.complex(pe[:, 0::2], pe[:, 1::2])  # pairs read in order: sin + i cos
@@ -260,7 +256,7 @@ def claim_004_complex_direction(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-004-12", id="claim-004-frequency-count", about=("sinusoidal",),
             rules=(Rule("distinct frequencies - 256", "<", 0, FAILS),
-                   Rule("distinct frequencies - 256", ">", 0, FAILS)), otherwise=HOLDS)  # fmt: skip
+                   Rule("distinct frequencies - 256", ">", 0, FAILS)))  # fmt: skip
 def claim_004_frequency_count(dim: int, n: int) -> Measured:
     count = int(PF.sinusoidal_inv_freq(512, dtype=torch.float64).unique().numel())
     return Measured(
@@ -272,7 +268,7 @@ def claim_004_frequency_count(dim: int, n: int) -> Measured:
 
 @seed_claim("inv-004-05", id="claim-004-clock-time", about=("sinusoidal", "rope"),
             rules=(Rule("closest two codes", "<=", 1e-6, FAILS),
-                   Rule("speed ratio", "<", 60, CAVEAT)), otherwise=HOLDS)  # fmt: skip
+                   Rule("speed ratio", "<", 60, CAVEAT)))  # fmt: skip
 def claim_004_clock_time(dim: int, n: int) -> Measured:
     w = PF.sinusoidal_inv_freq(dim, dtype=torch.float64)
     ratio = float(w[0] / w[1])  # how much faster each pair turns than the next
@@ -293,7 +289,7 @@ def claim_004_clock_time(dim: int, n: int) -> Measured:
 
 
 @seed_claim("inv-004-10", id="claim-004-same-properties", about=("sinusoidal",),
-            rules=(Rule("lowest ω, d=16 / d=512", ">", 1.5, CAVEAT),), otherwise=HOLDS)  # fmt: skip
+            rules=(Rule("lowest ω, d=16 / d=512", ">", 1.5, CAVEAT),))  # fmt: skip
 def claim_004_same_properties(dim: int, n: int) -> Measured:
     rows = {}
     for d in (16, 64, 512):
