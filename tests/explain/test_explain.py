@@ -12,7 +12,13 @@ from posenc.explain.claims import inventory
 SMALL = dict(dim=32, heads=4, max_pos=64)
 
 
-def test_checkpoint_trained_state(tmp_path):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_checkpoint_trained_state(tmp_path, lang):
+    """A trained table's page, in every language: the trained figures and measures, each text
+    found in the catalog."""
+    from posenc.explain import i18n
+
+    i18n.MISSING.clear()
     torch.manual_seed(0)
     model = posenc.TransformerLM(
         vocab_size=16, dim=32, depth=1, heads=4, encoding="learned", max_len=32
@@ -22,10 +28,12 @@ def test_checkpoint_trained_state(tmp_path):
             p.copy_(torch.sin(torch.arange(p.numel(), dtype=torch.float32)).view_as(p))
     ckpt = tmp_path / "m.ckpt"
     torch.save({"config": model.config, "model": model.state_dict()}, ckpt)
-    pg = explain.explain("learned", tmp_path / "page", checkpoint=ckpt, **SMALL)
+    pg = explain.explain("learned", tmp_path / "page", checkpoint=ckpt, lang=lang, **SMALL)
     assert any(f.kind == "trained" for f in pg.figs) and pg.trained_measures
     assert (tmp_path / "page" / "trained_heatmap.png").is_file()
-    assert "Measured properties, trained" in (tmp_path / "page" / "index.html").read_text()
+    heading = i18n.tr("Measured properties, trained", lang)
+    assert heading in (tmp_path / "page" / "index.html").read_text(encoding="utf-8")
+    assert i18n.MISSING.get(lang, set()) == set()
     with pytest.raises(ValueError, match="encoding 'learned', not 'rope'"):
         explain.explain("rope", tmp_path / "p2", checkpoint=ckpt, **SMALL)
 
