@@ -63,7 +63,7 @@ import threading
 import torch
 from torch import nn
 
-from posenc.checks import check_positions
+from posenc.checks import check_max_len, check_positions
 
 FAMILIES = ("absolute", "rotary", "bias", "relative", "content", "none")
 # capability -> the hook method that implements it (the module docstring says what each is).
@@ -150,6 +150,10 @@ class PositionalEncoding(nn.Module):
     per_document: bool = True
     max_len: int | None = None  # the hard limit: positions >= max_len raise; None: unbounded
     sample_at_eval: bool = False  # the model calls sample_positions in eval too (randomized)
+
+    def __init__(self, max_len: int | None = None) -> None:
+        super().__init__()
+        self.max_len = check_max_len(max_len)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

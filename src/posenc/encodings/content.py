@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding, model_kwargs
-from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
+from posenc.checks import check_bool, check_float, check_int, lookup
 from posenc.encodings import bias as bias_family
 from posenc.encodings.relative import qk_rows, relative_positions, resolve_dims
 from posenc.functional.content import dape_logits, forget_bias, stick_breaking
@@ -29,8 +29,7 @@ class KeyBias(PositionalEncoding):
     bidirectional = False  # accumulated from the key up to the query: causal only
 
     def __init__(self, name: str, dim, heads, head_dim, max_len) -> None:
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
 
     def extra_repr(self) -> str:
@@ -131,8 +130,7 @@ class StickBreaking(PositionalEncoding):
     bidirectional = False  # the stick is broken from the query backwards: causal only
 
     def __init__(self, *, max_len=None, attend_current=False):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.attend_current = check_bool("attend_current", attend_current)
 
     def normalize(self, logits, allowed, q_pos, k_pos):

@@ -12,7 +12,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len, outside_graph
+from posenc.checks import check_bool, check_float, check_int, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
@@ -84,7 +84,7 @@ class RotaryEncoding(PositionalEncoding):
     signed = False  # negative coordinates allowed (rope_nd's grid in [-1, 1])
 
     def __init__(self, dim, heads, head_dim, base, layout, rotary_dim, max_len=None) -> None:
-        super().__init__()
+        super().__init__(max_len)
         self.head_dim = head_dim_of(dim, heads, head_dim)
         check_float("base", base, gt=1)
         if layout not in PF.ROPE_LAYOUTS:
@@ -93,7 +93,6 @@ class RotaryEncoding(PositionalEncoding):
         if rotary_dim is not None:
             rotary_dim = check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
         self._rotary_dim = rotary_dim
-        self.max_len = check_max_len(max_len)  # the hard limit
 
     def rotary_dim(self, head_dim: int | None = None) -> int:
         """R for inputs of head dim `head_dim` (default: the constructed one)."""

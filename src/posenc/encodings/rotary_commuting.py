@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_int, check_max_len
+from posenc.checks import check_choice, check_float, check_int
 from posenc.encodings.rotary import head_dim_of, set_per_head
 from posenc.encodings.rotary_lie import BlockRotations, position_scale_of
 from posenc.functional.rotary_learned import COMROPE_VARIANTS, comrope_generators
@@ -44,8 +44,7 @@ class ComRoPE(BlockRotations):
         position_scale: float | None = None,
     ) -> None:
         self.position_dims = check_int("axes", axes, low=1)
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.variant = check_choice("variant", variant, COMROPE_VARIANTS)
         self.head_dim = head_dim_of(dim, heads, head_dim, need="comrope")
         g = check_int("block_dim", block_dim, low=2)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_float, check_int, check_max_len
+from posenc.checks import check_float, check_int
 from posenc.encodings.rotary import check_head_dim, check_per_head, head_dim_of, set_per_head
 from posenc.functional.rotary_learned import apply_blocks, liere_angles, liere_rotations
 
@@ -96,8 +96,7 @@ class LieRE(BlockRotations):
         position_scale: float | None = None,
     ) -> None:
         self.position_dims = check_int("axes", axes, low=1)
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.head_dim = head_dim_of(dim, heads, head_dim, need="liere")
         g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
         if g > self.head_dim:

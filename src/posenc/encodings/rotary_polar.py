@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_max_len
+from posenc.checks import check_choice, check_float
 from posenc.encodings.rotary import check_head_dim, head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
@@ -44,8 +44,7 @@ class PoPE(PositionalEncoding):
         base: float = 10000.0,
         bias_init: str = "zeros",
     ) -> None:
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.head_dim = head_dim_of(dim, heads, head_dim, need="pope")
         self.base = check_float("base", base, gt=1)
         check_choice("bias_init", bias_init, BIAS_INITS)
