@@ -238,6 +238,13 @@ class PositionalEncoding(nn.Module):
             return positions
         return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
 
+    def each(self, fn, q, k, q_pos, k_pos, **check) -> tuple:
+        """(fn(q, q_pos, "q_pos"), fn(k, k_pos, "k_pos")), each position checked first."""
+        return tuple(
+            fn(x, self.check_positions(pos, name=name, **check), name)
+            for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos"))
+        )
+
     def reset_buffers(self) -> None:
         """Recompute the non-persistent buffers from the settings (as reset_parameters does);
         called after load_state_dict, so a meta-built, to_empty()'d, loaded model is whole."""

@@ -55,7 +55,7 @@ class ComRoPE(BlockRotations):
                 f"comrope variant={variant!r}: head_dim={self.head_dim} must be a multiple of "
                 f"{what}; pass another block_dim"
             )
-        set_per_head(self, "comrope", per_head, heads)
+        set_per_head(self, "comrope", per_head, heads, "generators")
         std = check_float("init_std", init_std, gt=0)
         self.position_scale = position_scale_of(position_scale, train_len)
         G = self.head_dim // g

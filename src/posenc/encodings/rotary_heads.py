@@ -72,9 +72,7 @@ class PartialHeadsRoPE(PositionalEncoding):
                 f"whole group, rotated or not"
             )
         if n == 0:  # nope: positions are still checked (max_len), nothing rotates
-            self.check_positions(q_pos, name="q_pos")
-            self.check_positions(k_pos, name="k_pos")
-            return q, k
+            return self.each(lambda x, pos, name: x, q, k, q_pos, k_pos)
         nk = n // group
         qr, kr = self.rope.rotate(q[:, H - n :], k[:, Hkv - nk :], q_pos, k_pos)
         return torch.cat([q[:, : H - n], qr], dim=1), torch.cat([k[:, : Hkv - nk], kr], dim=1)

@@ -53,14 +53,13 @@ class BlockRotations(PositionalEncoding):
         return rot if rot.dim() == 6 else rot[None]
 
     def rotate(self, q, k, q_pos, k_pos):
-        name = type(self).__name__
-        check_head_dim(q, k, self.head_dim, name)
-        check_per_head(self, q, k, name, "generators")
-        out = []
-        for x, pos, pname in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(pos, name=pname, position_dims=self.position_dims)
-            out.append(apply_blocks(x, self.rotations(pos, x.dtype)))
-        return out[0], out[1]
+        check_head_dim(q, k, self.head_dim, type(self).__name__)
+        check_per_head(self, q, k)
+
+        def turn(x, pos, name):
+            return apply_blocks(x, self.rotations(pos, x.dtype))
+
+        return self.each(turn, q, k, q_pos, k_pos, position_dims=self.position_dims)
 
     def angles(self, positions):
         """[T, G * (g // 2)] float64: the angles R(p) turns its invariant planes by (head 0's)."""
@@ -101,7 +100,7 @@ class LieRE(BlockRotations):
         g = self.head_dim if block_dim is None else check_int("block_dim", block_dim, low=2)
         if g > self.head_dim:
             raise ValueError(f"block_dim must be 2..head_dim={self.head_dim}, got {g}")
-        set_per_head(self, "liere", per_head, heads)
+        set_per_head(self, "liere", per_head, heads, "generators")
         self.position_scale = position_scale_of(position_scale, train_len)
         G = (self.head_dim // g) * (heads if self.per_head else 1)
         self.generators = nn.Parameter(torch.rand(axes, G, g, g) * (2 * math.pi))

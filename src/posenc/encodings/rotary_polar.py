@@ -68,12 +68,13 @@ class PoPE(PositionalEncoding):
             raise ValueError(
                 f"q has {q.shape[1]} heads, but pope was built with heads={self.heads}"
             )
-        out = []
-        for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
-            pos = self.check_positions(pos, name=name)
+
+        def turn(x, pos, name):
             angles = position_angles(pos, self.inv_freq.to(pos.device), x.dtype)  # [(B,) T, Dh]
-            out.append(apply_pope(x, rope_align(angles, x, name), phase))
-        return out[0], out[1]
+            phase = self.delta() if name == "q_pos" else None  # on the queries' angles
+            return apply_pope(x, rope_align(angles, x, name), phase)
+
+        return self.each(turn, q, k, q_pos, k_pos)
 
     def angles(self, positions):
         """positions [T] or [B, T] -> [(B,) T, Dh] float64 (the phase, an offset, not shown)."""
