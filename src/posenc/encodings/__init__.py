@@ -3,9 +3,9 @@
 absolute: sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope,
 learned_window. rotary: rope (+ scalings), xpos, rope_2d; mrope, videorope, hope, vrope
 (rotary_mrope); rope_nd (rotary_axial), pope (rotary_polar), fope (rotary_fourier), liere,
-comrope (rotary_lie), rope_heads (rotary_heads), rope_pp (rotary_imaginary). bias: alibi, t5,
-kerple, fire, sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content:
-fox, dape, stickbreaking, distance_basis (bias_dynamic), cable, path. grape: grape_m, grape_a.
+comrope (rotary_lie), rope_heads, rope_pp (rotary_heads). bias: alibi, t5, kerple, fire,
+sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content: fox, dape,
+stickbreaking, distance_basis (bias_dynamic), cable, path. grape: grape_m, grape_a.
 wrappers: randomized (wraps any of the above).
 """
 
@@ -28,7 +28,6 @@ from posenc.encodings import (
     rotary_axial,
     rotary_fourier,
     rotary_heads,
-    rotary_imaginary,
     rotary_lie,
     rotary_mrope,
     rotary_polar,
@@ -45,7 +44,6 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     **rotary_fourier.ENCODINGS,
     **rotary_lie.ENCODINGS,
     **rotary_heads.ENCODINGS,
-    **rotary_imaginary.ENCODINGS,
     **bias.ENCODINGS,
     **bias_dynamic.ENCODINGS,
     **relative.ENCODINGS,
