@@ -5,7 +5,7 @@ learned_window. rotary: rope (+ scalings), xpos, rope_2d; mrope, videorope, hope
 (rotary_mrope); rope_nd (rotary_axial), pope (rotary_polar), fope (rotary_fourier), liere,
 comrope (rotary_lie), rope_heads, rope_pp (rotary_heads). bias: alibi, t5, kerple, fire,
 sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content: fox, dape,
-stickbreaking, distance_basis (bias_dynamic), cable, path. grape: grape_m, grape_a.
+stickbreaking, cable, path, distance_basis (bias_dynamic). grape: grape_m, grape_a.
 wrappers: randomized (wraps any of the above).
 """
 
@@ -20,8 +20,6 @@ from posenc.encodings import (
     bias,
     bias_dynamic,
     content,
-    content_cable,
-    content_path,
     grape,
     relative,
     rotary,
@@ -48,8 +46,6 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     **bias_dynamic.ENCODINGS,
     **relative.ENCODINGS,
     **content.ENCODINGS,
-    **content_cable.ENCODINGS,
-    **content_path.ENCODINGS,
     **grape.ENCODINGS,
 }
 wrappers.WRAPPABLE.update(ENCODINGS)
