@@ -63,7 +63,7 @@ import threading
 import torch
 from torch import nn
 
-from posenc.checks import check_positions
+from posenc.checks import check_max_len, check_positions
 
 FAMILIES = ("absolute", "rotary", "bias", "relative", "content", "none")
 # capability -> the hook method that implements it (the module docstring says what each is).
@@ -151,6 +151,10 @@ class PositionalEncoding(nn.Module):
     max_len: int | None = None  # the hard limit: positions >= max_len raise; None: unbounded
     sample_at_eval: bool = False  # the model calls sample_positions in eval too (randomized)
 
+    def __init__(self, max_len: int | None = None) -> None:
+        super().__init__()
+        self.max_len = check_max_len(max_len)
+
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         if not isinstance(cls.provides, frozenset) or not cls.provides <= CAPABILITIES.keys():
@@ -233,6 +237,13 @@ class PositionalEncoding(nn.Module):
         if getattr(_GIVEN, "depth", 0):
             return positions
         return check_positions(positions, name=name, max_len=self.max_len, **kwargs)
+
+    def each(self, fn, q, k, q_pos, k_pos, **check) -> tuple:
+        """(fn(q, q_pos, "q_pos"), fn(k, k_pos, "k_pos")), each position checked first."""
+        return tuple(
+            fn(x, self.check_positions(pos, name=name, **check), name)
+            for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos"))
+        )
 
     def reset_buffers(self) -> None:
         """Recompute the non-persistent buffers from the settings (as reset_parameters does);

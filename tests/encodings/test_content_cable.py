@@ -1,4 +1,4 @@
-"""posenc.encodings.content_cable: CABLE against its reference code (golden tensors written by
+"""posenc.encodings.content: CABLE against its reference code (golden tensors written by
 tests/golden/make_cable.py from axiomlab/Cable), against an explicit loop over the paper's
 sum, and the properties the paper claims (causal; ALiBi when the penalties are constant)."""
 
@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 import posenc
 from posenc.attention import attention
-from posenc.encodings.content_cable import CABLE
+from posenc.encodings.content import CABLE
 from posenc.encodings.wrappers import Randomized
 from posenc.functional import alibi_slopes
 

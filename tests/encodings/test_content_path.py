@@ -1,4 +1,4 @@
-"""posenc's PaTH (content_path): parity with the authors' plain-PyTorch reference (golden files),
+"""posenc's PaTH (content): parity with the authors' plain-PyTorch reference (golden files),
 its scores against explicit per-pair products of Householder matrices (derived by hand from the
 paper's equation), and the properties the paper claims as hypothesis tests."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc.attention import attention, choose_backend
-from posenc.encodings.content_path import PaTH
+from posenc.encodings.content import PaTH
 from posenc.functional.content import forget_bias, householder, path_scores, run_starts, short_conv
 
 PROPS = settings(max_examples=20, deadline=None)

@@ -1,4 +1,4 @@
-"""posenc.encodings.rotary_commuting: ComRoPE against golden rotations from the authors'
+"""posenc.encodings.rotary_lie: ComRoPE against golden rotations from the authors'
 reference code (tests/golden/make_comrope.py), its scores depend only on the offset for
 random N-D positions (hypothesis), its angle matrices commute, and bad input."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc.encodings.rotary_commuting import ComRoPE
+from posenc.encodings.rotary_lie import ComRoPE
 
 PROPS = settings(max_examples=12, deadline=None)
 GOLDEN = Path(__file__).parents[1] / "golden" / "comrope.pt"

@@ -1,4 +1,4 @@
-"""posenc.encodings.rotary_imaginary: RoPE++ against golden scores derived by hand (explicit
+"""posenc.encodings.rotary_heads: RoPE++ against golden scores derived by hand (explicit
 complex arithmetic: Re and Im of sum_j q_j conj(k_j) e^{i w_j (t - s)}, the paper's eq. and
 the authors' comment (q.k) sin - (q x k) cos); its real heads are posenc's rope; its
 imaginary heads are relative too (hypothesis); the head layouts of each mode; bad input."""
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.changed import assert_changed
 
 import posenc
-from posenc.encodings.rotary_imaginary import RoPEPP
+from posenc.encodings.rotary_heads import RoPEPP
 
 PROPS = settings(max_examples=12, deadline=None)
 B, H, HKV, DH = 2, 4, 2, 8

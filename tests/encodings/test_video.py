@@ -1,7 +1,7 @@
-"""posenc.encodings.video / posenc.functional.video: VideoRoPE, HoPE and VRoPE against their
-reference code (golden tensors written by tests/golden/make_video.py from the repositories'
-own functions), the frequency allocation and layouts each paper assigns (hypothesis), bad
-input."""
+"""posenc.encodings.rotary_mrope / posenc.functional.video: VideoRoPE, HoPE and VRoPE against
+their reference code (golden tensors written by tests/golden/make_video.py from the
+repositories' own functions), the frequency allocation and layouts each paper assigns
+(hypothesis), bad input."""
 
 from pathlib import Path
 

@@ -1,11 +1,11 @@
 """Every encoding, one module per family, and the registry: one plain dict, name -> class.
 
 absolute: sinusoidal, scaled_sinusoidal, learned, onehot, index, phase, 2-D/3-D, nope,
-learned_window. rotary: rope (+ scalings), xpos, rope_2d, mrope, rope_nd (rotary_axial), pope
-(rotary_polar), fope (rotary_fourier), liere (rotary_lie), rope_heads, comrope
-(rotary_commuting), rope_pp (rotary_imaginary); video: videorope, hope, vrope. bias: alibi, t5,
-kerple, fire, sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content:
-fox, dape, stickbreaking, distance_basis (bias_dynamic), cable, path. grape: grape_m, grape_a.
+learned_window. rotary: rope (+ scalings), xpos, rope_2d; mrope, videorope, hope, vrope
+(rotary_mrope); rope_nd (rotary_axial), pope (rotary_polar), fope (rotary_fourier), liere,
+comrope (rotary_lie), rope_heads, rope_pp (rotary_heads). bias: alibi, t5, kerple, fire,
+sandwich, dynamic_bias. relative: shaw, transformer_xl, deberta, cope. content: fox, dape,
+stickbreaking, cable, path, distance_basis (bias_dynamic). grape: grape_m, grape_a.
 wrappers: randomized (wraps any of the above).
 """
 
@@ -20,20 +20,15 @@ from posenc.encodings import (
     bias,
     bias_dynamic,
     content,
-    content_cable,
-    content_path,
     grape,
     relative,
     rotary,
     rotary_axial,
-    rotary_commuting,
     rotary_fourier,
     rotary_heads,
-    rotary_imaginary,
     rotary_lie,
     rotary_mrope,
     rotary_polar,
-    video,
     wrappers,
 )
 
@@ -47,15 +42,10 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     **rotary_fourier.ENCODINGS,
     **rotary_lie.ENCODINGS,
     **rotary_heads.ENCODINGS,
-    **video.ENCODINGS,
-    **rotary_commuting.ENCODINGS,
-    **rotary_imaginary.ENCODINGS,
     **bias.ENCODINGS,
     **bias_dynamic.ENCODINGS,
     **relative.ENCODINGS,
     **content.ENCODINGS,
-    **content_cable.ENCODINGS,
-    **content_path.ENCODINGS,
     **grape.ENCODINGS,
 }
 wrappers.WRAPPABLE.update(ENCODINGS)

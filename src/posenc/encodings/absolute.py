@@ -13,7 +13,7 @@ from torch import nn
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_int, check_max_len
+from posenc.checks import check_choice, check_float, check_int
 
 
 def check_size(name: str, value, *, required: str | None = None) -> int | None:
@@ -31,8 +31,7 @@ class AbsoluteEncoding(PositionalEncoding):
     family = "absolute"
 
     def __init__(self, *, dim: int | None = None, max_len=None):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.dim = check_size("dim", dim)
 
     def table(self, positions: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -269,8 +268,7 @@ class NoPE(PositionalEncoding):
     summary = "no positional encoding: every hook is the identity"
 
     def __init__(self, *, max_len=None):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
 
 
 class NoPETemperature(PositionalEncoding):
@@ -287,8 +285,7 @@ class NoPETemperature(PositionalEncoding):
     def __init__(
         self, *, max_len=None, floor_scale: float = 8192, attn_scale: float = 0.1,
     ):  # fmt: skip
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.floor_scale = check_float("floor_scale", floor_scale, gt=0)
         self.attn_scale = check_float("attn_scale", attn_scale, ge=0)
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_int, check_max_len, position_at
+from posenc.checks import check_bool, check_int, position_at
 from posenc.functional import (
     alibi_slopes,
     check_t5_buckets,
@@ -35,12 +35,11 @@ class PositionBias(PositionalEncoding):
     provides = frozenset({"bias", "score_mod"})
 
     def __init__(self, heads: int | None, max_len: int | None = None):
-        super().__init__()
+        super().__init__(max_len)
         name = type(self).__name__
         if heads is None:
             raise ValueError(f"{name} needs heads= (the number of attention heads, >= 1)")
         self.heads = check_int("heads", heads, low=1)
-        self.max_len = check_max_len(max_len)  # the hard limit
 
     def _params(self) -> tuple:
         """Tensors computed once per call (e.g. positive parameters), passed to _value."""

@@ -1,6 +1,6 @@
 """The content family: attention that depends on the tokens' content, not on positions alone
-(fox through bias(), dape through transform_logits(), stickbreaking through normalize()).
-Positions only order the tokens and decide the causal mask.
+(fox, cable and path through bias(), dape through transform_logits(), stickbreaking through
+normalize()). Positions only order the tokens and decide the causal mask.
 """
 
 from __future__ import annotations
@@ -12,10 +12,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding, model_kwargs
-from posenc.checks import check_bool, check_float, check_int, check_max_len, lookup
+from posenc.checks import check_bool, check_float, check_int, lookup
 from posenc.encodings import bias as bias_family
 from posenc.encodings.relative import qk_rows, relative_positions, resolve_dims
-from posenc.functional.content import dape_logits, forget_bias, stick_breaking
+from posenc.functional.content import (
+    dape_logits,
+    forget_bias,
+    path_scores,
+    short_conv,
+    stick_breaking,
+)
 
 
 class KeyBias(PositionalEncoding):
@@ -29,8 +35,7 @@ class KeyBias(PositionalEncoding):
     bidirectional = False  # accumulated from the key up to the query: causal only
 
     def __init__(self, name: str, dim, heads, head_dim, max_len) -> None:
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         _, self.heads, self.head_dim = resolve_dims(name, dim, heads, head_dim, need_heads=True)
 
     def extra_repr(self) -> str:
@@ -64,6 +69,98 @@ class FoX(KeyBias):
     def bias(self, q, k, q_pos, k_pos):
         qp, kp = qk_rows(self, q, k, q_pos, k_pos)
         return forget_bias(self.log_gates(k), qp, kp).to(q.dtype)
+
+
+class CABLE(KeyBias):
+    """Context-aware biases for length extrapolation (Veisi et al. 2025): a penalty
+    p_hl = softplus(w_h . k_hl + c_h) per token l and head h, and bias_h(i, j) =
+    -(p_h,j+1 + ... + p_h,i): ALiBi whose slope each token sets. The penalty reads the key each
+    head already has (the reference's Linear on x, of weight w_h W_k,h, gives the same
+    numbers). Init as the reference: w ~ normal(0, 0.02), c = 0.
+    """
+
+    paper = "Veisi et al. 2025 (arXiv 2503.08067)"
+    summary = "learned per-token, per-head penalties summed between key and query (CABLE)"
+
+    def __init__(self, *, dim=None, heads=None, head_dim=None, max_len=None):
+        super().__init__("cable", dim, heads, head_dim, max_len)
+        self.penalty_weight = nn.Parameter(torch.randn(self.heads, self.head_dim) * 0.02)
+        self.penalty_bias = nn.Parameter(torch.zeros(self.heads))  # [H]
+
+    def penalties(self, k: torch.Tensor) -> torch.Tensor:
+        """k [B, H, Tk, Dh] -> the penalties p [B, H, Tk] float32 (>= 0)."""
+        logit = torch.einsum("bhtd,hd->bht", k.float(), self.penalty_weight.float())
+        return F.softplus(logit + self.penalty_bias.float()[:, None])
+
+    def bias(self, q, k, q_pos, k_pos):
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos)
+        return forget_bias(-self.penalties(k), qp, kp).to(q.dtype)
+
+
+class PaTH(KeyBias):
+    """PaTH attention ("Position Encoding via Accumulating Householder Transformations"): per
+    token t and head a transform H_t = I - beta_t w_t w_t^T (|w_t| = 1, beta_t in (0, 2)), and
+    the logit (q_i^T H_i ... H_{j+1} k_j + G_i - G_j) * softmax_scale, G FoX's cumulative log
+    forget gates (`forget_gate=True`), as flash-linear-attention's path_attn; bias() is that
+    logit less q.k * softmax_scale. As FoX, w_t and beta_t read the key each head already has:
+    w_t = normalize(SiLU(causal depthwise conv of `conv_size` taps over W_w k_t)) (0: no conv,
+    no SiLU), beta_t = 2 sigmoid(u . k_t + b).
+    """
+
+    paper = "Yang et al. 2025, arXiv 2505.16381"
+    summary = "accumulated data-dependent Householder transforms between key and query (PaTH)"
+
+    def __init__(
+        self,
+        *,
+        dim=None,
+        heads=None,
+        head_dim=None,
+        max_len=None,
+        conv_size=3,
+        forget_gate=False,
+        gate_bias=5.0,
+    ):
+        super().__init__("path", dim, heads, head_dim, max_len)
+        self.conv_size = check_int("conv_size", conv_size, low=0)
+        self.forget_gate = check_bool("forget_gate", forget_gate)
+        check_float("gate_bias", gate_bias)
+        H, Dh = self.heads, self.head_dim
+        bound = Dh**-0.5  # nn.Linear(Dh, .)'s init, per head
+        self.w_weight = nn.Parameter(torch.empty(H, Dh, Dh).uniform_(-bound, bound))  # [H, Dh, Dh]
+        self.beta_weight = nn.Parameter(torch.empty(H, Dh).uniform_(-bound, bound))  # [H, Dh]
+        self.beta_bias = nn.Parameter(torch.zeros(H))  # beta = 1 at u . k = 0
+        if self.conv_size:  # nn.Conv1d's init (fan_in = conv_size), FLA's conv_bias=False
+            c = self.conv_size**-0.5
+            self.conv_weight = nn.Parameter(torch.empty(H, Dh, self.conv_size).uniform_(-c, c))
+        if self.forget_gate:
+            self.gate_weight = nn.Parameter(torch.empty(H, Dh).uniform_(-bound, bound))
+            self.gate_bias = nn.Parameter(torch.full((H,), float(gate_bias)))
+
+    def reflections(self, k: torch.Tensor, k_pos: torch.Tensor):
+        """k [B, H, Tk, Dh], k_pos [b, Tk] -> w [B, H, Tk, Dh], beta [B, H, Tk], float32."""
+        k = k.float()
+        u = torch.einsum("bhtd,hed->bhte", k, self.w_weight.float())
+        if self.conv_size:
+            u = short_conv(u, self.conv_weight.float(), k_pos)
+        w = F.normalize(u, dim=-1, eps=1e-6)
+        logit = torch.einsum("bhtd,hd->bht", k, self.beta_weight.float())
+        return w, 2 * torch.sigmoid(logit + self.beta_bias.float()[:, None])
+
+    log_gates = FoX.log_gates  # k [B, H, Tk, Dh] -> log f [B, H, Tk] float32, FoX's gates
+
+    def bias(self, q, k, q_pos, k_pos):
+        qp, kp = qk_rows(self, q, k, q_pos, k_pos)
+        w, beta = self.reflections(k, kp)
+        scores = path_scores(q, k, w, beta, qp, kp)  # [B, H, Tq, Tk]
+        out = scores - torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float())
+        if self.forget_gate:
+            out = out + forget_bias(self.log_gates(k), qp, kp)
+        return (out * self.softmax_scale(self.head_dim)).to(q.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.heads}, head_dim={self.head_dim}, conv_size={self.conv_size}, "
+                f"forget_gate={self.forget_gate}")  # fmt: skip
 
 
 class DAPE(PositionalEncoding):
@@ -131,8 +228,7 @@ class StickBreaking(PositionalEncoding):
     bidirectional = False  # the stick is broken from the query backwards: causal only
 
     def __init__(self, *, max_len=None, attend_current=False):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.attend_current = check_bool("attend_current", attend_current)
 
     def normalize(self, logits, allowed, q_pos, k_pos):
@@ -151,4 +247,6 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "fox": FoX,
     "dape": DAPE,
     "stickbreaking": StickBreaking,
+    "cable": CABLE,
+    "path": PaTH,
 }

@@ -16,7 +16,7 @@ from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_choice, check_float
 from posenc.encodings.bias import DistanceBias, difference
 from posenc.encodings.relative import check_qk, resolve_dims
-from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
+from posenc.encodings.rotary import RotaryEncoding, set_per_head
 from posenc.functional import alibi_slopes
 from posenc.functional.absolute import sinusoidal_inv_freq
 from posenc.functional.grape import grape_a_gates, grape_m_angles
@@ -57,7 +57,7 @@ class GrapeM(RotaryEncoding):
         if self.head_dim is None and rotary_dim is None:
             raise ValueError("grape_m needs the head dim: pass head_dim= (or dim= and heads=)")
         self.learnable = self.trainable = check_bool("learnable", learnable)
-        set_per_head(self, "grape_m", per_head, heads)
+        set_per_head(self, "grape_m", per_head, heads, "frequencies")
         self.log_freq_scale = check_float("log_freq_scale", log_freq_scale, gt=0)
         self.orientation = check_choice("orientation", orientation, ORIENTATIONS)
         self.sign = -1.0 if orientation == "grape" else 1.0
@@ -78,11 +78,6 @@ class GrapeM(RotaryEncoding):
     def freq(self) -> torch.Tensor:
         """The frequencies w [R/2] (or [H, R/2] per head), float32, > 0."""
         return torch.exp(self.log_freq.float() / self.log_freq_scale)
-
-    def rotate(self, q, k, q_pos, k_pos):
-        self.rotary_dim(q.shape[-1])  # the head dim it was built for
-        check_per_head(self, q, k, "grape_m", "frequencies")
-        return super().rotate(q, k, q_pos, k_pos)
 
     def _angles(self, positions, r, dtype):
         """[(B,) T, R/2] (or [B or 1, H, T, R/2] per head), differentiable in the frequencies."""

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_int, check_max_len
+from posenc.checks import check_int
 from posenc.functional import deberta_bucket, rel_shift, relative_sinusoid
 from posenc.functional.content import run_ends
 
@@ -113,8 +113,7 @@ class Shaw(PositionalEncoding):
         max_distance: int = 16,
         values: bool = False,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         _, self.heads, self.head_dim = resolve_dims("shaw", dim, heads, head_dim, need_heads=False)
         self.max_distance = check_int("max_distance", max_distance, low=1)
         n = 2 * max_distance + 1
@@ -185,8 +184,7 @@ class TransformerXL(PositionalEncoding):
         base: float = 10000.0,
         shift: bool = True,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         d, self.heads, self.head_dim = resolve_dims("transformer_xl", dim, heads, head_dim, True)
         self.rel_dim = rel_dim if rel_dim is not None else d
         if not isinstance(self.rel_dim, int) or self.rel_dim < 2 or self.rel_dim % 2:
@@ -260,8 +258,7 @@ class CoPE(PositionalEncoding):
         train_len: int | None = None,
         max_distance: int | None = None,
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         _, self.heads, self.head_dim = resolve_dims("cope", dim, heads, head_dim, need_heads=False)
         if max_distance is None:  # scaled with train_len
             max_distance = 64 if train_len is None else check_int("train_len", train_len, low=1)
@@ -321,8 +318,7 @@ class DeBERTa(PositionalEncoding):
         layer_norm_eps: float = 1e-7,
         pos_att_type: tuple[str, ...] = ("c2p", "p2c"),
     ):
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         d, self.heads, self.head_dim = resolve_dims("deberta", dim, heads, head_dim, True)
         check_int("max_distance", max_distance, low=1)
         if num_buckets > 0 and max_distance - 1 <= num_buckets // 2:

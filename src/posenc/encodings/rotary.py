@@ -12,7 +12,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.base import PositionalEncoding
-from posenc.checks import check_bool, check_float, check_int, check_max_len, outside_graph
+from posenc.checks import check_bool, check_float, check_int, outside_graph
 from posenc.functional.rope_scaling import KNOWN_KEYS, rope_type_of
 
 
@@ -33,16 +33,18 @@ def head_dim_of(
     return head_dim
 
 
-def set_per_head(enc, name: str, per_head: bool, heads: int | None) -> None:
-    """enc.per_head and enc.heads; per_head=True needs heads."""
+def set_per_head(enc, name: str, per_head: bool, heads: int | None, what: str) -> None:
+    """enc.per_head and enc.heads; per_head=True needs heads (`what` the encoding has per head)."""
     enc.per_head, enc.heads = check_bool("per_head", per_head), heads
+    enc.per_head_of = name, what
     if enc.per_head and heads is None:
         raise ValueError(f"{name}: per_head=True needs heads= (the number of query heads)")
 
 
-def check_per_head(enc, q: torch.Tensor, k: torch.Tensor, name: str, what: str) -> None:
-    """A per_head encoding's q and k must both have its `heads` heads (`what` is per head)."""
-    if enc.per_head and not q.shape[1] == k.shape[1] == enc.heads:
+def check_per_head(enc, q: torch.Tensor, k: torch.Tensor) -> None:
+    """A per_head encoding's (set_per_head) q and k must both have its `heads` heads."""
+    if getattr(enc, "per_head", False) and not q.shape[1] == k.shape[1] == enc.heads:
+        name, what = enc.per_head_of
         raise ValueError(
             f"{name} per_head=True has {what} for heads={enc.heads}; q and k have "
             f"{q.shape[1]} and {k.shape[1]} heads (grouped keys cannot share them): use "
@@ -84,7 +86,7 @@ class RotaryEncoding(PositionalEncoding):
     signed = False  # negative coordinates allowed (rope_nd's grid in [-1, 1])
 
     def __init__(self, dim, heads, head_dim, base, layout, rotary_dim, max_len=None) -> None:
-        super().__init__()
+        super().__init__(max_len)
         self.head_dim = head_dim_of(dim, heads, head_dim)
         check_float("base", base, gt=1)
         if layout not in PF.ROPE_LAYOUTS:
@@ -93,7 +95,6 @@ class RotaryEncoding(PositionalEncoding):
         if rotary_dim is not None:
             rotary_dim = check_rotary_dim(rotary_dim, self.head_dim, self._multiple)
         self._rotary_dim = rotary_dim
-        self.max_len = check_max_len(max_len)  # the hard limit
 
     def rotary_dim(self, head_dim: int | None = None) -> int:
         """R for inputs of head dim `head_dim` (default: the constructed one)."""
@@ -125,14 +126,15 @@ class RotaryEncoding(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         r = self.rotary_dim(q.shape[-1])
-        out = []
-        for x, pos, name in ((q, q_pos, "q_pos"), (k, k_pos, "k_pos")):
-            pos = self.check_positions(
-                pos, name=name, position_dims=self.position_dims, signed=self.signed
-            )
+        check_per_head(self, q, k)
+
+        def turn(x, pos, name):
             cos, sin = self._cos_sin(pos, r, x.dtype)  # [..., R/2]
-            out.append(PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference"))
-        return out[0], out[1]
+            return PF.apply_rope(x, cos=cos, sin=sin, layout=self.layout, engine="reference")
+
+        return self.each(
+            turn, q, k, q_pos, k_pos, position_dims=self.position_dims, signed=self.signed
+        )
 
     def angles(self, positions):
         positions = self.check_positions(

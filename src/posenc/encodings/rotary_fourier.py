@@ -10,7 +10,7 @@ from torch import nn
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_bool, check_float, check_int
-from posenc.encodings.rotary import RotaryEncoding, check_per_head, set_per_head
+from posenc.encodings.rotary import RotaryEncoding, set_per_head
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary_learned import fope_cos_sin, fope_inv_freq
 
@@ -59,16 +59,12 @@ class FoPE(RotaryEncoding):
         M = min(K, max(1, r // 4)) if pairs is None else check_int("pairs", pairs, low=1)
         if M > K:
             raise ValueError(f"pairs must be <= K={K} (the kept frequencies), got {M}")
-        set_per_head(self, "fope", per_head, heads)
+        set_per_head(self, "fope", per_head, heads, "coefficients")
         shape = (heads, K, M) if self.per_head else (K, M)
         self.trainable = check_bool("learnable", learnable)
         gain = check_float("init_gain", init_gain, ge=0)
         self.cos_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
         self.sin_coef = nn.Parameter(eye_plus_xavier(shape, gain), requires_grad=self.trainable)
-
-    def rotate(self, q, k, q_pos, k_pos):
-        check_per_head(self, q, k, "fope", "coefficients")
-        return super().rotate(q, k, q_pos, k_pos)
 
     def _angles(self, positions, r, dtype):  # the K kept frequencies': angles() is [T, K]
         return position_angles(positions, self.inv_freq.to(positions.device), dtype)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from posenc.base import PositionalEncoding
-from posenc.checks import check_choice, check_float, check_max_len
+from posenc.checks import check_choice, check_float
 from posenc.encodings.rotary import check_head_dim, head_dim_of
 from posenc.functional.absolute import position_angles
 from posenc.functional.rotary import rope_align
@@ -44,8 +44,7 @@ class PoPE(PositionalEncoding):
         base: float = 10000.0,
         bias_init: str = "zeros",
     ) -> None:
-        super().__init__()
-        self.max_len = check_max_len(max_len)  # the hard limit
+        super().__init__(max_len)
         self.head_dim = head_dim_of(dim, heads, head_dim, need="pope")
         self.base = check_float("base", base, gt=1)
         check_choice("bias_init", bias_init, BIAS_INITS)
@@ -69,12 +68,13 @@ class PoPE(PositionalEncoding):
             raise ValueError(
                 f"q has {q.shape[1]} heads, but pope was built with heads={self.heads}"
             )
-        out = []
-        for x, pos, name, phase in ((q, q_pos, "q_pos", self.delta()), (k, k_pos, "k_pos", None)):
-            pos = self.check_positions(pos, name=name)
+
+        def turn(x, pos, name):
             angles = position_angles(pos, self.inv_freq.to(pos.device), x.dtype)  # [(B,) T, Dh]
-            out.append(apply_pope(x, rope_align(angles, x, name), phase))
-        return out[0], out[1]
+            phase = self.delta() if name == "q_pos" else None  # on the queries' angles
+            return apply_pope(x, rope_align(angles, x, name), phase)
+
+        return self.each(turn, q, k, q_pos, k_pos)
 
     def angles(self, positions):
         """positions [T] or [B, T] -> [(B,) T, Dh] float64 (the phase, an offset, not shown)."""
