@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -77,9 +77,10 @@ def SEED():
     return torch.Generator().manual_seed(1)
 
 
-def assert_same(got, want, dtype, what=""):
+def assert_same(got, want, dtype, what="", **tol):
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
-        torch.testing.assert_close(a.float(), b.float(), **TOL[dtype], msg=f"{what} tensor {i}")
+        tol = tol or TOL[dtype]
+        torch.testing.assert_close(a.float(), b.float(), **tol, msg=f"{what} tensor {i}")
 
 
 @pytest.fixture
@@ -336,6 +337,8 @@ def test_fire_fast_path_equals_eager(regime, dtype, small_blocks, fire_calls):
     Tq=st.integers(1, 12), Tk=st.integers(1, 12), q0=st.integers(0, 30), k0=st.integers(0, 30),
     causal=st.booleans(), block=st.integers(1, 13), L=st.sampled_from([2.0, 10.0, 64.0]),
 )  # fmt: skip
+@example(Tq=1, Tk=1, q0=0, k0=15, causal=False, block=1, L=2.0)  # one key: exact gradients 0
+@example(Tq=12, Tk=12, q0=0, k0=30, causal=False, block=3, L=2.0)  # the steepest slope
 def test_fire_any_positions_and_blocks(Tq, Tk, q0, k0, causal, block, L):
     """Queries before, among or after the keys, any threshold, any block: eager's numbers."""
     enc = make("fire")
@@ -344,7 +347,13 @@ def test_fire_any_positions_and_blocks(Tq, Tk, q0, k0, causal, block, L):
     q, k, v = torch.randn(1, H, Tq, DH), torch.randn(1, H, Tk, DH), torch.randn(1, H, Tk, DH)
     kw = dict(causal=causal, q_pos=torch.arange(q0, q0 + Tq), k_pos=torch.arange(k0, k0 + Tk))
     want = outputs_and_grads(enc, q, k, v, "eager", **kw)
-    assert_same(in_blocks(enc, q, k, v, block, **kw), want, torch.float32)
+    got = in_blocks(enc, q, k, v, block, **kw)
+    assert_same(got[:4], want[:4], torch.float32)
+    # FIRE's MLP weights: each gradient sums dS * d(bias)/d(weight) over every (i, j) pair, and
+    # at L = 2, 30 positions apart the slope is steep, so float32 rounding reaches ~1e-4 in it
+    # (a measured 9.7e-5 at Tq = Tk = 12, 2.1e-5 where one key makes the exact value 0); a
+    # wrong tile or term is off by the gradient's own size (0.1 - 10)
+    assert_same(got[4:], want[4:], None, "FIRE's MLP", atol=1e-4, rtol=1e-4)
 
 
 def test_fire_past_its_threshold_holds_no_full_score_matrix(fire_calls, monkeypatch):
