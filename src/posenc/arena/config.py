@@ -231,8 +231,6 @@ def validate_encodings(labels: list[str]) -> None:
         if why:
             raise ValueError(f"{label!r}: {why}")
         inner_name = kwargs.get("encoding") if name == "randomized" else None
-        if inner_name is not None and resolve(inner_name) is resolve("randomized"):
-            raise ValueError(f"{label!r}: randomized cannot wrap itself")
         own = kwargs.get("encoding_kwargs", {}) if inner_name else kwargs
         params = inspect.signature(resolve(inner_name or name)).parameters
         unknown = [k for k in own if k not in params]

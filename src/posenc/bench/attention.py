@@ -96,8 +96,7 @@ def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) ->
 def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
     """Rows "bias attn" and "bias attn fwd+bwd"; {encoding: {mode: {path: {T: {ms,
     peak_mb}}}}}."""
-    if optional("transformers") is None:
-        rep.notes.append("transformers not installed: the materialized T5/BLOOM paths skipped")
+    optional("transformers", rep.notes, "transformers", "the materialized T5/BLOOM paths")
     if not s.bias_flex:
         rep.notes.append("FlexAttention rows skipped in this run (they compile per shape)")
     out: dict = {}

@@ -145,12 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
-    if args.bias_T:
-        s.bias_T = tuple(args.bias_T)
-    if args.bias_encodings:
-        s.bias_encodings = tuple(args.bias_encodings)
-    if args.bias_paths:
-        s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
+    for field in ("bias_T", "bias_encodings", "bias_paths"):  # given: replaces the default
+        if getattr(args, field):
+            setattr(s, field, tuple(x for x in getattr(args, field) if x != "none"))
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
     t0 = time.time()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
