@@ -28,13 +28,13 @@ VALID_SEED = 54321  # the bar's validation instances (evaluation: posenc.arena.e
 CURVE = (0.125, 0.25, 0.5, 1.0)
 
 
-def param_groups(model: nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
+def param_groups(model: nn.Module) -> list[dict]:
     """AdamW groups: decay on the blocks' weight matrices; none on the embedding (tied with the
     head), norms, biases and the encoding's own parameters (tables, slopes, FIRE's MLP)."""
     decay, rest = [], []
     for name, p in model.named_parameters():
         (decay if decayed(name, p) else rest).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}]
 
 
 def lr_at(step: int, steps: int, lr: float) -> float:

@@ -40,11 +40,10 @@ def bias_case_worker(spec: dict) -> list[dict]:
     device, case = spec["device"], spec["encoding"]
     name, per = REGIMES.get(case, (case, 1))
     results = []
+    H, Dh = spec["H"], spec["Dh"]
     for T in spec["T"]:
         torch.manual_seed(0)
-        H, Dh = spec["H"], spec["Dh"]
-        enc = build(name, dim=H * Dh, heads=H, head_dim=Dh, train_len=max(1, T // per))
-        enc = enc.to(device)
+        enc = build(name, dim=H * Dh, heads=H, head_dim=Dh, train_len=max(1, T // per)).to(device)
         q, k, v = (torch.randn(1, H, T, Dh, device=device) for _ in range(3))  # [1, H, T, Dh]
         for mode in spec["modes"]:
             paths = [p for p in spec["paths"] if mode == "fwd" or p not in FWD_ONLY]
@@ -55,9 +54,8 @@ def bias_case_worker(spec: dict) -> list[dict]:
             reps = spec.get("turns") or spec["repeats"] * max(1, 8192 // T)  # short: more
             times = timeit_many(calls, device, reps, warmup=max(1, reps // 2))
             for p, run in calls.items():
-                peak = peak_extra_bytes(run, device)
-                row = dict(T=T, mode=mode, path=p, ms=times[p], peak_mb=max(peak, 0) / 1e6)
-                results.append(row)
+                peak = max(peak_extra_bytes(run, device), 0) / 1e6
+                results.append(dict(T=T, mode=mode, path=p, ms=times[p], peak_mb=peak))
         del q, k, v, enc
     return results
 
