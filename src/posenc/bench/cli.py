@@ -149,7 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, field):
             setattr(s, field, tuple(x for x in getattr(args, field) if x != "none"))
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
-    t0 = time.time()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     run = Progress(sections, mode, bias_share(s, sizes_for(args)))
     calls = {  # in run order; copy runs for rope too (its limit)
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [got[k] for k in ("copy", "rope", "precision", "bias", "train")]
     check_targets(rep, s, *results, args.quick, got["hf"], got["cli"])
     load = rep.machine["load_avg"]
-    rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
+    rep.notes.append(f"wall time {time.time() - run.start:.0f} s; load average at start {load}")
     print_report(rep)
     if args.json:
         write_json(rep, args.json)
