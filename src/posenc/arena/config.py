@@ -126,29 +126,23 @@ class TaskConfig:
     eval_tokens: int
 
 
-def default_eval_lens(task: str, L: int) -> list[int]:
-    """Every size 1..2L for the algorithmic tasks (passkey from its minimum), L..8L for lm."""
-    if task == "lm":
-        return [L, 2 * L, 4 * L, 8 * L]
-    low = 12 if task == "passkey" else 1
-    return list(range(min(low, L), 2 * L + 1))
-
-
 def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     """The run's settings for `task`: its defaults, overridden by what the run sets."""
     d = {**TASK_DEFAULTS[task], **cfg.overrides.get(task, {})}
-    pick = {k: d[k] if getattr(cfg, k, None) is None else getattr(cfg, k) for k in ALGO}
+    pick = {
+        k: d.get(k) if getattr(cfg, k, None) is None else getattr(cfg, k)
+        for k in (*ALGO, "train_len", "eval_lens", "encodings")
+    }
     pick["decay"] = min(pick["decay"], pick["steps"])  # a cap under the decay: decay to the cap
     if cfg.fixed_steps:
         pick["check_every"], pick["decay"] = 0, 0
-    L = cfg.train_len if cfg.train_len is not None else d["train_len"]
-    lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
-    lens = lens if lens is not None else default_eval_lens(task, L)
-    encodings = cfg.encodings if cfg.encodings is not None else d["encodings"]
-    encodings = on_backbones(encodings, cfg.backbones)
+    L, lens, encodings = pick["train_len"], pick.pop("eval_lens"), pick.pop("encodings")
+    if lens is None:  # lm: L..8L; the others every size 1..2L (passkey from its minimum, 12)
+        low = min(12 if task == "passkey" else 1, L)
+        lens = [L, 2 * L, 4 * L, 8 * L] if task == "lm" else range(low, 2 * L + 1)
     return TaskConfig(
-        task=task, encodings=tuple(encodings), seeds=cfg.seeds, train_len=L,
-        eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
+        task=task, encodings=tuple(on_backbones(encodings, cfg.backbones)),
+        seeds=cfg.seeds, eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
         eval_tokens=cfg.eval_tokens, **pick,
     )  # fmt: skip
 
