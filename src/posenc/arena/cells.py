@@ -12,6 +12,7 @@ import torch
 
 from posenc.arena.backbones import build_model
 from posenc.arena.config import (
+    HYBRIDS,
     PROTOCOL,
     RANDOMIZED_DRAWS,
     RANDOMIZED_REACH,
@@ -19,9 +20,9 @@ from posenc.arena.config import (
     backbone_of,
     drope_recipe,
     encoding_of,
+    hybrid_kwargs,
     split_label,
 )
-from posenc.arena.hybrid import HYBRIDS, hybrid_kwargs
 
 
 @dataclass(frozen=True)

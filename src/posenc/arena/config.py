@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
-from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.names import BACKBONES, DEFAULT_TASKS, TASK_NAMES, VARIANTS
 from posenc.checks import closest_names
 from posenc.cliargs import split_call
@@ -29,6 +28,13 @@ RANDOMIZED_DRAWS = 8
 DROPE_FRACTION = 0.2
 DROPE_WARMUP = 0.1
 DROPE_LR = 1.0
+# Hybrid per-layer schedules (TransformerLM's per-layer `encoding` and `window`): rnope-swa is
+# RoPE with a sliding window in three layers of four, NoPE with global attention in the fourth
+# and the last (Yang et al. 2025; Command A's 3:1). The window is shorter than training
+# sequences, so the global NoPE layer learns the long-range retrieval already in training.
+HYBRIDS = ("rnope-swa",)
+GLOBAL_EVERY = 4  # one global NoPE layer per four (3:1, Command A / Llama 4)
+WINDOW_FRACTION = 0.5  # the local layers' window: half the training length in tokens
 
 # Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
 # tasks; Press et al.'s perplexity findings and the zero-shot rope scalings on lm.
@@ -194,6 +200,18 @@ def drope_recipe(tc: TaskConfig) -> dict:
     steps = max(1, round(DROPE_FRACTION * tc.steps))
     return {"recipe": "drope-1", "encoding": "nope", "steps": steps, "lr": DROPE_LR * tc.lr,
             "warmup": max(1, round(DROPE_WARMUP * steps))}  # fmt: skip
+
+
+def hybrid_kwargs(name: str, depth: int, train_tokens: int) -> dict:
+    """TransformerLM's `encoding` schedule and per-layer `window` for a hybrid label."""
+    if name not in HYBRIDS:
+        raise ValueError(f"unknown hybrid {name!r}; known: {', '.join(HYBRIDS)}")
+    window = max(1, int(WINDOW_FRACTION * train_tokens))
+    is_global = [(i + 1) % GLOBAL_EVERY == 0 or i == depth - 1 for i in range(depth)]
+    return {
+        "encoding": ["nope" if g else "rope" for g in is_global],
+        "window": [None if g else window for g in is_global],
+    }
 
 
 def encoding_of(base: str) -> tuple[str, dict]:
