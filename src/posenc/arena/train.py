@@ -100,6 +100,7 @@ def task_seed(name: str) -> int:
 
 
 def atomic_save(obj, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -144,7 +145,6 @@ def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None
 
 def save_final(path: str, model: nn.Module, key: str, kwargs: dict, meta: dict) -> None:
     """{"config": kwargs (build_model rebuilds it), "model", "arena": meta + train_hash=key}."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     atomic_save({"config": dict(kwargs), "model": sd, "arena": {"train_hash": key, **meta}}, path)
 
@@ -197,8 +197,8 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             rng.bit_generator.state = st["rng"]
             torch.set_rng_state(st["torch_rng"])
             step = int(st["step"])
-            curve, loss_ema = dict(st.get("curve", {})), st.get("loss_ema")
-            valid = dict(st.get("valid", {}))
+            curve, valid = dict(st.get("curve", {})), dict(st.get("valid", {}))
+            loss_ema = st.get("loss_ema")
             print(f"{name}: resuming at step {step}", file=sys.stderr, flush=True)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             print(f"{name}: {state_path} does not fit ({type(err).__name__}); training "
@@ -229,7 +229,6 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             if valid[step] >= tc.stop:
                 break
         if step < steps and time.time() - last_save >= checkpoint_seconds:
-            os.makedirs(os.path.dirname(state_path), exist_ok=True)
             atomic_save(
                 {
                     "train_hash": key,
