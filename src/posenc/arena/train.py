@@ -127,8 +127,7 @@ def read_checkpoint(path: str, name: str) -> dict | None:
 
 
 def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None:
-    """The finished model saved at `path` under `key` (a hash of what decides it), built from
-    `kwargs`; or None."""
+    """The finished model saved at `path` under `key` (a hash), built from `kwargs`; or None."""
     ckpt = read_checkpoint(path, name)
     if ckpt is None or ckpt.get("arena", {}).get("train_hash") != key:
         return None

@@ -143,8 +143,7 @@ def bias_case_worker(spec: dict) -> list[dict]:
 
 
 def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) -> list[dict]:
-    """The workers of one encoding: posenc with the limit side by side, before, flex,
-    materialized."""
+    """The worker specs of one encoding: posenc with the limit, before, flex, materialized."""
     base = dict(
         device=device, encoding=name, H=s.bias_H, Dh=s.bias_Dh, threads=threads,
         repeats=max(1, min(s.repeats, 3)),
@@ -174,8 +173,7 @@ def worker_specs(rep: Report, s: Sizes, name: str, device: str, threads: int) ->
 
 
 def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
-    """Rows "bias attn" and "bias attn fwd+bwd"; {encoding: {mode: {path: {T: {ms,
-    peak_mb}}}}}."""
+    """Rows "bias attn" and "bias fwd+bwd"; {encoding: {mode: {path: {T: {ms, peak_mb}}}}}."""
     optional("transformers", rep.notes, "transformers", "the materialized T5/BLOOM paths")
     if not s.bias_flex:
         rep.notes.append("FlexAttention rows skipped in this run (they compile per shape)")
@@ -210,8 +208,7 @@ def bench_bias(rep: Report, s: Sizes, device: str, threads: int) -> dict:
 
 
 def limit_summary(bias: dict, Ts) -> list[str]:
-    """One line per case and mode: posenc's time / SDPA-without-bias's at every T, measured side
-    by side in one process."""
+    """One line per case and mode: posenc's time / SDPA-without-bias's (one process) at every T."""
     lines = []
     for name, res in bias.items():
         for mode in MODES:
