@@ -1,6 +1,6 @@
-"""The hybrid schedules of the arena (posenc.arena.hybrid): rnope-swa builds RoPE layers with a
-sliding window of half the training length and one global NoPE layer in four, the label parses
-and runs through the arena, and it stays on posenc's backbone."""
+"""The hybrid schedules of the arena (posenc.arena.config.hybrid_kwargs): rnope-swa builds RoPE
+layers with a sliding window of half the training length and one global NoPE layer in four, the
+label parses and runs through the arena, and it stays on posenc's backbone."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import torch
 import posenc
 from posenc.arena.backbones import build_model
 from posenc.arena.cells import model_kwargs
-from posenc.arena.config import ArenaConfig, on_backbones, task_config, validate_encodings
-from posenc.arena.hybrid import hybrid_kwargs
+from posenc.arena.config import (
+    ArenaConfig,
+    hybrid_kwargs,
+    on_backbones,
+    task_config,
+    validate_encodings,
+)
 from posenc.arena.runner import run
 from posenc.arena.store import Store
 from posenc.arena.tasks import build_task

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
-from posenc.arena.hybrid import HYBRIDS
 from posenc.arena.names import BACKBONES, DEFAULT_TASKS, TASK_NAMES, VARIANTS
 from posenc.checks import closest_names
 from posenc.cliargs import split_call
@@ -29,6 +28,13 @@ RANDOMIZED_DRAWS = 8
 DROPE_FRACTION = 0.2
 DROPE_WARMUP = 0.1
 DROPE_LR = 1.0
+# Hybrid per-layer schedules (TransformerLM's per-layer `encoding` and `window`): rnope-swa is
+# RoPE with a sliding window in three layers of four, NoPE with global attention in the fourth
+# and the last (Yang et al. 2025; Command A's 3:1). The window is shorter than training
+# sequences, so the global NoPE layer learns the long-range retrieval already in training.
+HYBRIDS = ("rnope-swa",)
+GLOBAL_EVERY = 4  # one global NoPE layer per four (3:1, Command A / Llama 4)
+WINDOW_FRACTION = 0.5  # the local layers' window: half the training length in tokens
 
 # Kazemnejad et al.'s comparison and Ruoss et al.'s randomized positions, on the algorithmic
 # tasks; Press et al.'s perplexity findings and the zero-shot rope scalings on lm.
@@ -126,29 +132,23 @@ class TaskConfig:
     eval_tokens: int
 
 
-def default_eval_lens(task: str, L: int) -> list[int]:
-    """Every size 1..2L for the algorithmic tasks (passkey from its minimum), L..8L for lm."""
-    if task == "lm":
-        return [L, 2 * L, 4 * L, 8 * L]
-    low = 12 if task == "passkey" else 1
-    return list(range(min(low, L), 2 * L + 1))
-
-
 def task_config(cfg: ArenaConfig, task: str) -> TaskConfig:
     """The run's settings for `task`: its defaults, overridden by what the run sets."""
     d = {**TASK_DEFAULTS[task], **cfg.overrides.get(task, {})}
-    pick = {k: d[k] if getattr(cfg, k, None) is None else getattr(cfg, k) for k in ALGO}
+    pick = {
+        k: d.get(k) if getattr(cfg, k, None) is None else getattr(cfg, k)
+        for k in (*ALGO, "train_len", "eval_lens", "encodings")
+    }
     pick["decay"] = min(pick["decay"], pick["steps"])  # a cap under the decay: decay to the cap
     if cfg.fixed_steps:
         pick["check_every"], pick["decay"] = 0, 0
-    L = cfg.train_len if cfg.train_len is not None else d["train_len"]
-    lens = cfg.eval_lens if cfg.eval_lens is not None else d.get("eval_lens")
-    lens = lens if lens is not None else default_eval_lens(task, L)
-    encodings = cfg.encodings if cfg.encodings is not None else d["encodings"]
-    encodings = on_backbones(encodings, cfg.backbones)
+    L, lens, encodings = pick["train_len"], pick.pop("eval_lens"), pick.pop("encodings")
+    if lens is None:  # lm: L..8L; the others every size 1..2L (passkey from its minimum, 12)
+        low = min(12 if task == "passkey" else 1, L)
+        lens = [L, 2 * L, 4 * L, 8 * L] if task == "lm" else range(low, 2 * L + 1)
     return TaskConfig(
-        task=task, encodings=tuple(encodings), seeds=cfg.seeds, train_len=L,
-        eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
+        task=task, encodings=tuple(on_backbones(encodings, cfg.backbones)),
+        seeds=cfg.seeds, eval_lens=tuple(sorted(set(lens))), eval_samples=cfg.eval_samples,
         eval_tokens=cfg.eval_tokens, **pick,
     )  # fmt: skip
 
@@ -202,6 +202,18 @@ def drope_recipe(tc: TaskConfig) -> dict:
             "warmup": max(1, round(DROPE_WARMUP * steps))}  # fmt: skip
 
 
+def hybrid_kwargs(name: str, depth: int, train_tokens: int) -> dict:
+    """TransformerLM's `encoding` schedule and per-layer `window` for a hybrid label."""
+    if name not in HYBRIDS:
+        raise ValueError(f"unknown hybrid {name!r}; known: {', '.join(HYBRIDS)}")
+    window = max(1, int(WINDOW_FRACTION * train_tokens))
+    is_global = [(i + 1) % GLOBAL_EVERY == 0 or i == depth - 1 for i in range(depth)]
+    return {
+        "encoding": ["nope" if g else "rope" for g in is_global],
+        "window": [None if g else window for g in is_global],
+    }
+
+
 def encoding_of(base: str) -> tuple[str, dict]:
     """A trained label -> (registry name, encoding_kwargs): 'randomized:rope' ->
     ('randomized', {'encoding': 'rope'}); 'learned(max_len=64)' -> ('learned', {'max_len': 64})."""
@@ -231,8 +243,6 @@ def validate_encodings(labels: list[str]) -> None:
         if why:
             raise ValueError(f"{label!r}: {why}")
         inner_name = kwargs.get("encoding") if name == "randomized" else None
-        if inner_name is not None and resolve(inner_name) is resolve("randomized"):
-            raise ValueError(f"{label!r}: randomized cannot wrap itself")
         own = kwargs.get("encoding_kwargs", {}) if inner_name else kwargs
         params = inspect.signature(resolve(inner_name or name)).parameters
         unknown = [k for k in own if k not in params]

@@ -70,7 +70,7 @@ def load_corpus(path: str | None = None) -> Corpus:
             continue
         to_valid = len(files) > 1 and hashlib.sha1(rel.encode()).digest()[0] % VALID_EVERY == 0
         (valid if to_valid else train).append(data)
-    if not train and not valid or sum(map(len, train + valid)) == 0:
+    if sum(map(len, train + valid)) == 0:
         raise ValueError(f"--corpus: {path or root} holds no text")
     if not train or not valid:
         blob = b"".join(train + valid)

@@ -5,7 +5,6 @@ the trained model, keyed by its hash and the recipe (docs/arena/README.md, DroPE
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -22,7 +21,6 @@ ENCODING_KEYS = ("encodings.", "encoding.")  # TransformerLM's encodings, HFLlam
 
 def dropped_kwargs(kwargs: dict) -> dict:
     """A trained model's settings with its encoding replaced by "nope" (no positions at all)."""
-    kwargs = json.loads(json.dumps(kwargs))
     if not isinstance(kwargs["encoding"], str):
         raise ValueError("DroPE drops one shared encoding; a per-layer schedule is not one")
     return dict(kwargs, encoding="nope", encoding_kwargs={})

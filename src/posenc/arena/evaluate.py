@@ -4,7 +4,6 @@ every encoding and seed is measured on the same instances."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -27,9 +26,9 @@ MATERIALIZE = 2**22  # largest heads * T * T bias for which evaluation uses sdpa
 
 def variant_model(model: nn.Module, cell: Cell, device: str) -> nn.Module:
     """The trained rope model rebuilt with the cell's zero-shot rope scaling."""
-    kwargs = json.loads(json.dumps(cell.train_cfg["model"]))
-    kwargs["encoding_kwargs"] = dict(kwargs["encoding_kwargs"], scaling=cell.cfg["rope_scaling"])
-    scaled = build_model(kwargs)
+    kwargs = cell.train_cfg["model"]
+    scaling = dict(kwargs["encoding_kwargs"], scaling=cell.cfg["rope_scaling"])
+    scaled = build_model(dict(kwargs, encoding_kwargs=scaling))
     scaled.load_state_dict(model.state_dict())
     return scaled.to(device).eval()
 

@@ -9,9 +9,9 @@ from posenc.arena.results import Results, main_metric
 from posenc.verdict import NOT_REPRODUCED, Absent, Claim, Measured, Rule
 
 
-def ratio(res: Results, L: int, enc: str, a: int, b: int, metric: str = "ppl"):
+def ratio(res: Results, L: int, enc: str, a: int, b: int):
     """Per seed ppl(b) / ppl(a) -> median [min–max], or None."""
-    pa, pb = res.per_seed("lm", L, metric, enc, a), res.per_seed("lm", L, metric, enc, b)
+    pa, pb = res.per_seed("lm", L, "ppl", enc, a), res.per_seed("lm", L, "ppl", enc, b)
     return spread([pb[s] / pa[s] for s in sorted(set(pa) & set(pb)) if pa[s]])
 
 

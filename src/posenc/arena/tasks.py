@@ -136,8 +136,7 @@ class PasskeyTask(_Task):
         key = rng.integers(0, 10, size=(count, k)) + self.DIGIT0
         fill = rng.integers(0, self.fillers, size=(count, n_fill)) + self.FILLER0
         depth = rng.integers(0, n_fill + 1, size=count)
-        for i in range(count):
-            d = depth[i]
+        for i, d in enumerate(depth):
             s[i] = np.concatenate(
                 [fill[i, :d], [self.KEY], key[i], fill[i, d:], [self.QUERY], key[i]]
             )

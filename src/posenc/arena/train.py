@@ -28,13 +28,13 @@ VALID_SEED = 54321  # the bar's validation instances (evaluation: posenc.arena.e
 CURVE = (0.125, 0.25, 0.5, 1.0)
 
 
-def param_groups(model: nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[dict]:
+def param_groups(model: nn.Module) -> list[dict]:
     """AdamW groups: decay on the blocks' weight matrices; none on the embedding (tied with the
     head), norms, biases and the encoding's own parameters (tables, slopes, FIRE's MLP)."""
     decay, rest = [], []
     for name, p in model.named_parameters():
         (decay if decayed(name, p) else rest).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}]
 
 
 def lr_at(step: int, steps: int, lr: float) -> float:
@@ -100,6 +100,7 @@ def task_seed(name: str) -> int:
 
 
 def atomic_save(obj, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -126,8 +127,7 @@ def read_checkpoint(path: str, name: str) -> dict | None:
 
 
 def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None:
-    """The finished model saved at `path` under `key` (a hash of what decides it), built from
-    `kwargs`; or None."""
+    """The finished model saved at `path` under `key` (a hash), built from `kwargs`; or None."""
     ckpt = read_checkpoint(path, name)
     if ckpt is None or ckpt.get("arena", {}).get("train_hash") != key:
         return None
@@ -144,7 +144,6 @@ def load_final(path: str, key: str, kwargs: dict, name: str) -> nn.Module | None
 
 def save_final(path: str, model: nn.Module, key: str, kwargs: dict, meta: dict) -> None:
     """{"config": kwargs (build_model rebuilds it), "model", "arena": meta + train_hash=key}."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     atomic_save({"config": dict(kwargs), "model": sd, "arena": {"train_hash": key, **meta}}, path)
 
@@ -197,8 +196,8 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             rng.bit_generator.state = st["rng"]
             torch.set_rng_state(st["torch_rng"])
             step = int(st["step"])
-            curve, loss_ema = dict(st.get("curve", {})), st.get("loss_ema")
-            valid = dict(st.get("valid", {}))
+            curve, valid = dict(st.get("curve", {})), dict(st.get("valid", {}))
+            loss_ema = st.get("loss_ema")
             print(f"{name}: resuming at step {step}", file=sys.stderr, flush=True)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             print(f"{name}: {state_path} does not fit ({type(err).__name__}); training "
@@ -229,7 +228,6 @@ def fit(name: str, key: str, final: str, fresh, steps: int, lr_of, task, tc: Tas
             if valid[step] >= tc.stop:
                 break
         if step < steps and time.time() - last_save >= checkpoint_seconds:
-            os.makedirs(os.path.dirname(state_path), exist_ok=True)
             atomic_save(
                 {
                     "train_hash": key,

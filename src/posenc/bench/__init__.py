@@ -1,7 +1,7 @@
 """`posenc bench`: speed and memory of posenc side by side with the libraries people use.
 
 Sections, in run order: cli (startup.py), copy and rope (rope.py), table (sinusoidal.py),
-precision, bias (attention.py, bias_paths.py), train, hf, syncs; common.py (Sizes, the timer),
+precision, bias (attention.py), train, hf, syncs; common.py (Sizes, the timer),
 workers.py (subprocesses, peak memory), targets.py (verdict findings), report.py, cli.py.
 "ratio" = the row's time / posenc's (> 1: posenc is faster); "of limit" = the limit's / the row's.
 """

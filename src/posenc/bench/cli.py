@@ -145,14 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--device cuda: no CUDA device here; allowed: cpu")
     torch.set_num_threads(args.threads)
     s, device = sizes_for(args), args.device
-    if args.bias_T:
-        s.bias_T = tuple(args.bias_T)
-    if args.bias_encodings:
-        s.bias_encodings = tuple(args.bias_encodings)
-    if args.bias_paths:
-        s.bias_paths = tuple(x for x in args.bias_paths if x != "none")
+    for field in ("bias_T", "bias_encodings", "bias_paths"):  # given: replaces the default
+        if getattr(args, field):
+            setattr(s, field, tuple(x for x in getattr(args, field) if x != "none"))
     rep = Report(machine=machine_info(args.threads, device), args=vars(args))
-    t0 = time.time()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     run = Progress(sections, mode, bias_share(s, sizes_for(args)))
     calls = {  # in run order; copy runs for rope too (its limit)
@@ -173,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [got[k] for k in ("copy", "rope", "precision", "bias", "train")]
     check_targets(rep, s, *results, args.quick, got["hf"], got["cli"])
     load = rep.machine["load_avg"]
-    rep.notes.append(f"wall time {time.time() - t0:.0f} s; load average at start {load}")
+    rep.notes.append(f"wall time {time.time() - run.start:.0f} s; load average at start {load}")
     print_report(rep)
     if args.json:
         write_json(rep, args.json)

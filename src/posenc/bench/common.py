@@ -87,9 +87,11 @@ def timeit_many(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
-def optional(module: str):
-    """Import a benchmarked library, or None (the caller adds a 'not installed' note)."""
+def optional(module: str, notes: list | None = None, name: str = "", what: str = ""):
+    """Import a benchmarked library, or None, noting "<name> not installed: <what> skipped"."""
     try:
         return __import__(module, fromlist=["_"])
     except Exception:  # noqa: BLE001 - missing or broken: skipped either way
+        if notes is not None:
+            notes.append(f"{name} not installed: {what + ' ' if what else ''}skipped")
         return None

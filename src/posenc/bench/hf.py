@@ -31,8 +31,7 @@ def hf_model(smoke: bool):
 
 def bench_hf(rep: Report, s: Sizes, device: str) -> dict | None:
     """Rows "hf" (ratio: the row's time / posenc's); {"fwd"|"decode": posenc / transformers}."""
-    if optional("transformers") is None:
-        rep.notes.append("transformers not installed: section hf skipped")
+    if optional("transformers", rep.notes, "transformers", "section hf") is None:
         return None
     model, name = hf_model(smoke=s.B == 1 or not s.hf_real)
     model = model.to(device)

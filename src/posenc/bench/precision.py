@@ -44,6 +44,9 @@ def ours_rope(q, k, pos, inv):
     return _rope_qk_fast(q, k, pos, None, inv)
 
 
+PAIRS = {"table": (sinusoidal_table, product_table), "rope": (ours_rope, product_rope)}
+
+
 def bench_precision(rep: Report, s: Sizes, device: str) -> float:
     """Rows "precision"; returns the largest cost ratio posenc / float32 products."""
     torch.manual_seed(0)
@@ -61,29 +64,20 @@ def bench_precision(rep: Report, s: Sizes, device: str) -> float:
         exact = lambda p: ours_rope(q64, k64, p, inv)[0]  # noqa: E731 - float64 throughout
         return largest_error(lambda p: rope(q32, k32, p, inv)[0], exact, device)
 
-    errors = {
-        "table": (table_error(sinusoidal_table), table_error(product_table)),
-        "rope": (rope_error(ours_rope), rope_error(product_rope)),
-    }
+    error_of = {"table": table_error, "rope": rope_error}
+    errors = {what: [error_of[what](fn) for fn in fns] for what, fns in PAIRS.items()}
     worst = 0.0
     for T in s.precision_T:
         pos = torch.arange(T, device=device)  # [T]
         q = torch.randn(1, s.H, T, s.Dh, device=device)  # [1, H, T, Dh]
         k = torch.randn_like(q)
-        cases = {
-            "table": (
-                f"sin table T={T} D={D}",
-                partial(sinusoidal_table, pos, D),
-                partial(product_table, pos, D),
-            ),
-            "rope": (
-                f"rope q,k [1,{s.H},{T},{s.Dh}]",
-                partial(ours_rope, q, k, pos, inv),
-                partial(product_rope, q, k, pos, inv),
-            ),
+        cases = {  # what -> (case, the arguments of its PAIRS)
+            "table": (f"sin table T={T} D={D}", (pos, D)),
+            "rope": (f"rope q,k [1,{s.H},{T},{s.Dh}]", (q, k, pos, inv)),
         }
-        for what, (case, ours, product) in cases.items():
-            ms = list(timeit_many({0: ours, 1: product}, device, s.repeats, s.warmup).values())
+        for what, (case, args) in cases.items():
+            calls = {i: partial(fn, *args) for i, fn in enumerate(PAIRS[what])}
+            ms = list(timeit_many(calls, device, s.repeats, s.warmup).values())
             worst = max(worst, ms[0] / ms[1])
             impls = ("posenc (float64-reduced angles)", "float32 products")
             for impl, t, e in zip(impls, ms, errors[what], strict=True):

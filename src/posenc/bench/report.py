@@ -26,8 +26,7 @@ class Row:
 
 
 class LiveRows(list):
-    """Report.rows: each row is also printed to stderr as it is measured (the table comes at
-    the end, on stdout)."""
+    """Report.rows: each row also printed to stderr as it is measured (the table: stdout, last)."""
 
     def append(self, row: Row) -> None:
         super().append(row)

@@ -41,7 +41,7 @@ def rope_impls(s: Sizes, device: str, notes: list[str], out: tuple):
         "posenc in-place": (lambda q, k: _rope_qk_fast(q, k, pos, None, inv, inplace=True), False),
         "posenc reference": (lambda q, k: reference_qk(q, k, pos, inv), True),
     }
-    tf = optional("transformers.models.llama.modeling_llama")
+    tf = optional("transformers.models.llama.modeling_llama", notes, "transformers", "its RoPE")
     if tf is not None:
         from transformers import LlamaConfig
 
@@ -57,18 +57,14 @@ def rope_impls(s: Sizes, device: str, notes: list[str], out: tuple):
             return tf.apply_rotary_pos_emb(q, k, cos, sin)
 
         impls["transformers"] = (hf, True)
-    else:
-        notes.append("transformers not installed: its RoPE skipped")
-    ret = optional("rotary_embedding_torch")
+    ret = optional("rotary_embedding_torch", notes, "rotary-embedding-torch")
     if ret is not None:
         r = ret.RotaryEmbedding(dim=s.Dh).to(device)
         impls["rotary-embedding-torch"] = (
             lambda q, k: (r.rotate_queries_or_keys(q), r.rotate_queries_or_keys(k)),
             True,
         )
-    else:
-        notes.append("rotary-embedding-torch not installed: skipped")
-    xt = optional("x_transformers.x_transformers")
+    xt = optional("x_transformers.x_transformers", notes, "x-transformers")
     if xt is not None:
         xr = xt.RotaryEmbedding(s.Dh).to(device)
 
@@ -77,8 +73,6 @@ def rope_impls(s: Sizes, device: str, notes: list[str], out: tuple):
             return tuple(xt.apply_rotary_pos_emb(x, freqs, scale) for x in (q, k))
 
         impls["x-transformers"] = (xtr, True)
-    else:
-        notes.append("x-transformers not installed: skipped")
     if device == "cuda":
         add_cuda_rope_impls(impls, *rope_cos_sin(pos, inv), notes)
     else:
@@ -87,15 +81,13 @@ def rope_impls(s: Sizes, device: str, notes: list[str], out: tuple):
 
 
 def add_cuda_rope_impls(impls, cos, sin, notes) -> None:  # cos, sin [T, Dh/2]
-    liger = optional("liger_kernel.ops.rope")
+    liger = optional("liger_kernel.ops.rope", notes, "Liger-Kernel")
     if liger is not None:
         full_cos = torch.cat((cos, cos), -1)[None]  # [1, T, Dh]
         full_sin = torch.cat((sin, sin), -1)[None]
         fn = liger.LigerRopeFunction.apply
         impls["Liger-Kernel"] = (lambda q, k: fn(q, k, full_cos, full_sin), True)
-    else:
-        notes.append("Liger-Kernel not installed: skipped")
-    fa = optional("flash_attn.layers.rotary")
+    fa = optional("flash_attn.layers.rotary", notes, "flash-attn")
     if fa is not None:
 
         def flash(q, k):  # flash-attn wants [B, T, H, Dh]
@@ -103,8 +95,6 @@ def add_cuda_rope_impls(impls, cos, sin, notes) -> None:  # cos, sin [T, Dh/2]
             return fa.apply_rotary_emb(qt, cos, sin), fa.apply_rotary_emb(kt, cos, sin)
 
         impls["flash-attn"] = (flash, True)
-    else:
-        notes.append("flash-attn not installed: skipped")
 
 
 def bench_rope(rep: Report, s: Sizes, device: str, copy_ms: float) -> dict:

@@ -14,9 +14,8 @@ def bench_table(rep: Report, s: Sizes, device: str) -> None:
     case = f"T={s.table_T} D={s.table_dim}"
     ours = timeit(lambda: sinusoidal_table(pos, s.table_dim), device, s.repeats)
     rep.rows.append(Row("sin table", case, "posenc", ours, 1.0))
-    pe = optional("positional_encodings.torch_encodings")
+    pe = optional("positional_encodings.torch_encodings", rep.notes, "positional-encodings")
     if pe is None:
-        rep.notes.append("positional-encodings not installed: skipped")
         return
     enc = pe.PositionalEncoding1D(s.table_dim).to(device)
     x = torch.zeros(1, s.table_T, s.table_dim, device=device)  # [1, T, D]

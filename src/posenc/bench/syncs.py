@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from unittest import mock
 
 import torch
 
@@ -17,6 +18,9 @@ from posenc.encodings import build
 
 READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
 BACKENDS = ("auto", "eager")
+# (owner, attribute) -> what a call counts as: a read of a value into Python, a position check
+COUNTED = {(torch.Tensor, name): "syncs" for name in READS}
+COUNTED.update({(torch, "equal"): "syncs", (checks, "_check_position_values"): "checks"})
 
 
 @contextlib.contextmanager
@@ -31,18 +35,10 @@ def counting():
 
         return run
 
-    saved = {name: getattr(torch.Tensor, name) for name in READS}
-    equal, check = torch.equal, checks._check_position_values
-    try:
-        for name, fn in saved.items():
-            setattr(torch.Tensor, name, counted(fn, "syncs"))
-        torch.equal = counted(equal, "syncs")
-        checks._check_position_values = counted(check, "checks")
+    with contextlib.ExitStack() as stack:
+        for (owner, name), key in COUNTED.items():
+            stack.enter_context(mock.patch.object(owner, name, counted(getattr(owner, name), key)))
         yield n
-    finally:
-        for name, fn in saved.items():
-            setattr(torch.Tensor, name, fn)
-        torch.equal, checks._check_position_values = equal, check
 
 
 def syncs_per_call(name: str, given: bool, backend: str, T: int = 64) -> dict:

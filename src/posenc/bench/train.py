@@ -6,6 +6,7 @@ arena's default size, and of the score encodings against posenc before issue 15
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import torch
 
@@ -47,9 +48,7 @@ def bench_train(rep: Report, s: Sizes, device: str) -> dict:
     cfg = SMOKE if s.B == 1 else arena_size()  # s.B == 1: --smoke
     B, T = cfg["batch"], cfg["T"]
     out = {}
-    xt = optional("x_transformers")
-    if xt is None:
-        rep.notes.append("x-transformers not installed: training comparison skipped")
+    xt = optional("x_transformers", rep.notes, "x-transformers", "training comparison")
     for encoding in s.train_encodings:
         steps = {"posenc": train_step(cfg, encoding, device)}
         if xt is not None:
@@ -99,7 +98,6 @@ def train_step(cfg: dict, encoding: str, device: str, build=posenc_model):
 def score_vs_before(rep: Report, s: Sizes, device: str, cfg: dict, encoding: str) -> dict:
     """Rows "train" for one score encoding: posenc, posenc before, nope; {impl: tokens/s}."""
     step, limit = train_step(cfg, encoding, device), train_step(cfg, "nope", device)
-    old = os.environ.get(ENV_VAR)
 
     def with_env(value):
         def run():
@@ -108,13 +106,9 @@ def score_vs_before(rep: Report, s: Sizes, device: str, cfg: dict, encoding: str
 
         return run
 
-    try:
+    with mock.patch.dict(os.environ):  # the environment as it was after
         fns = {"posenc": with_env("1"), "posenc before": with_env("0"), "nope": limit}
         ms = timeit_many(fns, device, s.train_steps, warmup=3)
-    finally:
-        os.environ.pop(ENV_VAR, None)
-        if old is not None:
-            os.environ[ENV_VAR] = old
     B, T = cfg["batch"], cfg["T"]
     case = case_of(cfg, encoding)
     labels = {"posenc": "posenc", "posenc before": f"posenc before ({ENV_VAR}=0)",

@@ -68,8 +68,7 @@ def available_memory() -> float:
 
 
 def run_worker(spec: dict) -> list[dict]:
-    """Run one worker (`posenc.bench --worker`) in a fresh process, which ends if this one
-    does (posenc.lifeline); its JSON result."""
+    """The JSON result of `posenc.bench --worker` in a fresh process tied to this one (lifeline)."""
     spec = dict(spec, parent=os.getpid())
     cmd = [sys.executable, "-m", "posenc.bench", "--worker", json.dumps(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
