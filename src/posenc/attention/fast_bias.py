@@ -27,6 +27,7 @@ import os
 import torch
 from torch.autograd.function import once_differentiable
 
+from posenc.attention.call import Backend
 from posenc.attention.eager import repeat_kv
 from posenc.kernels import cpu_bias
 
@@ -103,8 +104,8 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     return out, ""
 
 
-class Distance:
-    """The backend: can_run keeps plan()'s groups in the call's memo for run."""
+class Distance(Backend):
+    """The backend, taken wherever it runs: can_run keeps plan()'s groups in the call's memo."""
 
     def can_run(self, call) -> str | None:
         args = (call.q, call.k, call.q_pos, call.k_pos, call.causal, call.mask, call.default_pos)
@@ -116,9 +117,6 @@ class Distance:
         if groups is None:
             return f"backend='distance' cannot run this call: {why}; use 'auto'"
         return None
-
-    def picks(self, call) -> bool:
-        return True  # wherever it runs
 
     def run(self, call) -> torch.Tensor:
         if "distance" not in call.memo and (why := self.can_run(call)) is not None:
