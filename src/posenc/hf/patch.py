@@ -447,14 +447,6 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
         )
 
 
-def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
-    """transformers' rotary module rebuilt with new rope_parameters; None where it cannot be."""
-    try:
-        return _rebuilt(type(module), cfg_obj, new_params)
-    except Exception:
-        return None
-
-
 def _rebuilt(cls, cfg_obj, new_params, *args):
     """cls(a copy of cfg_obj with rope_parameters new_params, *args), its warnings silenced."""
     new_cfg = copy.deepcopy(cfg_obj)
@@ -554,8 +546,11 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
                 if rope.axes is not None and len(rope.axes) == len(own[t].axes or []):
                     rope.axes = own[t].axes
             cfg_obj = getattr(module, "config", None) or model.config
-            ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
-            if ref is not None:  # transformers' module rebuilt with it must give the same
+            try:  # transformers' module rebuilt with it (where it can be) must give the same
+                ref = _rebuilt(type(module), cfg_obj, new_cfg["rope_parameters"])
+            except Exception:
+                ref = None
+            if ref is not None:
                 got, _ = identify(ref, f"{name} rebuilt with the scaling", new_cfg, dict(ropes))
                 if got != form:
                     raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
