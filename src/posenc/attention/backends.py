@@ -80,7 +80,8 @@ class Eager(Backend):
         return False  # the reference: never auto's choice
 
     def run(self, call: Call) -> torch.Tensor:
-        H, Tq, Tk = call.heads, call.q.shape[2], call.k.shape[2]
+        _, H, Tq, _ = call.q.shape
+        Tk = call.k.shape[2]
         q_pos, k_pos, P = call.q_pos, call.k_pos, call.position_dims
         k, v = repeat_kv(call.k, H), repeat_kv(call.v, H)
         allowed = allowed_mask(q_pos, k_pos, call.causal, call.mask, 0, Tq, P, Tk - Tq)

@@ -29,10 +29,6 @@ class Call:
     memo: dict = field(default_factory=dict)  # work a backend's can_run did for its run
 
     @property
-    def heads(self) -> int:
-        return self.q.shape[1]
-
-    @property
     def position_dims(self) -> int:
         return self.encoding.position_dims if self.encoding is not None else 1
 

@@ -262,14 +262,10 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
                         rope, scores, head_dims[layer_type] = other, tried, head_dim
                         ropes[layer_type] = other
                         break
-            fitting = {f: s for f, s in scores.items() if s is not None}
-            if form is None:
-                fitting = {f: s for f, s in fitting.items() if s <= 0}
-                if not fitting:
-                    raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
-                form = next(iter(fitting))
-            elif not fitting or fitting[form] > 0:
+            fitting = [f for f, s in scores.items() if s is not None and s <= 0]
+            if not fitting:  # (once the form is known, scores holds it alone)
                 raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
+            form = fitting[0]
             head_dims.setdefault(layer_type, None)
     return form, {t: d for t, d in head_dims.items() if d is not None}
 
