@@ -1,5 +1,5 @@
-"""One attention call, validated and normalized once (posenc.attention.prepare), and the
-protocol every backend keeps: `can_run(call) -> None | reason` and `run(call) -> out`."""
+"""One attention call, validated and normalized once (posenc.attention.prepare), and the base
+class of every backend: `can_run(call) -> None | reason`, `picks(call)`, `run(call) -> out`."""
 
 from __future__ import annotations
 
