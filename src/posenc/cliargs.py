@@ -145,10 +145,6 @@ def integer(low: int | None = None, high: int | None = None, even: bool = False)
     return parse
 
 
-def even_integer(low: int):
-    return integer(low, even=True)
-
-
 def number(low: float = 0.0):
     """A finite float >= low."""
 

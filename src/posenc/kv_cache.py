@@ -12,22 +12,10 @@ from posenc.checks import check_float, check_int
 
 
 class KVCache:
-    """Every layer's unencoded k, v [depth, B, Hkv, max_tokens, Dh], positions [B, max_tokens]
-    (+ [..., P]), preallocated."""
+    """Every layer's unencoded k, v of `shape` [depth, B, Hkv, max_tokens, Dh], positions
+    [B, max_tokens] (+ [..., P]), preallocated."""
 
-    def __init__(
-        self,
-        depth,
-        batch,
-        kv_heads,
-        head_dim,
-        max_tokens,
-        *,
-        position_dims=1,
-        device=None,
-        dtype=None,
-    ) -> None:
-        shape = (depth, batch, kv_heads, max_tokens, head_dim)
+    def __init__(self, shape: tuple, *, position_dims=1, device=None, dtype=None) -> None:
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.position_dims = position_dims

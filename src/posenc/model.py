@@ -220,8 +220,8 @@ class TransformerLM(nn.Module):
         attn = self.blocks[0].attn
         w = self.tok_emb.weight
         P = self.encoding.position_dims
-        shape = (self.depth, batch, attn.kv_heads, attn.head_dim, max_tokens)
-        return KVCache(*shape, position_dims=P, device=w.device, dtype=w.dtype)
+        shape = (self.depth, batch, attn.kv_heads, max_tokens, attn.head_dim)
+        return KVCache(shape, position_dims=P, device=w.device, dtype=w.dtype)
 
     def generate(self, tokens: torch.Tensor, max_new_tokens: int, **kwargs):
         """posenc.kv_cache.generate (temperature, top_k, return_logits)."""

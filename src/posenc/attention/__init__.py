@@ -33,31 +33,15 @@ from __future__ import annotations
 
 import torch
 
-from posenc.attention.backends import (  # BLOCK_ELEMENTS is read there: patch it there
-    AUTO_MATERIALIZE,
-    BLOCK_ELEMENTS,
-    Chunked,
-    Eager,
-    Flex,
-    Sdpa,
-    chunked_backend,
-    eager_backend,
-    flex_backend,
-    needs_grad,
-    sdpa_backend,
-)
+from posenc.attention.backends import AUTO_MATERIALIZE, Chunked, Eager, Flex, Sdpa
 from posenc.attention.call import Backend, BackendRefused, Call
-from posenc.attention.eager import allowed_mask, attend_block, repeat_kv
 from posenc.attention.fast_bias import Distance
 from posenc.attention.inputs import check_qkv, prepare_mask, prepare_positions
 from posenc.base import PositionalEncoding, one_directional, positions_given
 from posenc.checks import check_int
 
-__all__ = ["AUTO_MATERIALIZE", "AUTO_ORDER", "BACKENDS", "BLOCK_ELEMENTS", "REGISTRY", "Backend",
-           "BackendRefused", "Call", "allowed_mask", "attend_block", "attention", "check_qkv",
-           "choose_backend", "one_directional", "chunked_backend", "eager_backend", "flex_backend",
-           "needs_grad", "prepare", "prepare_mask", "prepare_positions", "repeat_kv",
-           "sdpa_backend"]  # fmt: skip
+__all__ = ["AUTO_MATERIALIZE", "AUTO_ORDER", "BACKENDS", "REGISTRY", "Backend", "BackendRefused",
+           "Call", "attention", "choose_backend", "prepare"]  # fmt: skip
 
 # The backends, name -> Backend (can_run / picks / run); `auto` tries AUTO_ORDER in turn.
 REGISTRY: dict[str, Backend] = {

@@ -1,10 +1,9 @@
-"""One attention call, validated and normalized once (posenc.attention.prepare), and the
-protocol every backend keeps: `can_run(call) -> None | reason` and `run(call) -> out`."""
+"""One attention call, validated and normalized once (posenc.attention.prepare), and the base
+class of every backend: `can_run(call) -> None | reason`, `picks(call)`, `run(call) -> out`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
@@ -30,10 +29,6 @@ class Call:
     memo: dict = field(default_factory=dict)  # work a backend's can_run did for its run
 
     @property
-    def heads(self) -> int:
-        return self.q.shape[1]
-
-    @property
     def position_dims(self) -> int:
         return self.encoding.position_dims if self.encoding is not None else 1
 
@@ -55,17 +50,21 @@ class Call:
         return type(self.encoding).__name__ if self.encoding is not None else "no encoding"
 
 
-class Backend(Protocol):
-    """A backend of posenc.attention; `auto` runs the first of AUTO_ORDER that picks and can run."""
+class Backend:
+    """A backend of posenc.attention; `auto` runs the first of AUTO_ORDER that picks and can run.
+    By default it runs every call and `auto` picks it wherever it can run."""
 
     def can_run(self, call: Call) -> str | None:
         """None where run(call) works, else why not (the ValueError an explicit choice gets)."""
+        return None
 
     def picks(self, call: Call) -> bool:
         """Whether `auto` would take this backend for the call, when it can run it."""
+        return True
 
     def run(self, call: Call) -> torch.Tensor:
         """[B, H, Tq, Dh] in q's dtype."""
+        raise NotImplementedError
 
 
 class BackendRefused(ValueError, NotImplementedError):

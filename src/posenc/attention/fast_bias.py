@@ -27,6 +27,7 @@ import os
 import torch
 from torch.autograd.function import once_differentiable
 
+from posenc.attention.call import Backend
 from posenc.attention.eager import repeat_kv
 from posenc.kernels import cpu_bias
 
@@ -103,8 +104,8 @@ def plan(enc, q, k, q_pos, k_pos, causal: bool, mask, default_pos: bool):
     return out, ""
 
 
-class Distance:
-    """The backend: can_run keeps plan()'s groups in the call's memo for run."""
+class Distance(Backend):
+    """The backend, taken wherever it runs: can_run keeps plan()'s groups in the call's memo."""
 
     def can_run(self, call) -> str | None:
         args = (call.q, call.k, call.q_pos, call.k_pos, call.causal, call.mask, call.default_pos)
@@ -117,30 +118,27 @@ class Distance:
             return f"backend='distance' cannot run this call: {why}; use 'auto'"
         return None
 
-    def picks(self, call) -> bool:
-        return True  # wherever it runs
-
     def run(self, call) -> torch.Tensor:
         if "distance" not in call.memo and (why := self.can_run(call)) is not None:
             raise ValueError(why)
-        if call.memo.get("fire") is not None:
-            return fire_backend(call.q, call.k, call.v, call.encoding, call.memo["fire"],
-                                call.causal, call.scale)  # fmt: skip
-        return distance_backend(call.q, call.k, call.v, call.memo["distance"], call.causal,
-                                call.scale)  # fmt: skip
-
-
-def distance_backend(q, k, v, groups, causal: bool, scale: float) -> torch.Tensor:
-    """[B, H, Tq, Dh] in q's dtype for the groups plan() made."""
-    H = q.shape[1]
-    qf = q.float()
-    kr = repeat_kv(k, H).float().flip(2)  # [B, H, Tk, Dh], keys in reverse order
-    vr = repeat_kv(v, H).float().flip(2)
-    outs = [
-        _DistanceBias.apply(*_rows(rows, qf, kr, vr), vec, delta, causal, scale)
-        for rows, delta, vec in groups
-    ]
-    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
+        q, H, causal, scale = call.q, call.q.shape[1], call.causal, call.scale
+        qf, kf, vf = q.float(), repeat_kv(call.k, H).float(), repeat_kv(call.v, H).float()
+        if call.memo.get("fire") is not None:  # the groups fire_plan made
+            outs = []
+            for rows, qp, kp, mask in call.memo["fire"]:
+                span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
+                psi, den, (z, A, B) = call.encoding.mlp_form(qp, span)
+                outs.append(_FireBias.apply(
+                    *_rows(rows, qf, kf, vf), psi.float(), den.float(), z, A, B,
+                    qp.contiguous(), kp.contiguous(), mask, causal, scale, q.dtype,
+                ))  # fmt: skip
+        else:  # plan()'s, the keys in reverse order
+            kr, vr = kf.flip(2), vf.flip(2)
+            outs = [
+                _DistanceBias.apply(*_rows(rows, qf, kr, vr), vec, delta, causal, scale)
+                for rows, delta, vec in call.memo["distance"]
+            ]
+        return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
 
 def _rows(rows: slice | None, *tensors) -> tuple:
@@ -282,22 +280,6 @@ def fire_plan(enc, q, k, q_pos, k_pos, causal: bool, mask):
         for b in range(q.shape[0])
     ]
     return groups, ""
-
-
-def fire_backend(q, k, v, enc, groups, causal: bool, scale: float) -> torch.Tensor:
-    """[B, H, Tq, Dh] in q's dtype for the groups fire_plan made."""
-    H = q.shape[1]
-    qf = q.float()
-    kf, vf = repeat_kv(k, H).float(), repeat_kv(v, H).float()
-    outs = []
-    for rows, qp, kp, mask in groups:
-        span = int(max(qp.max() - kp.min(), kp.max() - qp.min(), 0))
-        psi, den, (z, A, B) = enc.mlp_form(qp, span)
-        outs.append(_FireBias.apply(
-            *_rows(rows, qf, kf, vf), psi.float(), den.float(), z, A, B, qp.contiguous(),
-            kp.contiguous(), mask, causal, scale, q.dtype,
-        ))  # fmt: skip
-    return (outs[0] if len(outs) == 1 else torch.cat(outs)).to(q.dtype)
 
 
 def _fire_blocks(qp, kp, causal: bool, H: int) -> list[tuple[int, int, int]]:

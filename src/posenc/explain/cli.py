@@ -14,7 +14,6 @@ from pathlib import Path
 from posenc.cliargs import (
     OneLineParser,
     check_writable,
-    even_integer,
     in_file,
     in_files,
     integer,
@@ -66,7 +65,7 @@ def parser(lang: str = "en") -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every encoding, an index and a comparison")
     p.add_argument(
         "--dim",
-        type=even_integer(4),
+        type=integer(4, even=True),
         default=64,
         help="model width for absolute encodings, head dim for the others (default 64)",
     )

@@ -162,13 +162,8 @@ def main_golden(argv: list[str]) -> int:
     G = _golden()
     positions = G.parse_positions(args.positions)
     config, reader = G.read_config(args.config)
-    _check_layer_type(config, args.layer_type)
-    qk = None
-    if args.qk is not None:
-        inv_freq, meta = G.rope_reference(
-            config, positions, seq_len=args.seq_len, layer_type=args.layer_type
-        )
-        qk = _qk_inputs(args.qk, positions, meta["head_dim"], args.heads)
+    head_dim = _rope(config, args.layer_type).head_dim
+    qk = None if args.qk is None else _qk_inputs(args.qk, positions, head_dim, args.heads)
     g = G.golden(config, positions, seq_len=args.seq_len, layer_type=args.layer_type, qk=qk)
     g.meta["config"] = os.path.basename(os.path.abspath(args.config))
     g.meta["config_reader"] = reader
@@ -185,13 +180,15 @@ def main_golden(argv: list[str]) -> int:
     return 0
 
 
-def _check_layer_type(config, layer_type: str | None) -> None:
-    """--layer-type against the config, before anything is computed or written."""
-    if layer_type is not None:
-        try:
-            _golden()._rope(config, layer_type)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"--layer-type {layer_type}: {err}") from None
+def _rope(config, layer_type: str | None):
+    """The config's RoPE (--layer-type checked against the config), before anything is
+    computed or written."""
+    try:
+        return _golden()._rope(config, layer_type)
+    except (ValueError, TypeError) as err:
+        if layer_type is None:
+            raise
+        raise ValueError(f"--layer-type {layer_type}: {err}") from None
 
 
 def _qk_inputs(value: str, positions, head_dim: int, heads: int) -> dict:
@@ -215,7 +212,8 @@ def main_conform(argv: list[str]) -> int:
     kw["golden_file"] = G.read_golden(args.golden) if args.golden else None
     dump = G.read_dump(args.dump)
     config, _ = G.read_config(args.config)
-    _check_layer_type(config, args.layer_type)
+    if args.layer_type is not None:
+        _rope(config, args.layer_type)
     result = G.conform(config, dump, path=args.dump, **kw)
     print("\n".join(result.lines()))
     return 0 if result.ok else 1

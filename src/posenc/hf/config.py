@@ -22,7 +22,6 @@ NoPE), so `to_rope_parameters(from_config(c, t)) == c["rope_parameters"][t]`.
 from __future__ import annotations
 
 import copy
-import inspect
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_int
@@ -230,10 +229,6 @@ def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> Positional
             f"mrope not available: the config's rope_parameters have {sorted(mrope)} "
             "(multimodal RoPE, Qwen2-VL) and posenc has no 'mrope' encoding registered"
         )
-    accepted = inspect.signature(ENCODINGS["mrope"]).parameters
-    missing = [k for k in mrope if k not in accepted]
-    if missing:
-        raise ValueError(f"rope_parameters key {missing[0]!r}: posenc's mrope does not take it")
     scaled = sorted(set(scaling) - {"rope_type", "rope_theta"})
     if scaling["rope_type"] != "default" or scaled:
         key = scaled[0] if scaled else "rope_type"

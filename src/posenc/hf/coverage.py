@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from posenc.hf.config import ATTENTION_KEYS
+from posenc.hf.config import ATTENTION_KEYS, layer_types_of
 from posenc.hf.patch import patch, rotary_modules
 
 TOL = 1e-4
@@ -105,7 +105,7 @@ def _config(model_type: str, kwargs: dict, rope: dict | None = None):
     if rope is not None:
         target = _text(config)
         params = target.rope_parameters
-        nested = all(v is None or isinstance(v, dict) for v in params.values())
+        nested = layer_types_of(params)
         target.rope_parameters = (
             {t: _merged(p, rope) for t, p in params.items()} if nested else _merged(params, rope)
         )
@@ -213,7 +213,7 @@ def check(model_type: str, cls: str, variants=VARIANTS) -> dict:
 
 def _scaling_for(model, scaling: dict) -> dict:
     params = _text(model.config).rope_parameters
-    if all(v is None or isinstance(v, dict) for v in params.values()):
+    if layer_types_of(params):
         return {t: scaling for t, v in params.items() if v is not None}
     return scaling
 

@@ -262,14 +262,10 @@ def identify(module: nn.Module, name: str, cfg: dict, ropes: dict) -> tuple[str,
                         rope, scores, head_dims[layer_type] = other, tried, head_dim
                         ropes[layer_type] = other
                         break
-            fitting = {f: s for f, s in scores.items() if s is not None}
-            if form is None:
-                fitting = {f: s for f, s in fitting.items() if s <= 0}
-                if not fitting:
-                    raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
-                form = next(iter(fitting))
-            elif not fitting or fitting[form] > 0:
+            fitting = [f for f, s in scores.items() if s is not None and s <= 0]
+            if not fitting:  # (once the form is known, scores holds it alone)
                 raise ValueError(_mismatch(where, layer_type, rope, theirs, scores, row))
+            form = fitting[0]
             head_dims.setdefault(layer_type, None)
     return form, {t: d for t, d in head_dims.items() if d is not None}
 
@@ -447,14 +443,6 @@ def _check(encoding, own: Rope, layout: str | None, head_dim: int) -> None:
         )
 
 
-def _scaled_reference(module: nn.Module, cfg_obj, new_params) -> nn.Module | None:
-    """transformers' rotary module rebuilt with new rope_parameters; None where it cannot be."""
-    try:
-        return _rebuilt(type(module), cfg_obj, new_params)
-    except Exception:
-        return None
-
-
 def _rebuilt(cls, cfg_obj, new_params, *args):
     """cls(a copy of cfg_obj with rope_parameters new_params, *args), its warnings silenced."""
     new_cfg = copy.deepcopy(cfg_obj)
@@ -554,8 +542,11 @@ def patch(model, encoding=None, *, scaling: dict | None = None):
                 if rope.axes is not None and len(rope.axes) == len(own[t].axes or []):
                     rope.axes = own[t].axes
             cfg_obj = getattr(module, "config", None) or model.config
-            ref = _scaled_reference(module, cfg_obj, new_cfg["rope_parameters"])
-            if ref is not None:  # transformers' module rebuilt with it must give the same
+            try:  # transformers' module rebuilt with it (where it can be) must give the same
+                ref = _rebuilt(type(module), cfg_obj, new_cfg["rope_parameters"])
+            except Exception:
+                ref = None
+            if ref is not None:
                 got, _ = identify(ref, f"{name} rebuilt with the scaling", new_cfg, dict(ropes))
                 if got != form:
                     raise ValueError(f"patch: {name} rebuilt with the scaling gives form {got!r}, "
