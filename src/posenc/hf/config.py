@@ -25,7 +25,7 @@ import copy
 
 from posenc.base import PositionalEncoding
 from posenc.checks import check_int
-from posenc.encodings import ENCODINGS, build
+from posenc.encodings import build
 from posenc.encodings.rotary import RoPE
 from posenc.functional.rope_scaling import KNOWN_KEYS, ROPE_SCALING
 
@@ -223,12 +223,7 @@ def head_dim_of(cfg: dict) -> int:
 
 
 def _mrope(head_dim: int, layout: str, scaling: dict, mrope: dict) -> PositionalEncoding:
-    """posenc's "mrope" encoding with the mrope keys, if it is registered now."""
-    if "mrope" not in ENCODINGS:
-        raise ValueError(
-            f"mrope not available: the config's rope_parameters have {sorted(mrope)} "
-            "(multimodal RoPE, Qwen2-VL) and posenc has no 'mrope' encoding registered"
-        )
+    """posenc's "mrope" encoding with the mrope keys."""
     scaled = sorted(set(scaling) - {"rope_type", "rope_theta"})
     if scaling["rope_type"] != "default" or scaled:
         key = scaled[0] if scaled else "rope_type"
