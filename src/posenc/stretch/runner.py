@@ -240,15 +240,10 @@ def executor(cfg: StretchConfig):
 
 
 def missing(store, job: Job) -> tuple[int, ...]:
-    """The job's lengths not all in the database; ValueError for another configuration's rows."""
-    have = {}
-    for r in store.cell_rows(job.task, job.encoding, job.seed, job.context):
-        if r[4] != job.hash:
-            raise ValueError(
-                f"--db: {store.path} holds {job.task} {job.encoding} from another configuration "
-                f"(hash {r[4]}, this run {job.hash}); use another --db"
-            )
-        have.setdefault(r[0], set()).add(r[1])
+    """The job's lengths not all in the database (Store.written: another configuration's rows
+    are refused)."""
+    key = (job.task, job.encoding, job.seed, job.context)
+    have = store.written(key, job.hash, f"{job.task} {job.encoding}")
     return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
 
 
