@@ -9,6 +9,7 @@ import math
 import os
 import sys
 
+from posenc.arena.cli import check_ray, ray_flags
 from posenc.cliargs import (
     OneLineParser,
     check_device,
@@ -114,15 +115,7 @@ def parser() -> argparse.ArgumentParser:
         help="jobs in N processes (default 1: one job with "
         "every core); with --ray, jobs in flight on the cluster",
     )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="ADDRESS",
-        help="run the jobs as Ray tasks (local Ray, auto, or HOST:PORT)",
-    )
-    p.add_argument("--cpus-per-cell", type=POSITIVE, help="with --ray: CPUs (threads) per job (1)")
-    p.add_argument("--gpus-per-cell", type=AT_LEAST_0, help="with --ray: GPUs per job (0)")
+    ray_flags(p, "jobs")
     return p
 
 
@@ -227,14 +220,7 @@ def check_flags(args, d: dict) -> dict:
         parse_lengths(args.retrieval_lengths, None, "--retrieval-lengths")
     v["docs"] = data.read_texts(args.text) if args.text else None
     check_device(args.device, local=args.ray is None)
-    if (args.cpus_per_cell or args.gpus_per_cell is not None) and args.ray is None:
-        raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
-    if args.ray is not None:
-        if not args.ray.strip():
-            raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address")
-        from posenc.arena.cluster import import_ray
-
-        import_ray()
+    v["ray"] = check_ray(args)
     check_common(args)
     return v
 
@@ -288,7 +274,7 @@ def config_from_args(args):
         retrieval_lengths=tuple(retrieval_lengths),
         depths=tuple(v["depths"]), seeds=args.seeds or d["seeds"], documents=tuple(docs),
         context=context, head_dim=head_dim, factor=factor, db=args.db, out=args.out,
-        device=args.device, workers=args.workers or 1, ray=args.ray,
+        device=args.device, workers=args.workers or 1, ray=v["ray"],
         cpus_per_cell=args.cpus_per_cell or 1, gpus_per_cell=args.gpus_per_cell or 0.0,
         tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
         config=config,
