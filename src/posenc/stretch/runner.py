@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from posenc import __version__
-from posenc.arena.cluster import RayExecutor
-from posenc.arena.runner import Progress, drive, fmt_time
+from posenc.arena.runner import Progress, drive, executor, fmt_time
 from posenc.arena.store import Row
-from posenc.arena.workers import StopRun, local_executor
+from posenc.arena.workers import StopRun
 from posenc.hf import patch
 from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
@@ -51,6 +50,10 @@ class StretchConfig:
     windows: int = 4  # perplexity windows per document (1: the papers' first T tokens)
     probes: int = 50  # needles, each asked, per multikey / vartrack context
     config: object = field(default=None, compare=False, repr=False)  # the model's, for estimates
+
+    @property
+    def ray_slots(self) -> int:  # with --ray, --workers: the jobs in flight (arena's executor)
+        return self.workers
 
 
 @dataclass(frozen=True)
@@ -232,13 +235,6 @@ def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
     return rows
 
 
-def executor(cfg: StretchConfig):
-    if cfg.ray:
-        return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
-                           gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
-    return local_executor(cfg.workers, {})  # a job sets its own threads (run_job)
-
-
 def missing(store, job: Job) -> tuple[int, ...]:
     """The job's lengths not all in the database (Store.written: another configuration's rows
     are refused)."""
@@ -337,7 +333,7 @@ def run(cfg: StretchConfig, store) -> int:
                       f"T={','.join(map(str, job.lengths))}: {summary(result)}", wall)  # fmt: skip
         return len(rows)
 
-    return drive(jobs, executor(cfg), store, Progress(len(jobs), "stretch jobs"), fresh=fresh,
+    return drive(jobs, executor(cfg, {}), store, Progress(len(jobs), "stretch jobs"), fresh=fresh,
                  write=write, name=lambda job: f"{job.task} {job.encoding}", prog="stretch",
                  unit="job(s)", lease=LEASE_SECONDS, fn=run_job)  # fmt: skip
 
