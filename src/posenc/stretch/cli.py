@@ -133,7 +133,6 @@ def report_parser() -> argparse.ArgumentParser:
 
 
 def settings_parser() -> argparse.ArgumentParser:
-    """`posenc stretch settings` (posenc.stretch.engines.main_settings)."""
     p = OneLineParser(
         prog="posenc stretch settings",
         description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
@@ -348,9 +347,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_settings(argv: list[str]) -> int:
     args = settings_parser().parse_args(argv)  # --help and usage errors answer before torch
-    from posenc.stretch import engines
+    from posenc.stretch import engines, models
+    from posenc.stretch.scalings import parse
 
-    return engines.main_settings(args)
+    try:
+        parse(args.label)  # the label's syntax, before the model is read
+    except ValueError as err:
+        raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
+    if args.export is not None:
+        engines.check_new_folder(args.export)
+    spec = models.resolve(args.model)
+    info = engines.model_info(spec)
+    try:
+        plan = engines.plan_for(args.label, info)
+    except ValueError as err:
+        raise ValueError(f"LABEL {err}") from None
+    if args.export is not None:
+        engines.check_export(plan, spec, args.export)
+    print(engines.settings_text(args.label, info))
+    if args.export is not None:
+        path = engines.export(plan, spec, args.export)
+        print(f"stretch settings: wrote {path} ({plan.label} by default)")
+    return 0
 
 
 def finish(rows, out: str, json_path: str | None, tolerance: float) -> None:
