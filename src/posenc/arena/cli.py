@@ -142,11 +142,16 @@ def config_from_args(args) -> ArenaConfig:
 
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     given = ("tasks", "encodings", "seeds", "steps", "train_len", "eval_lens", "workers")
+    given += ("cpus_per_cell", "gpus_per_cell")  # with --ray only (check_ray)
     # each flag's type, range and names: checked as it was parsed (cliargs)
-    kw = {key: getattr(args, key) for key in (*given, "cpus_per_cell") if getattr(args, key)}
+    kw = {key: getattr(args, key) for key in given if getattr(args, key)}
     if args.backbone:
         kw["backbones"] = tuple(args.backbone)
-    kw.update(ray_options(args, kw))
+    ray = check_ray(args)
+    if ray is None:  # --workers: processes here (default: the cores), else groups in flight
+        kw.setdefault("workers", os.cpu_count() or 1)
+    else:
+        kw.update(ray=ray, ray_slots=kw.pop("workers", None))
     kw.update(corpus=args.corpus, db=args.db, out=args.out, device=args.device)
     cfg = dataclasses.replace(cfg, **kw, fixed_steps=args.fixed_steps)
     for name in cfg.tasks:
@@ -194,17 +199,6 @@ def check_ray(args) -> str | None:
     if gpus and not args.device.startswith("cuda"):
         raise ValueError(f"--gpus-per-cell {gpus:g} needs --device cuda (got {args.device})")
     return args.ray.strip()
-
-
-def ray_options(args, kw: dict) -> dict:
-    """check_ray, and what --workers means with it."""
-    ray = check_ray(args)
-    if ray is None:
-        return {"workers": kw.get("workers", os.cpu_count() or 1)}
-    out = {"ray": ray, "ray_slots": kw.pop("workers", None)}
-    if args.gpus_per_cell is not None:
-        out["gpus_per_cell"] = args.gpus_per_cell
-    return out
 
 
 def load_tasks(cfg: ArenaConfig) -> dict:
