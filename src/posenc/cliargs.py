@@ -290,11 +290,6 @@ def split_call(label: str, where: str, example: str) -> tuple[str, dict]:
     return head.strip(), kwargs
 
 
-def positive(value, flag: str) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{flag} must be a positive integer, got {value}")
-
-
 def check_device(device: str, local: bool = True, flag: str = "--device") -> str:
     """ValueError naming the flag unless `device` is cpu or cuda[:N] (local: and CUDA is here)."""
     kind, _, index = device.partition(":")

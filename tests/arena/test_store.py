@@ -30,6 +30,20 @@ def test_write_and_read_back(tmp_path):
     assert {r["config_hash"] for r in got} == {"h1"} and got[0]["wall_time"] == 1.5
 
 
+def test_written_per_length_and_another_configuration_refused(tmp_path):
+    """Store.written: what the arena's and stretch's runs skip; another hash is one ValueError."""
+    key, both = ("lm", "alibi", 0, 8), {"loss", "ppl"}
+    with Store(str(tmp_path / "a.sqlite")) as s:
+        s.write_cell(rows(), **META)
+        assert s.written(key, "h1", "x") == {8: both, 16: both}
+        assert s.written(("lm", "alibi", 1, 8), "h2", "x") == {}  # another cell: nothing yet
+        match = (
+            r"^--db: .* already holds lm alibi from another configuration \(hash h1, this run h2\)"
+        )
+        with pytest.raises(ValueError, match=match):
+            s.written(key, "h2", "lm alibi")
+
+
 def test_unique_and_all_or_nothing(tmp_path):
     with Store(str(tmp_path / "a.sqlite")) as s:
         s.write_cell(rows(), **META)

@@ -113,16 +113,7 @@ def parser() -> argparse.ArgumentParser:
         help="cells run in N processes of one thread each (default: the number of cores); "
         "with --ray, the cells in flight on the cluster (default: as many as fit)",
     )  # fmt: skip
-    p.add_argument(
-        "--ray", nargs="?", const="local", metavar="ADDRESS", type=ray_address,
-        help="run the cells as Ray tasks: on a local Ray started for this run (no ADDRESS), "
-        "the cluster started on this machine (auto), or a head node HOST:PORT "
-        "(pip install 'posenc[ray]'; see docs/arena/cluster.md)",
-    )  # fmt: skip
-    p.add_argument(
-        "--cpus-per-cell", type=integer(1), help="with --ray: CPUs (threads) per cell (1)"
-    )
-    p.add_argument("--gpus-per-cell", type=number(0), help="with --ray: GPUs per cell (0)")
+    ray_flags(p, "cells")
     p.add_argument(
         "--corpus", type=in_path, help="text file or directory for lm (default: Python's stdlib)"
     )
@@ -151,11 +142,16 @@ def config_from_args(args) -> ArenaConfig:
 
     cfg = ArenaConfig(**QUICK) if args.quick else ArenaConfig()
     given = ("tasks", "encodings", "seeds", "steps", "train_len", "eval_lens", "workers")
+    given += ("cpus_per_cell", "gpus_per_cell")  # with --ray only (check_ray)
     # each flag's type, range and names: checked as it was parsed (cliargs)
-    kw = {key: getattr(args, key) for key in (*given, "cpus_per_cell") if getattr(args, key)}
+    kw = {key: getattr(args, key) for key in given if getattr(args, key)}
     if args.backbone:
         kw["backbones"] = tuple(args.backbone)
-    kw.update(ray_options(args, kw))
+    ray = check_ray(args)
+    if ray is None:  # --workers: processes here (default: the cores), else groups in flight
+        kw.setdefault("workers", os.cpu_count() or 1)
+    else:
+        kw.update(ray=ray, ray_slots=kw.pop("workers", None))
     kw.update(corpus=args.corpus, db=args.db, out=args.out, device=args.device)
     cfg = dataclasses.replace(cfg, **kw, fixed_steps=args.fixed_steps)
     for name in cfg.tasks:
@@ -174,23 +170,35 @@ def config_from_args(args) -> ArenaConfig:
     return cfg
 
 
-def ray_options(args, kw: dict) -> dict:
-    """--ray, --cpus-per-cell, --gpus-per-cell (each parsed and checked: cliargs) and what
-    --workers means with them."""
-    gpus = args.gpus_per_cell
+def ray_flags(p: argparse.ArgumentParser, unit: str) -> None:
+    """--ray, --cpus-per-cell and --gpus-per-cell of `posenc arena` and `posenc stretch`."""
+    p.add_argument(
+        "--ray", nargs="?", const="local", metavar="ADDRESS", type=ray_address,
+        help=f"run the {unit} as Ray tasks: on a local Ray started for this run (no ADDRESS), "
+        "the cluster started on this machine (auto), or a head node HOST:PORT "
+        "(pip install 'posenc[ray]'; see docs/arena/cluster.md)",
+    )  # fmt: skip
+    one = unit.removesuffix("s")
+    p.add_argument(
+        "--cpus-per-cell", type=integer(1), help=f"with --ray: CPUs (threads) per {one} (1)"
+    )
+    p.add_argument("--gpus-per-cell", type=number(0), help=f"with --ray: GPUs per {one} (0)")
+
+
+def check_ray(args) -> str | None:
+    """--ray's address, or None; --cpus-per-cell / --gpus-per-cell need it, GPUs --device cuda
+    (each value checked as it was parsed), and Ray importable (its install hint now)."""
     if args.ray is None:
-        if args.cpus_per_cell is not None or gpus is not None:
+        if args.cpus_per_cell is not None or args.gpus_per_cell is not None:
             raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
-        return {"workers": kw.get("workers", os.cpu_count() or 1)}
+        return None
     from posenc.arena.cluster import import_ray
 
-    import_ray()  # the install hint now, before anything runs
+    import_ray()
+    gpus = args.gpus_per_cell
     if gpus and not args.device.startswith("cuda"):
         raise ValueError(f"--gpus-per-cell {gpus:g} needs --device cuda (got {args.device})")
-    out = {"ray": args.ray.strip(), "ray_slots": kw.pop("workers", None)}
-    if gpus is not None:
-        out["gpus_per_cell"] = gpus
-    return out
+    return args.ray.strip()
 
 
 def load_tasks(cfg: ArenaConfig) -> dict:

@@ -17,7 +17,7 @@ from posenc.arena.findings_frontier import frontier_findings
 from posenc.arena.findings_lm import lm_findings
 from posenc.arena.results import ORDER, Results, fmt, main_metric
 from posenc.verdict import NOT_MEASURED, markdown, terminal_table, text_table
-from posenc.verdict.tables import html_rows
+from posenc.verdict.tables import html_figure, html_rows, write_pages
 
 # recorded once per trained model (posenc.arena.evaluate.trained_rows), not per eval length
 BAR_METRICS = ("steps", "learned", "valid@")  # training to the stop: a table and a plot
@@ -224,24 +224,12 @@ def write_report(rows: list[dict], out: str) -> str:
     for title, h, r in tabs:
         md += [f"## {title}", "", markdown(h, r), ""]
     md += ["## Plots", ""] + [f"![{c}]({n})" for n, c in pngs] + [""]
-    with open(os.path.join(out, "results.md"), "w") as fh:
-        fh.write("\n".join(md))
     body = [f"<h1>posenc arena</h1><p>{html.escape(summary)}</p><h2>Published findings</h2>",
             html_rows(header, finding_rows), f"<p>{html.escape(note)}</p>"]  # fmt: skip
-    body += [f'<figure><img src="{n}" alt="{html.escape(c)}"><figcaption>{html.escape(c)}'
-             "</figcaption></figure>" for n, c in pngs]  # fmt: skip
+    body += [html_figure(n, c) for n, c in pngs]
     for title, h, r in tabs:
         body += [f"<h2>{html.escape(title)}</h2>", html_rows(h, r)]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
-             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
-             "img{max-width:100%}figure{margin:1em 0}")  # fmt: skip
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>posenc arena</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
-    index = os.path.join(out, "index.html")
-    with open(index, "w") as fh:
-        fh.write(page)
-    return index
+    return write_pages(out, "posenc arena", md, body)
 
 
 def readme_tables(rows: list[dict], *, verdicts: bool = True) -> str:

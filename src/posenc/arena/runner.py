@@ -38,29 +38,18 @@ def stale(owner: str) -> bool:
     return False
 
 
-def check_conflicts(store: Store, cells: list[Cell]) -> None:
-    for cell in cells:
-        for r in store.cell_rows(cell.task, cell.label, cell.seed, cell.train_len):
-            if r[4] != cell.hash:
-                raise ValueError(
-                    f"--db: {store.path} already holds {cell.name} train_len={cell.train_len} "
-                    f"from another configuration (hash {r[4]}, this run {cell.hash}); "
-                    "use another --db"
-                )
-
-
 def missing_sizes(store: Store, cell: Cell, sizes) -> tuple[int, ...]:
     """The evaluation sizes of a cell whose rows are not all in the database yet."""
     L = cell.train_len
-    have = {(r[0], r[1]) for r in store.cell_rows(cell.task, cell.label, cell.seed, L)}
-    return tuple(e for e in sizes if any((e, m) not in have for m in metrics_for(cell.task, L, e)))
+    key, name = (cell.task, cell.label, cell.seed, L), f"{cell.name} train_len={L}"
+    have = store.written(key, cell.hash, name)
+    return tuple(e for e in sizes if not set(metrics_for(cell.task, L, e)) <= have.get(e, set()))
 
 
 def plan(cfg: ArenaConfig, tasks: dict, store: Store) -> tuple[list[Cell], list[Job]]:
     """All cells of the run, and the jobs (groups) that still have work."""
     tcs = {name: task_config(cfg, name) for name in cfg.tasks}
     cells = make_cells(list(tcs.values()), tasks)
-    check_conflicts(store, cells)
     groups: dict[tuple, list] = {}
     for cell in cells:
         todo = missing_sizes(store, cell, tcs[cell.task].eval_lens)

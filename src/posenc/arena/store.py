@@ -156,13 +156,22 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
-    def cell_rows(self, task: str, encoding: str, seed: int, train_len: int) -> list[sqlite3.Row]:
-        """(eval_len, metric, value, status, config_hash) of one cell's rows."""
-        return self.conn.execute(
-            "SELECT eval_len, metric, value, status, config_hash FROM results "
+    def written(self, key: tuple, config_hash: str, name: str) -> dict[int, set[str]]:
+        """{eval_len: metrics} written for the cell key (task, encoding, seed, train_len);
+        ValueError naming --db where they come from another configuration."""
+        have: dict[int, set[str]] = {}
+        for eval_len, metric, found in self.conn.execute(
+            "SELECT eval_len, metric, config_hash FROM results "
             "WHERE task=? AND encoding=? AND seed=? AND train_len=?",
-            (task, encoding, seed, train_len),
-        ).fetchall()
+            key,
+        ):
+            if found != config_hash:
+                raise ValueError(
+                    f"--db: {self.path} already holds {name} from another configuration "
+                    f"(hash {found}, this run {config_hash}); use another --db"
+                )
+            have.setdefault(eval_len, set()).add(metric)
+        return have
 
     def write_cell(
         self,

@@ -9,6 +9,7 @@ import math
 import os
 import sys
 
+from posenc.arena.cli import check_ray, ray_flags
 from posenc.cliargs import (
     OneLineParser,
     check_device,
@@ -25,7 +26,7 @@ from posenc.stretch.names import FACTOR, QUICK, SCALINGS
 
 DEFAULT_LENGTHS = "0.25x,0.5x,1x,1.5x,2x"
 DEFAULTS = dict(scalings=",".join(SCALINGS), lengths=DEFAULT_LENGTHS, tasks=",".join(data.TASKS),
-                docs=2, depths="0.2,0.5,0.8", seeds=2)  # fmt: skip
+                docs=2, depths="0.2,0.5,0.8", seeds=2, windows=4)  # fmt: skip
 POSITIVE, AT_LEAST_0 = integer(1), number(0.0)  # the flags' types (posenc.cliargs)
 QUICK_RUN = dict(scalings=",".join(QUICK), lengths="1x,1.25x", tasks="ppl,passkey", docs=1,
                  depths="0.5", seeds=1, windows=1)  # fmt: skip
@@ -114,15 +115,7 @@ def parser() -> argparse.ArgumentParser:
         help="jobs in N processes (default 1: one job with "
         "every core); with --ray, jobs in flight on the cluster",
     )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="ADDRESS",
-        help="run the jobs as Ray tasks (local Ray, auto, or HOST:PORT)",
-    )
-    p.add_argument("--cpus-per-cell", type=POSITIVE, help="with --ray: CPUs (threads) per job (1)")
-    p.add_argument("--gpus-per-cell", type=AT_LEAST_0, help="with --ray: GPUs per job (0)")
+    ray_flags(p, "jobs")
     return p
 
 
@@ -140,7 +133,6 @@ def report_parser() -> argparse.ArgumentParser:
 
 
 def settings_parser() -> argparse.ArgumentParser:
-    """`posenc stretch settings` (posenc.stretch.engines.main_settings)."""
     p = OneLineParser(
         prog="posenc stretch settings",
         description="The exact settings that make transformers, vLLM, SGLang, llama.cpp and "
@@ -211,30 +203,25 @@ def check_common(args, run: bool = True) -> None:
         check_db(args.db)
 
 
-def check_flags(args, d: dict) -> dict:
-    """Every flag that needs no model, checked (ValueError naming it); their values."""
+def check_flags(args) -> dict:
+    """Every flag that needs no model, checked (ValueError naming it); their values (a flag not
+    given: its --quick or default value)."""
     from posenc.stretch.scalings import parse_all
 
-    v = dict(scalings=parse_all(args.scalings if args.scalings is not None else d["scalings"]))
-    v["tasks"] = split_items(args.tasks if args.tasks is not None else d["tasks"], "--tasks")
+    d = QUICK_RUN if args.quick else DEFAULTS
+    v = {k: d[k] if getattr(args, k) is None else getattr(args, k) for k in d}
+    v["scalings"] = parse_all(v["scalings"])
+    v["tasks"] = split_items(v["tasks"], "--tasks")
     bad = [t for t in v["tasks"] if t not in data.TASKS]
     if bad:
         raise ValueError(f"--tasks: unknown {bad}; allowed: {', '.join(data.TASKS)}")
-    v["depths"] = parse_depths(args.depths if args.depths is not None else d["depths"])
-    v["lengths"] = args.lengths if args.lengths is not None else d["lengths"]
+    v["depths"] = parse_depths(v["depths"])
     parse_lengths(v["lengths"], None)  # the syntax now, before the model is read
     if args.retrieval_lengths is not None:
         parse_lengths(args.retrieval_lengths, None, "--retrieval-lengths")
-    v["docs"] = data.read_texts(args.text) if args.text else None
+    v["texts"] = data.read_texts(args.text) if args.text else None
     check_device(args.device, local=args.ray is None)
-    if (args.cpus_per_cell or args.gpus_per_cell is not None) and args.ray is None:
-        raise ValueError("--cpus-per-cell / --gpus-per-cell need --ray")
-    if args.ray is not None:
-        if not args.ray.strip():
-            raise ValueError("--ray ADDRESS: give auto or HOST:PORT, or no address")
-        from posenc.arena.cluster import import_ray
-
-        import_ray()
+    v["ray"] = check_ray(args)
     check_common(args)
     return v
 
@@ -246,8 +233,7 @@ def config_from_args(args):
     from posenc.stretch.runner import StretchConfig
     from posenc.stretch.scalings import flat_targets
 
-    d = QUICK_RUN if args.quick else DEFAULTS
-    v = check_flags(args, d)
+    v = check_flags(args)
     spec = models.resolve(args.model)
     config = models.read_config(spec)
     types = models.rope_types(config, spec.name)
@@ -280,17 +266,15 @@ def config_from_args(args):
     scalings = [s.resolved(factor).for_model(types, flat) for s in scalings]
     scalings = list(dict.fromkeys(scalings))
     check_scalings(config, scalings, context, head_dim, factor)
-    docs = v["docs"]
-    if docs is None:
-        docs = data.embedded_documents()[: args.docs or d["docs"]]
+    docs = v["texts"] or data.embedded_documents()[: v["docs"]]
     return StretchConfig(
         model=spec, scalings=tuple(scalings), lengths=tuple(lengths), tasks=tuple(v["tasks"]),
         retrieval_lengths=tuple(retrieval_lengths),
-        depths=tuple(v["depths"]), seeds=args.seeds or d["seeds"], documents=tuple(docs),
+        depths=tuple(v["depths"]), seeds=v["seeds"], documents=tuple(docs),
         context=context, head_dim=head_dim, factor=factor, db=args.db, out=args.out,
-        device=args.device, workers=args.workers or 1, ray=args.ray,
+        device=args.device, workers=args.workers or 1, ray=v["ray"],
         cpus_per_cell=args.cpus_per_cell or 1, gpus_per_cell=args.gpus_per_cell or 0.0,
-        tolerance=args.tolerance, windows=args.windows or d.get("windows", 4), probes=args.probes,
+        tolerance=args.tolerance, windows=v["windows"], probes=args.probes,
         config=config,
     )  # fmt: skip
 
@@ -363,9 +347,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_settings(argv: list[str]) -> int:
     args = settings_parser().parse_args(argv)  # --help and usage errors answer before torch
-    from posenc.stretch import engines
+    from posenc.stretch import engines, models
+    from posenc.stretch.scalings import parse
 
-    return engines.main_settings(args)
+    try:
+        parse(args.label)  # the label's syntax, before the model is read
+    except ValueError as err:
+        raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
+    if args.export is not None:
+        engines.check_new_folder(args.export)
+    spec = models.resolve(args.model)
+    info = engines.model_info(spec)
+    try:
+        plan = engines.plan_for(args.label, info)
+    except ValueError as err:
+        raise ValueError(f"LABEL {err}") from None
+    if args.export is not None:
+        engines.check_export(plan, spec, args.export)
+    print(engines.settings_text(args.label, info))
+    if args.export is not None:
+        path = engines.export(plan, spec, args.export)
+        print(f"stretch settings: wrote {path} ({plan.label} by default)")
+    return 0
 
 
 def finish(rows, out: str, json_path: str | None, tolerance: float) -> None:

@@ -522,14 +522,14 @@ def model_info(spec) -> ModelInfo:
     return dataclasses.replace(info, gguf_rope=own)
 
 
-def _check_new_folder(out: str) -> None:
+def check_new_folder(out: str) -> None:
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise ValueError(f"--export {out}: exists and is not an empty folder; give a new one")
 
 
 def check_export(plan: Plan, spec, out: str) -> None:
     """ValueError naming --export unless `out` is new and the scaling can be written there."""
-    _check_new_folder(out)
+    check_new_folder(out)
     check_writable(out, "--export")
     name = plan.scaling.name
     if spec.gguf:
@@ -711,26 +711,3 @@ def gguf_config(path) -> dict:
             if value is not None:
                 params[name] = float(value)
     return {"max_position_embeddings": context, "rope_parameters": params}
-
-
-def main_settings(args) -> int:
-    """`posenc stretch settings LABEL [--model M] [--export DIR]`, its flags parsed."""
-    try:
-        parse(args.label)  # the label's syntax, before the model is read
-    except ValueError as err:
-        raise ValueError(f"LABEL {str(err).removeprefix('--scalings').lstrip(': ')}") from None
-    if args.export is not None:
-        _check_new_folder(args.export)
-    spec = models.resolve(args.model)
-    info = model_info(spec)
-    try:
-        plan = plan_for(args.label, info)
-    except ValueError as err:
-        raise ValueError(f"LABEL {err}") from None
-    if args.export is not None:
-        check_export(plan, spec, args.export)
-    print(settings_text(args.label, info))
-    if args.export is not None:
-        path = export(plan, spec, args.export)
-        print(f"stretch settings: wrote {path} ({plan.label} by default)")
-    return 0

@@ -51,8 +51,7 @@ from posenc.verdict import (
     stats,
 )
 from posenc.verdict.stats import Interval
-from posenc.verdict.tables import html_rows as _html_table
-from posenc.verdict.tables import markdown as _md_table
+from posenc.verdict.tables import html_figure, html_rows, markdown, write_pages
 
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
 WEAK = 0.9  # a task the unscaled model does below this within its context is too weak a probe
@@ -576,9 +575,9 @@ def terminal(g: Grid, tolerance: float) -> str:
     """The findings and the tables as plain text, for the end of a run."""
     lines = [f"posenc stretch: {g.model} (context {g.context})", ""]
     for title, h, r, notes in tables(g, tolerance):
-        lines += [title, _md_table(h, r)] + ([notes] if notes else []) + [""]
+        lines += [title, markdown(h, r)] + ([notes] if notes else []) + [""]
     rows = [[f.claim, f.result, f.rule or "–", f.verdict] for f in findings(g)]
-    lines += ["Published findings", _md_table(["finding", "this model", "rule", "verdict"], rows)]
+    lines += ["Published findings", markdown(["finding", "this model", "rule", "verdict"], rows)]
     return "\n".join(lines)
 
 
@@ -657,11 +656,6 @@ def plots(g: Grid, out: str) -> list[tuple[str, str]]:
     return [(f"{g.model}_{what}.png", caption) for _, what, caption in made]
 
 
-def _html_figure(name: str, caption: str) -> str:
-    c = html.escape(caption)
-    return f'<figure><img src="{name}" alt="{c}"><figcaption>{c}</figcaption></figure>'
-
-
 def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
     """Write OUT/results.md, OUT/index.html and the PNGs; returns the index path."""
     os.makedirs(out, exist_ok=True)
@@ -672,33 +666,20 @@ def write_report(rows: list[dict], out: str, tolerance: float = 0.05) -> str:
         body.append(f"<h2>{html.escape(g.model)} (context {g.context} tokens)</h2>")
         if pngs:  # the loss by position first: where the extension acts
             md += [f"![{pngs[0][1]}]({pngs[0][0]})", ""]
-            body.append(_html_figure(*pngs[0]))
+            body.append(html_figure(*pngs[0]))
         fh = ["published finding", "paper", "this model", "rule", "verdict"]
         fr = [[f.claim, f.paper, f.result, f.rule or "–", f.verdict] for f in findings(g)]
         for title, h, r, notes in [("Published findings", fh, fr, ""), *tables(g, tolerance)]:
-            md += [f"### {title}", "", _md_table(h, r), ""] + ([notes, ""] if notes else [])
-            body += [f"<h3>{html.escape(title)}</h3>", _html_table(h, r)]
+            md += [f"### {title}", "", markdown(h, r), ""] + ([notes, ""] if notes else [])
+            body += [f"<h3>{html.escape(title)}</h3>", html_rows(h, r)]
             body += [f"<p>{html.escape(notes)}</p>"] if notes else []
         md += [f"![{c}]({n})" for n, c in pngs[1:]] + [""]
-        body += [_html_figure(n, c) for n, c in pngs[1:]]
+        body += [html_figure(n, c) for n, c in pngs[1:]]
     if len(md) == 2:
         md.append("No stretch rows yet.")
         body.append("<p>No stretch rows yet.</p>")
-    md += ["", __doc__.split("\n\n", 2)[2].strip()]
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}img{max-width:100%}"
-    )
-    index = os.path.join(out, "index.html")
-    with open(index, "w") as f:
-        f.write(
-            f"<!doctype html><html><head><meta charset='utf-8'><title>posenc stretch</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
-        )
-    return index
+    md += ["", __doc__.split("\n\n", 2)[2].strip(), ""]
+    return write_pages(out, "posenc stretch", md, body)
 
 
 def json_rows(rows: list[dict]) -> list[dict]:
@@ -740,7 +721,7 @@ def readme_tables(rows: list[dict], tolerance: float = 0.05) -> str:
     out = []
     for g in grids(rows):
         found = [[f.claim, f.result, f.verdict] for f in findings(g)]
-        out += [_md_table(["published finding", "this model", "verdict"], found), ""]
+        out += [markdown(["published finding", "this model", "verdict"], found), ""]
         for title, h, r, notes in tables(g, tolerance):
-            out += [f"{title}:", "", _md_table(h, r), ""] + ([notes, ""] if notes else [])
+            out += [f"{title}:", "", markdown(h, r), ""] + ([notes, ""] if notes else [])
     return "\n".join(out).strip() + "\n"

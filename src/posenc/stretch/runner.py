@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from posenc import __version__
-from posenc.arena.cluster import RayExecutor
-from posenc.arena.runner import Progress, drive, fmt_time
+from posenc.arena.runner import Progress, drive, executor, fmt_time
 from posenc.arena.store import Row
-from posenc.arena.workers import StopRun, local_executor
+from posenc.arena.workers import StopRun
 from posenc.hf import patch
 from posenc.hf.patch import rotary_modules
 from posenc.stretch import data, measure, models
@@ -51,6 +50,10 @@ class StretchConfig:
     windows: int = 4  # perplexity windows per document (1: the papers' first T tokens)
     probes: int = 50  # needles, each asked, per multikey / vartrack context
     config: object = field(default=None, compare=False, repr=False)  # the model's, for estimates
+
+    @property
+    def ray_slots(self) -> int:  # with --ray, --workers: the jobs in flight (arena's executor)
+        return self.workers
 
 
 @dataclass(frozen=True)
@@ -232,23 +235,11 @@ def retrieval_rows(job: Job, model, tokenizer) -> list[tuple]:
     return rows
 
 
-def executor(cfg: StretchConfig):
-    if cfg.ray:
-        return RayExecutor(cfg.ray, {}, cpus_per_cell=cfg.cpus_per_cell,
-                           gpus_per_cell=cfg.gpus_per_cell, slots=cfg.workers or None)  # fmt: skip
-    return local_executor(cfg.workers, {})  # a job sets its own threads (run_job)
-
-
 def missing(store, job: Job) -> tuple[int, ...]:
-    """The job's lengths not all in the database; ValueError for another configuration's rows."""
-    have = {}
-    for r in store.cell_rows(job.task, job.encoding, job.seed, job.context):
-        if r[4] != job.hash:
-            raise ValueError(
-                f"--db: {store.path} holds {job.task} {job.encoding} from another configuration "
-                f"(hash {r[4]}, this run {job.hash}); use another --db"
-            )
-        have.setdefault(r[0], set()).add(r[1])
+    """The job's lengths not all in the database (Store.written: another configuration's rows
+    are refused)."""
+    key = (job.task, job.encoding, job.seed, job.context)
+    have = store.written(key, job.hash, f"{job.task} {job.encoding}")
     return tuple(n for n in job.lengths if not set(metrics(job, n)) <= have.get(n, set()))
 
 
@@ -342,7 +333,7 @@ def run(cfg: StretchConfig, store) -> int:
                       f"T={','.join(map(str, job.lengths))}: {summary(result)}", wall)  # fmt: skip
         return len(rows)
 
-    return drive(jobs, executor(cfg), store, Progress(len(jobs), "stretch jobs"), fresh=fresh,
+    return drive(jobs, executor(cfg, {}), store, Progress(len(jobs), "stretch jobs"), fresh=fresh,
                  write=write, name=lambda job: f"{job.task} {job.encoding}", prog="stretch",
                  unit="job(s)", lease=LEASE_SECONDS, fn=run_job)  # fmt: skip
 

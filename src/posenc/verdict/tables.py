@@ -4,6 +4,7 @@ for the terminal, markdown (the README, results.md) or HTML. They read a claim's
 from __future__ import annotations
 
 import html
+import os
 import textwrap
 from collections.abc import Callable
 
@@ -93,3 +94,30 @@ def html_rows(header: list[str], body: list[list[str]]) -> str:
 
 def html_table(claims, columns=("claim", "verdict", "numbers", "rule")) -> str:
     return html_rows(list(columns), rows(claims, columns))
+
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+    "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+    "img{max-width:100%}figure{margin:1em 0}"
+)
+
+
+def html_figure(name: str, caption: str) -> str:
+    c = html.escape(caption)
+    return f'<figure><img src="{name}" alt="{c}"><figcaption>{c}</figcaption></figure>'
+
+
+def write_pages(out: str, title: str, md: list[str], body: list[str]) -> str:
+    """A report's OUT/results.md (the lines `md`) and OUT/index.html (the HTML parts `body` in
+    one page shell and style: the arena's, stretch's); returns the index path."""
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    index = os.path.join(out, "index.html")
+    with open(index, "w") as f:
+        f.write(
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
+        )
+    return index
