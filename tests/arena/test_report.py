@@ -235,3 +235,16 @@ def test_the_readme_tables_are_the_recorded_runs(block, db, verdicts):
 
     with Store(str(REPO / db), create=False) as store:
         assert generated_block(block) == readme_tables(store.all_rows(), verdicts=verdicts)
+
+
+def test_report_of_a_stretch_database_is_refused(tmp_path, capsys):
+    """`posenc arena report` on posenc stretch's database: one line naming --db, exit 2."""
+    from support.readme import REPO
+
+    from posenc.cli import main
+
+    db, out = REPO / "docs/stretch/stretch.sqlite", tmp_path / "o"
+    assert main(["arena", "report", "--db", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "none from posenc arena" in err
+    assert not out.exists()

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from posenc.arena.store import require_rows
 from posenc.stretch import report
 from posenc.verdict import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 
@@ -216,9 +217,12 @@ def test_holes_render_as_a_dash_with_their_reason(tmp_path):
 def test_a_database_of_another_tool_is_refused():
     arena = [dict(task="copy", encoding="rope", config=json.dumps({"protocol": "arena-3"}))]
     with pytest.raises(ValueError, match="--db x.sqlite: .* none from posenc stretch"):
-        report.require_stretch(arena, "x.sqlite")
-    report.require_stretch([], "x.sqlite")  # empty: a run not started yet
-    report.require_stretch(rows(BASE), "x.sqlite")
+        require_rows(arena, "stretch", "x.sqlite")
+    with pytest.raises(ValueError, match="--db x.sqlite: .* none from posenc arena"):
+        require_rows(rows(BASE), "arena", "x.sqlite")
+    assert require_rows([], "stretch", "x.sqlite") == []  # empty: a run not started yet
+    assert require_rows(rows(BASE) + arena, "stretch", "x.sqlite") == rows(BASE)
+    assert require_rows(rows(BASE) + arena, "arena", "x.sqlite") == arena
 
 
 VALUES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=32),

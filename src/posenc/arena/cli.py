@@ -323,11 +323,11 @@ def print_plan(cfg: ArenaConfig, tasks: dict, store) -> None:
 
 def main_report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    from posenc.arena.store import Store
+    from posenc.arena.store import Store, require_rows
 
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
-    return write_report(rows, args.out)
+    return write_report(require_rows(rows, "arena", args.db), args.out)
 
 
 __all__ = ["main"]

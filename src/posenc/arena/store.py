@@ -100,6 +100,30 @@ def _tables(path: str, *, immutable: bool) -> tuple[set, set]:
         conn.close()
 
 
+def rows_of(rows: list[dict], tool: str) -> list[dict]:
+    """The rows posenc `tool` ("arena" or "stretch") wrote: stretch's configs name its protocol."""
+    out = []
+    for r in rows:
+        try:
+            cfg = json.loads(r.get("config") or "{}")
+        except (TypeError, ValueError):
+            continue
+        stretch = isinstance(cfg, dict) and str(cfg.get("protocol", "")).startswith("stretch")
+        if isinstance(cfg, dict) and stretch == (tool == "stretch"):
+            out.append(r)
+    return out
+
+
+def require_rows(rows: list[dict], tool: str, db: str) -> list[dict]:
+    """rows_of(rows, tool); a ValueError naming --db when the database holds only another's."""
+    mine = rows_of(rows, tool)
+    if rows and not mine:
+        other = "arena" if tool == "stretch" else "stretch"
+        raise ValueError(f"--db {db}: holds {len(rows)} rows, none from posenc {tool} (another "
+                         f"tool's database, {other}'s?); give a {tool} database")  # fmt: skip
+    return mine
+
+
 def check_db(path: str, *, create: bool = True) -> None:
     """ValueError (one line, naming --db) unless `path` is an arena database, or new or empty
     or missing (create). An existing file is only read (read-only, under SQLite's shared lock):

@@ -402,14 +402,12 @@ def main_run(argv: list[str]) -> int:
 
 
 def main_report(argv: list[str]) -> int:
-    from posenc.arena.store import Store
+    from posenc.arena.store import Store, require_rows
 
     args = report_parser().parse_args(argv)
     check_common(args, run=False)
-    from posenc.stretch.report import require_stretch
-
     with Store(args.db, create=False) as store:
         rows = store.all_rows()
-    require_stretch(rows, args.db)
+    require_rows(rows, "stretch", args.db)
     finish(rows, args.out, args.json, args.tolerance)
     return 0

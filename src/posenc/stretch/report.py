@@ -36,6 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from posenc import plots as P
+from posenc.arena.store import rows_of
 from posenc.stretch.scalings import SCALINGS
 from posenc.verdict import (
     INCONCLUSIVE,
@@ -56,25 +57,6 @@ from posenc.verdict.tables import html_figure, html_rows, markdown, write_pages
 WORKS = 0.10  # perplexity at T within +10% of the unscaled model's at its context
 WEAK = 0.9  # a task the unscaled model does below this within its context is too weak a probe
 PI_PUBLISHED = "LLaMA-7B at 2x: about +12-14% (llama.cpp PR 1967)"
-
-
-def stretch_rows(rows: list[dict]) -> list[dict]:
-    out = []
-    for r in rows:
-        try:
-            cfg = json.loads(r.get("config") or "{}")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(cfg, dict) and str(cfg.get("protocol", "")).startswith("stretch"):
-            out.append(r)
-    return out
-
-
-def require_stretch(rows: list[dict], db: str) -> None:
-    """ValueError naming --db when the database's rows are another tool's."""
-    if rows and not stretch_rows(rows):
-        raise ValueError(f"--db {db}: holds {len(rows)} rows, none from posenc stretch (another "
-                         "tool's database, the arena's?); give a stretch database")  # fmt: skip
 
 
 def _num(v) -> float | None:
@@ -147,7 +129,7 @@ class Grid:
 
 def grids(rows: list[dict]) -> list[Grid]:
     by_model = defaultdict(list)
-    for r in stretch_rows(rows):
+    for r in rows_of(rows, "stretch"):
         by_model[str(r.get("encoding", "")).partition(":")[0]].append(r)
     return [_grid(model, rs) for model, rs in by_model.items()]
 
@@ -686,7 +668,7 @@ def json_rows(rows: list[dict]) -> list[dict]:
     """Every cell as {model, scaling, factor, task, text, length, metric, value, lo, hi, n,
     reason}; a cell without a number has value None and its reason."""
     factors = {}
-    for r in stretch_rows(rows):
+    for r in rows_of(rows, "stretch"):
         scaling = json.loads(r["config"]).get("scaling")
         factors[r["encoding"]] = scaling.get("factor") if isinstance(scaling, dict) else None
     out = []
