@@ -56,15 +56,8 @@ def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
     return sorted(p * step for p in picks)
 
 
-def rotary_angles(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor | None:
-    """[T, R/2] rotation angles of a 1-D rotary encoding, or None."""
-    if "angles" not in enc.provides or enc.position_dims != 1:
-        return None
-    return enc.angles(positions).double()
-
-
 def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
-    """Angles of each sin/cos pair over positions, when the encoding has them."""
+    """[T, R/2] angles of each sin/cos pair over positions (1-D encodings), when it has them."""
     if enc.position_dims != 1:
         return None
     if "angles" in enc.provides:
@@ -220,7 +213,7 @@ def draw(
         lines = {
             "score, q = k = ones/√Dh": analysis.score_vs_distance(enc, K, dim=dim, heads=heads)[0]
         }
-        a = rotary_angles(enc, torch.arange(K))
+        a = encoding_angles(enc, None, torch.arange(K))  # rotary: its own angles
         if a is not None:
             bound = analysis.su_bound(a)
             lines["bound (Su et al.), scaled"] = bound / bound[0]
@@ -277,14 +270,13 @@ def draw(
             "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
             "they tell the position like a clock tells the time.",
         )
-        if part is not None:
-            table = part[:16, : min(8, vectors.shape[1])]
-        else:
-            table = torch.stack([torch.sin(angles[:16]), torch.cos(angles[:16])], -1).flatten(1)
-            table = table[:, :8]
+        if part is None:  # rotary: the sin / cos of its angles, pair by pair
+            part = torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
         put(
             "binary",
-            plots.binary_counter(table, title=f"{name}: binary counter vs sinusoids (seed 000)"),
+            plots.binary_counter(
+                part[:16, :8], title=f"{name}: binary counter vs sinusoids (seed 000)"
+            ),
             "Low bits flip fastest and high bits slowest; the sinusoids do the same "
             "continuously, the first dims fastest.",
         )

@@ -174,9 +174,8 @@ def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> st
     each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
             if n]  # fmt: skip
     tally = i18n.fmt(", ", lang).join(each)
-    head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
-    if lang != "en" and claims:
-        head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'
+    space, stop = (" ", ".") if lang == "en" else ("", "。")
+    head = f'<p class="meta">{escape(intro)}{space}{escape(tally)}{stop}</p>' if claims else ""
     return head + "".join(claim_html(c, lang) for c in claims)
 
 
@@ -185,7 +184,6 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
     be measured, or why it cannot be; a tally first. Other languages show the tutorial's
     sentence in place of the English wording."""
     verdicts = {c.id: c.verdict for c in claims}
-    seed_of = {it.id: seed for seed, its in inventory.by_seed().items() for it in its}
     src = "" if lang == "en" else ' class="src"'  # the tutorial's own words
     rows = []
     for it in items:
@@ -197,7 +195,7 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
             status = f"{tr('not measured yet:', lang)} {escape(tr(it.how, lang))}"
         else:
             status = f"{tr('not checkable:', lang)} {escape(tr(it.not_checkable, lang))}"
-        said = it.claim if lang == "en" else seed_sentence(seed_of[it.id], it.quote)
+        said = it.claim if lang == "en" else seed_sentence(inventory.SEED_OF[it.id], it.quote)
         rows.append(
             f"<tr><td>{escape(it.id)}</td><td{src}>{escape(it.quote)}</td><td{src}>{escape(said)}</td>"
             f"<td>{status}</td></tr>"

@@ -15,7 +15,6 @@ import importlib
 import re
 from functools import cache
 
-from posenc.verdict import numbers as english_numbers
 from posenc.verdict import rule_text as english_rule_text
 
 LANGS = ("en", "zh")
@@ -93,8 +92,6 @@ def rule_text(rules, otherwise: str, lang: str) -> str:
 
 def numbers(c, lang: str = "en", digits: int = 3) -> str:
     """posenc.verdict.numbers in `lang`: "name = value; ..." of the numbers the verdict reads."""
-    if lang == "en":
-        return english_numbers(c, digits)
     parts = []
     for k, v in c.measured.items():
         if k in c.timings:
