@@ -85,11 +85,12 @@ def render_encoding(
     max_pos: int,
     standalone: bool,
     checkpoint: str | Path | None = None,
+    trained: tuple | None = None,
     lang: str = "en",
 ) -> Page:
-    """Measure and draw one encoding into `out`, then write its out/index.html."""
+    """Measure and draw one encoding into `out` (and `trained`, load_trained's from
+    `checkpoint`), then write its out/index.html."""
     enc = build(name, dim=dim, heads=heads, max_pos=max_pos)
-    trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
     out.mkdir(parents=True, exist_ok=True)  # input checked: now write
     measures = analysis.measure(enc, name, dim=dim, heads=heads, max_pos=max_pos)
     figs = figures.draw(enc, name, out, dim=dim, heads=heads, max_pos=max_pos, lang=lang)
@@ -183,13 +184,10 @@ def explain(
     check_sizes(dim, heads, max_pos)
     check_lang(lang)
     name = registry_key(name)
-    if checkpoint is not None:
-        load_trained(checkpoint, name, max_pos)
+    trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
-    sizes = dict(dim=dim, heads=heads, max_pos=max_pos)
-    return render_encoding(
-        name, Path(out), claims, **sizes, standalone=True, checkpoint=checkpoint, lang=lang
-    )
+    opts = dict(dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint, trained=trained)
+    return render_encoding(name, Path(out), claims, **opts, standalone=True, lang=lang)
 
 
 def explain_all(
