@@ -103,6 +103,14 @@ def document(title: str, subtitle: str, nav: list[tuple[str, str]], body: str,
     )
 
 
+def html_table(header, rows: str, lang: str, cls: str = "", caption: str = "") -> str:
+    """A <table> of `rows` (<tr> HTML) under `header`, its texts in `lang`."""
+    th = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in header)
+    cap = f"<caption>{escape(tr(caption, lang))}</caption>" if caption else ""
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}>{cap}<thead><tr>{th}</tr></thead><tbody>{rows}</tbody></table>"
+
+
 def measures_table(measures: list[Measure], lang: str = "en") -> str:
     rows = "".join(
         f'<tr><td>{escape(tr(m.name, lang))}</td><td class="num">'
@@ -111,9 +119,8 @@ def measures_table(measures: list[Measure], lang: str = "en") -> str:
         f'<td class="detail">{escape(tr(m.detail, lang))}</td></tr>'
         for m in measures
     )
-    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in
-                   ("property", "value", "verdict", "how it was measured"))  # fmt: skip
-    return f'<table class="measures"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    header = ("property", "value", "verdict", "how it was measured")
+    return html_table(header, rows, lang, "measures")
 
 
 def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: str = "",
@@ -129,11 +136,9 @@ def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: st
 
 
 def table_html(t: Table, lang: str = "en") -> str:
-    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in t.header)
     rows = "".join("<tr>" + "".join(f"<td>{escape(tr(c, lang))}</td>" for c in r) + "</tr>"
                    for r in t.rows)  # fmt: skip
-    cap = f"<caption>{escape(tr(t.caption, lang))}</caption>" if t.caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return html_table(t.header, rows, lang, caption=t.caption)
 
 
 SEED_CODE = "the seed's code"
@@ -207,8 +212,4 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
              f"measured yet (how is said), {n_not} not checkable.")  # fmt: skip
     head = f'<p class="meta">{escape(tr(tally, lang))}</p>'
     cols = ("id", "quote", "claim" if lang == "en" else "the tutorial’s sentence", "status")
-    th = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in cols)
-    table = (
-        f'<table class="grid"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
-    return head + table
+    return head + html_table(cols, "".join(rows), lang, "grid")

@@ -227,7 +227,6 @@ def grid(pages: list[Page], cell, lang: str, *, family: bool = False) -> str:
     """A table of the encodings (rows) by measured property (columns), cell(m) in each."""
     cols = ["encoding", *(["family"] if family else [])]
     cols += [m.name for m in pages[0].measures] if pages else []
-    head = "".join(f"<th>{escape(tr(c, lang))}</th>" for c in cols)
     rows = "".join(
         f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
         + (f"<td>{escape(tr(pg.cls.family, lang))}</td>" if family else "")
@@ -235,7 +234,7 @@ def grid(pages: list[Page], cell, lang: str, *, family: bool = False) -> str:
         + "</tr>"
         for pg in pages
     )
-    return f'<table class="grid"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return page.html_table(cols, rows, lang, "grid")
 
 
 def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos, lang="en") -> str:
