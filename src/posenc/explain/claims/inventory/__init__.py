@@ -20,5 +20,11 @@ ALL: tuple[Item, ...] = tuple(item for seed in SEEDS for item in seed.ITEMS)
 BY_ID = {item.id: item for item in ALL}
 SEED_OF = {item.id: seed.SEED for seed in SEEDS for item in seed.ITEMS}  # item id -> file name
 
+
+def by_seed() -> dict[str, tuple[Item, ...]]:
+    """{seed file name: its items, in text order}, seeds in order."""
+    return {seed.SEED: seed.ITEMS for seed in SEEDS}
+
+
 __all__ = ["ALL", "BY_ID", "CHECKED", "HOW", "KINDS", "NOT_CHECKABLE", "SEEDS", "SEED_OF",
-           "STATUSES", "Item"]  # fmt: skip
+           "STATUSES", "Item", "by_seed"]  # fmt: skip
