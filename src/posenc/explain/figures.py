@@ -1,15 +1,4 @@
-"""Which figures an encoding gets, drawn from its hooks (see posenc.analysis for the probes).
-
-Figure kinds, in page order (the comparison page groups by kind):
-    heatmap      the table (positions x dims), rotation angles, or per-head bias matrices
-    waveforms    chosen dims over positions
-    similarity   <p_t, p_(t+k)>, or the effective score against distance k
-    attention    the causal attention the positions alone yield (q and k the same everywhere)
-    wavelengths  wavelength of each sin/cos pair (2π .. base·2π)
-    clock        seed 004's clock: each pair a hand turning at its own speed
-    binary       seed 000's binary counter next to the sinusoids
-    trained      the trained state from a checkpoint (trainable encodings)
-"""
+"""Which figures an encoding gets, drawn from its hooks (see posenc.analysis for the probes)."""
 
 from __future__ import annotations
 
@@ -23,15 +12,15 @@ from posenc.base import PositionalEncoding
 from posenc.explain.i18n import tr
 from posenc.explain.i18n.fonts import cjk_family
 
-KINDS = {
-    "heatmap": "The encoding",
-    "waveforms": "Waveforms",
-    "similarity": "Similarity / score against distance",
-    "attention": "The attention it yields",
-    "wavelengths": "Wavelengths",
-    "clock": "Clock view (seed 004)",
-    "binary": "Binary counter (seed 000)",
-    "trained": "Trained state",
+KINDS = {  # figure kind: its title, in page order (the comparison page groups by kind)
+    "heatmap": "The encoding",  # the table, rotation angles, or per-head bias matrices
+    "waveforms": "Waveforms",  # chosen dims over positions
+    "similarity": "Similarity / score against distance",  # <p_t, p_(t+k)>, or score against k
+    "attention": "The attention it yields",  # from the positions alone (q, k the same everywhere)
+    "wavelengths": "Wavelengths",  # of each sin/cos pair (2π .. base·2π)
+    "clock": "Clock view (seed 004)",  # each pair a hand turning at its own speed
+    "binary": "Binary counter (seed 000)",  # next to the sinusoids
+    "trained": "Trained state",  # from a checkpoint (trainable encodings)
 }
 ATTENTION = ("Softmax over keys j <= i of the scores above, q and k the same everywhere: where "
              "each query looks for the positions alone (without: uniform, 1/(i+1)).")  # fmt: skip

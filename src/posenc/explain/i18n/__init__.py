@@ -12,6 +12,7 @@ own terms (glossary.py), which the catalogs follow; fonts.cjk_family() the figur
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 from functools import cache
 
@@ -44,13 +45,8 @@ def catalog(lang: str) -> dict[str, str]:
 
 def key(text: str) -> tuple[str, list[str]]:
     """(the text with its numbers as {0}, {1}, ..., the numbers)."""
-    nums: list[str] = []
-
-    def slot(m: re.Match) -> str:
-        nums.append(m.group())
-        return "{" + str(len(nums) - 1) + "}"
-
-    return NUM.sub(slot, text), nums
+    slots = itertools.count()
+    return NUM.sub(lambda _: "{" + str(next(slots)) + "}", text), NUM.findall(text)
 
 
 def tr(text: str, lang: str = "en") -> str:
