@@ -48,9 +48,12 @@ def _np(x) -> np.ndarray:
     return x.detach().cpu().double().numpy() if hasattr(x, "detach") else np.asarray(x, float)
 
 
-def _sym_limits(a: np.ndarray) -> tuple[float, float]:
+def _diverging(ax, a: np.ndarray, **kw):
+    """imshow of a [rows, cols] on a red-blue scale symmetric around 0."""
     m = float(np.nanmax(np.abs(a))) if a.size else 1.0
-    return (-m, m) if m > 0 else (-1.0, 1.0)
+    m = m if m > 0 else 1.0
+    kw = dict(cmap="RdBu_r", vmin=-m, vmax=m, aspect="auto", interpolation="nearest", **kw)
+    return ax.imshow(a, **kw)
 
 
 def heatmap(
@@ -66,16 +69,7 @@ def heatmap(
     fig = figure()
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
-        lo, hi = _sym_limits(a)
-        im = ax.imshow(
-            a,
-            aspect="auto",
-            cmap="RdBu_r",
-            vmin=lo,
-            vmax=hi,
-            interpolation="nearest",
-            extent=(-0.5, a.shape[1] - 0.5, a.shape[0] - 0.5, -0.5),
-        )
+        im = _diverging(ax, a, extent=(-0.5, a.shape[1] - 0.5, a.shape[0] - 0.5, -0.5))
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.grid(False)
@@ -235,10 +229,7 @@ def binary_counter(table, *, bits: int = 4, title: str) -> Figure:
         left.set(title="binary t (bit 0 first)", xlabel="bit", ylabel="position t")
         left.set_xticks(range(bits))
         left.set_yticks(range(0, T, 2))
-        lo, hi = _sym_limits(a)
-        im = right.imshow(
-            a, cmap="RdBu_r", vmin=lo, vmax=hi, aspect="auto", interpolation="nearest"
-        )
+        im = _diverging(right, a)
         right.set(title="sinusoids (same positions)", xlabel="dimension")
         right.set_yticks(range(0, T, 2))
         for ax in (left, right):

@@ -164,8 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.name:
         raise ValueError("give an encoding NAME (see `posenc list`) or --all")
     name = ex.registry_key(args.name)  # a bad name is refused before anything is written
-    if args.checkpoint is not None:
-        ex.load_trained(args.checkpoint, name, args.max_pos)
     out = Path(check_writable(args.out or f"explain_{name}"))
     pg = ex.explain(
         name,

@@ -1,15 +1,4 @@
-"""Which figures an encoding gets, drawn from its hooks (see posenc.analysis for the probes).
-
-Figure kinds, in page order (the comparison page groups by kind):
-    heatmap      the table (positions x dims), rotation angles, or per-head bias matrices
-    waveforms    chosen dims over positions
-    similarity   <p_t, p_(t+k)>, or the effective score against distance k
-    attention    the causal attention the positions alone yield (q and k the same everywhere)
-    wavelengths  wavelength of each sin/cos pair (2π .. base·2π)
-    clock        seed 004's clock: each pair a hand turning at its own speed
-    binary       seed 000's binary counter next to the sinusoids
-    trained      the trained state from a checkpoint (trainable encodings)
-"""
+"""Which figures an encoding gets, drawn from its hooks (see posenc.analysis for the probes)."""
 
 from __future__ import annotations
 
@@ -23,15 +12,15 @@ from posenc.base import PositionalEncoding
 from posenc.explain.i18n import tr
 from posenc.explain.i18n.fonts import cjk_family
 
-KINDS = {
-    "heatmap": "The encoding",
-    "waveforms": "Waveforms",
-    "similarity": "Similarity / score against distance",
-    "attention": "The attention it yields",
-    "wavelengths": "Wavelengths",
-    "clock": "Clock view (seed 004)",
-    "binary": "Binary counter (seed 000)",
-    "trained": "Trained state",
+KINDS = {  # figure kind: its title, in page order (the comparison page groups by kind)
+    "heatmap": "The encoding",  # the table, rotation angles, or per-head bias matrices
+    "waveforms": "Waveforms",  # chosen dims over positions
+    "similarity": "Similarity / score against distance",  # <p_t, p_(t+k)>, or score against k
+    "attention": "The attention it yields",  # from the positions alone (q, k the same everywhere)
+    "wavelengths": "Wavelengths",  # of each sin/cos pair (2π .. base·2π)
+    "clock": "Clock view (seed 004)",  # each pair a hand turning at its own speed
+    "binary": "Binary counter (seed 000)",  # next to the sinusoids
+    "trained": "Trained state",  # from a checkpoint (trainable encodings)
 }
 ATTENTION = ("Softmax over keys j <= i of the scores above, q and k the same everywhere: where "
              "each query looks for the positions alone (without: uniform, 1/(i+1)).")  # fmt: skip
@@ -56,15 +45,8 @@ def pick_dims(F: int, n: int = 4, step: int = 1) -> list[int]:
     return sorted(p * step for p in picks)
 
 
-def rotary_angles(enc: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor | None:
-    """[T, R/2] rotation angles of a 1-D rotary encoding, or None."""
-    if "angles" not in enc.provides or enc.position_dims != 1:
-        return None
-    return enc.angles(positions).double()
-
-
 def encoding_angles(enc, vectors, positions) -> torch.Tensor | None:
-    """Angles of each sin/cos pair over positions, when the encoding has them."""
+    """[T, R/2] angles of each sin/cos pair over positions (1-D encodings), when it has them."""
     if enc.position_dims != 1:
         return None
     if "angles" in enc.provides:
@@ -220,7 +202,7 @@ def draw(
         lines = {
             "score, q = k = ones/√Dh": analysis.score_vs_distance(enc, K, dim=dim, heads=heads)[0]
         }
-        a = rotary_angles(enc, torch.arange(K))
+        a = encoding_angles(enc, None, torch.arange(K))  # rotary: its own angles
         if a is not None:
             bound = analysis.su_bound(a)
             lines["bound (Su et al.), scaled"] = bound / bound[0]
@@ -277,14 +259,13 @@ def draw(
             "Pair 0 is the second hand, the later pairs the minute and hour hands: together "
             "they tell the position like a clock tells the time.",
         )
-        if part is not None:
-            table = part[:16, : min(8, vectors.shape[1])]
-        else:
-            table = torch.stack([torch.sin(angles[:16]), torch.cos(angles[:16])], -1).flatten(1)
-            table = table[:, :8]
+        if part is None:  # rotary: the sin / cos of its angles, pair by pair
+            part = torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
         put(
             "binary",
-            plots.binary_counter(table, title=f"{name}: binary counter vs sinusoids (seed 000)"),
+            plots.binary_counter(
+                part[:16, :8], title=f"{name}: binary counter vs sinusoids (seed 000)"
+            ),
             "Low bits flip fastest and high bits slowest; the sinusoids do the same "
             "continuously, the first dims fastest.",
         )

@@ -103,6 +103,14 @@ def document(title: str, subtitle: str, nav: list[tuple[str, str]], body: str,
     )
 
 
+def html_table(header, rows: str, lang: str, cls: str = "", caption: str = "") -> str:
+    """A <table> of `rows` (<tr> HTML) under `header`, its texts in `lang`."""
+    th = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in header)
+    cap = f"<caption>{escape(tr(caption, lang))}</caption>" if caption else ""
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}>{cap}<thead><tr>{th}</tr></thead><tbody>{rows}</tbody></table>"
+
+
 def measures_table(measures: list[Measure], lang: str = "en") -> str:
     rows = "".join(
         f'<tr><td>{escape(tr(m.name, lang))}</td><td class="num">'
@@ -111,9 +119,8 @@ def measures_table(measures: list[Measure], lang: str = "en") -> str:
         f'<td class="detail">{escape(tr(m.detail, lang))}</td></tr>'
         for m in measures
     )
-    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in
-                   ("property", "value", "verdict", "how it was measured"))  # fmt: skip
-    return f'<table class="measures"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    header = ("property", "value", "verdict", "how it was measured")
+    return html_table(header, rows, lang, "measures")
 
 
 def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: str = "",
@@ -129,11 +136,9 @@ def figure_html(fig: Fig, prefix: str = "", title: str | None = None, anchor: st
 
 
 def table_html(t: Table, lang: str = "en") -> str:
-    head = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in t.header)
     rows = "".join("<tr>" + "".join(f"<td>{escape(tr(c, lang))}</td>" for c in r) + "</tr>"
                    for r in t.rows)  # fmt: skip
-    cap = f"<caption>{escape(tr(t.caption, lang))}</caption>" if t.caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return html_table(t.header, rows, lang, caption=t.caption)
 
 
 SEED_CODE = "the seed's code"
@@ -174,9 +179,8 @@ def claims_section(claims: list[Claim], intro: str = "", lang: str = "en") -> st
     each = [i18n.fmt("{n} {verdict}", lang, n=n, verdict=tr(v, lang)) for v, n in counts.items()
             if n]  # fmt: skip
     tally = i18n.fmt(", ", lang).join(each)
-    head = f'<p class="meta">{escape(intro)} {escape(tally)}.</p>' if claims else ""
-    if lang != "en" and claims:
-        head = f'<p class="meta">{escape(intro)}{escape(tally)}。</p>'
+    space, stop = (" ", ".") if lang == "en" else ("", "。")
+    head = f'<p class="meta">{escape(intro)}{space}{escape(tally)}{stop}</p>' if claims else ""
     return head + "".join(claim_html(c, lang) for c in claims)
 
 
@@ -185,7 +189,6 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
     be measured, or why it cannot be; a tally first. Other languages show the tutorial's
     sentence in place of the English wording."""
     verdicts = {c.id: c.verdict for c in claims}
-    seed_of = {it.id: seed for seed, its in inventory.by_seed().items() for it in its}
     src = "" if lang == "en" else ' class="src"'  # the tutorial's own words
     rows = []
     for it in items:
@@ -197,7 +200,7 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
             status = f"{tr('not measured yet:', lang)} {escape(tr(it.how, lang))}"
         else:
             status = f"{tr('not checkable:', lang)} {escape(tr(it.not_checkable, lang))}"
-        said = it.claim if lang == "en" else seed_sentence(seed_of[it.id], it.quote)
+        said = it.claim if lang == "en" else seed_sentence(inventory.SEED_OF[it.id], it.quote)
         rows.append(
             f"<tr><td>{escape(it.id)}</td><td{src}>{escape(it.quote)}</td><td{src}>{escape(said)}</td>"
             f"<td>{status}</td></tr>"
@@ -209,8 +212,4 @@ def inventory_section(items, claims: list[Claim], lang: str = "en") -> str:
              f"measured yet (how is said), {n_not} not checkable.")  # fmt: skip
     head = f'<p class="meta">{escape(tr(tally, lang))}</p>'
     cols = ("id", "quote", "claim" if lang == "en" else "the tutorial’s sentence", "status")
-    th = "".join(f"<th>{escape(tr(h, lang))}</th>" for h in cols)
-    table = (
-        f'<table class="grid"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
-    return head + table
+    return head + html_table(cols, "".join(rows), lang, "grid")

@@ -85,11 +85,12 @@ def render_encoding(
     max_pos: int,
     standalone: bool,
     checkpoint: str | Path | None = None,
+    trained: tuple | None = None,
     lang: str = "en",
 ) -> Page:
-    """Measure and draw one encoding into `out`, then write its out/index.html."""
+    """Measure and draw one encoding into `out` (and `trained`, load_trained's from
+    `checkpoint`), then write its out/index.html."""
     enc = build(name, dim=dim, heads=heads, max_pos=max_pos)
-    trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
     out.mkdir(parents=True, exist_ok=True)  # input checked: now write
     measures = analysis.measure(enc, name, dim=dim, heads=heads, max_pos=max_pos)
     figs = figures.draw(enc, name, out, dim=dim, heads=heads, max_pos=max_pos, lang=lang)
@@ -183,13 +184,10 @@ def explain(
     check_sizes(dim, heads, max_pos)
     check_lang(lang)
     name = registry_key(name)
-    if checkpoint is not None:
-        load_trained(checkpoint, name, max_pos)
+    trained = None if checkpoint is None else load_trained(checkpoint, name, max_pos)
     claims = claims_mod.check_all(dim=dim, max_pos=max_pos, arena=arena)
-    sizes = dict(dim=dim, heads=heads, max_pos=max_pos)
-    return render_encoding(
-        name, Path(out), claims, **sizes, standalone=True, checkpoint=checkpoint, lang=lang
-    )
+    opts = dict(dim=dim, heads=heads, max_pos=max_pos, checkpoint=checkpoint, trained=trained)
+    return render_encoding(name, Path(out), claims, **opts, standalone=True, lang=lang)
 
 
 def explain_all(
@@ -229,7 +227,6 @@ def grid(pages: list[Page], cell, lang: str, *, family: bool = False) -> str:
     """A table of the encodings (rows) by measured property (columns), cell(m) in each."""
     cols = ["encoding", *(["family"] if family else [])]
     cols += [m.name for m in pages[0].measures] if pages else []
-    head = "".join(f"<th>{escape(tr(c, lang))}</th>" for c in cols)
     rows = "".join(
         f'<tr><td><a href="{escape(pg.name)}/index.html">{escape(pg.name)}</a></td>'
         + (f"<td>{escape(tr(pg.cls.family, lang))}</td>" if family else "")
@@ -237,7 +234,7 @@ def grid(pages: list[Page], cell, lang: str, *, family: bool = False) -> str:
         + "</tr>"
         for pg in pages
     )
-    return f'<table class="grid"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return page.html_table(cols, rows, lang, "grid")
 
 
 def index_html(pages: list[Page], claims: list[Claim], dim, heads, max_pos, lang="en") -> str:

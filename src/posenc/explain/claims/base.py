@@ -46,21 +46,13 @@ def seed_sentence(seed: str, quote: str, most: int = 240) -> str:
     return said
 
 
-def source(item_id: str) -> tuple[Source, str]:
-    """(Source, English wording) of an inventory item."""
-    for seed in inventory.SEEDS:
-        for it in seed.ITEMS:
-            if it.id == item_id:
-                return Source(seed.SEED, it.quote, line_of(seed.SEED, it.quote)), it.claim
-    raise KeyError(f"no inventory item {item_id!r}")
-
-
 def seed_claim(item_id: str, *, id: str, about, rules, otherwise: str = HOLDS):
     """Declare the check below as the claim of inventory item `item_id` (posenc.verdict.finding:
     quote and wording from the inventory, the verdict from `rules`, `otherwise` where none
     applies), appended to the CHECKS list of the module that declares it."""
-    src, wording = source(item_id)
-    mark = finding(id=id, claim=wording, source=src, about=about, rules=rules, otherwise=otherwise)
+    it, seed = inventory.BY_ID[item_id], inventory.SEED_OF[item_id]
+    src = Source(seed, it.quote, line_of(seed, it.quote))
+    mark = finding(id=id, claim=it.claim, source=src, about=about, rules=rules, otherwise=otherwise)
 
     def wrap(fn):
         check = mark(fn)

@@ -166,11 +166,9 @@ def claim_000_rnn_order(dim: int, n: int) -> Measured:
 @seed_claim("inv-000-04", id="claim-000-phase-gap", about=("phase",),
             rules=(Rule("gap ratio T=5 / T=50", "<", 1.5, FAILS),))  # fmt: skip
 def claim_000_phase_gap(dim: int, n: int) -> Measured:
-    gaps = {T: 1 / (T - 1) for T in (5, 50)}  # posenc's phase encoding: t / (T - 1)
-    enc = build("phase")
-    for T in gaps:  # measured from the encoding itself, not the formula
-        col = enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1].double()
-        gaps[T] = float(col[1] - col[0])
+    enc = build("phase")  # posenc's phase encoding: t / (T - 1), measured, not the formula
+    cols = {T: enc.embed(torch.zeros(1, T, 1), torch.arange(T))[0, :, -1] for T in (5, 50)}
+    gaps = {T: float(col[1].double() - col[0].double()) for T, col in cols.items()}
     return Measured(
         method="gap between the phases of positions 0 and 1 (posenc's phase, t / (T - 1)) in "
         "sentences of 5 and 50 words",

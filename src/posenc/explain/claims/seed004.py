@@ -28,24 +28,23 @@ def absolute_positional_encoding(seq_len, d_model):
     return pe
 """
 
-FIXES = [
-    ("torch.arrange → torch.arange", "torch.arrange", "torch.arange"),
-    ("math.sin / math.cos → torch.sin / torch.cos (they take tensors)", "math.", "torch."),
-    (
-        "div_term over d_model, not seq_len",
-        "torch.arange(0, seq_len, 2)",
-        "torch.arange(0, d_model, 2)",
-    ),
-]
+FIXES = {  # what is fixed: its replacements (math.log stays: it takes a number)
+    "torch.arrange → torch.arange": {"torch.arrange": "torch.arange"},
+    "math.sin / math.cos → torch.sin / torch.cos (they take tensors)": {
+        "math.sin": "torch.sin",
+        "math.cos": "torch.cos",
+    },
+    "div_term over d_model, not seq_len": {
+        "torch.arange(0, seq_len, 2)": "torch.arange(0, d_model, 2)"
+    },
+}
 
 
 def fixed_stages(code: str) -> list[tuple[str, str]]:
     """[(what, code)]: the code as written, then with each of FIXES applied in turn."""
     stages = [("as written", code)]
-    for what, old, new in FIXES:
-        if old == "math.":  # keep math.log, fix the two calls on tensors
-            code = code.replace("math.sin", "torch.sin").replace("math.cos", "torch.cos")
-        else:
+    for what, edits in FIXES.items():
+        for old, new in edits.items():
             code = code.replace(old, new)
         stages.append((f"+ {what}", code))
     return stages

@@ -5,10 +5,6 @@ docs/arena/claims/run.sh trains the cells these read (labels below), beside the 
 states the labels, task and lengths it compares and the rule on the numbers; without a database,
 or without those cells in it, the evidence is absent (posenc.verdict.Absent: "not measured
 here") and the note names the command. Values are medians over the seeds a database holds.
-
-    Evidence        the arena's numbers for (label, task, metric, length), and the rows it used
-    from_arena      a check's numbers measured from Evidence (Absent without a database)
-    arena_claim     seed_claim for a function of Evidence
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ own terms (glossary.py), which the catalogs follow; fonts.cjk_family() the figur
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 from functools import cache
 
-from posenc.verdict import numbers as english_numbers
 from posenc.verdict import rule_text as english_rule_text
 
 LANGS = ("en", "zh")
@@ -45,13 +45,8 @@ def catalog(lang: str) -> dict[str, str]:
 
 def key(text: str) -> tuple[str, list[str]]:
     """(the text with its numbers as {0}, {1}, ..., the numbers)."""
-    nums: list[str] = []
-
-    def slot(m: re.Match) -> str:
-        nums.append(m.group())
-        return "{" + str(len(nums) - 1) + "}"
-
-    return NUM.sub(slot, text), nums
+    slots = itertools.count()
+    return NUM.sub(lambda _: "{" + str(next(slots)) + "}", text), NUM.findall(text)
 
 
 def tr(text: str, lang: str = "en") -> str:
@@ -93,8 +88,6 @@ def rule_text(rules, otherwise: str, lang: str) -> str:
 
 def numbers(c, lang: str = "en", digits: int = 3) -> str:
     """posenc.verdict.numbers in `lang`: "name = value; ..." of the numbers the verdict reads."""
-    if lang == "en":
-        return english_numbers(c, digits)
     parts = []
     for k, v in c.measured.items():
         if k in c.timings:

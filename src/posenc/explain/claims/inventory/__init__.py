@@ -17,6 +17,8 @@ from posenc.explain.claims.inventory.item import CHECKED, HOW, KINDS, NOT_CHECKA
 
 SEEDS = (seed000, seed001, seed002, seed003, seed004)
 ALL: tuple[Item, ...] = tuple(item for seed in SEEDS for item in seed.ITEMS)
+BY_ID = {item.id: item for item in ALL}
+SEED_OF = {item.id: seed.SEED for seed in SEEDS for item in seed.ITEMS}  # item id -> file name
 
 
 def by_seed() -> dict[str, tuple[Item, ...]]:
@@ -24,5 +26,5 @@ def by_seed() -> dict[str, tuple[Item, ...]]:
     return {seed.SEED: seed.ITEMS for seed in SEEDS}
 
 
-__all__ = ["ALL", "CHECKED", "HOW", "KINDS", "NOT_CHECKABLE", "SEEDS", "STATUSES", "Item",
-           "by_seed"]  # fmt: skip
+__all__ = ["ALL", "BY_ID", "CHECKED", "HOW", "KINDS", "NOT_CHECKABLE", "SEEDS", "SEED_OF",
+           "STATUSES", "Item", "by_seed"]  # fmt: skip
