@@ -78,8 +78,8 @@ def SEED():
 
 
 def assert_same(got, want, dtype, what="", **tol):
+    tol = tol or TOL[dtype]
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
-        tol = tol or TOL[dtype]
         torch.testing.assert_close(a.float(), b.float(), **tol, msg=f"{what} tensor {i}")
 
 
